@@ -1,0 +1,20 @@
+# The application image: web, scheduler and worker nodes all run from it.
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PYTHONPATH=/app/platform:/app \
+    DJANGO_DEBUG=false
+
+WORKDIR /app
+RUN useradd --create-home --uid 1000 platform
+COPY requirements.txt .
+RUN pip install --no-cache-dir -r requirements.txt
+COPY . .
+RUN DJANGO_SECRET_KEY=build-only-collectstatic-key-not-used-at-run-time-0123456789 \
+    PLATFORM_VAR_DIR=/var/lib/tfplatform python manage.py collectstatic --noinput \
+    && chown -R platform /var/lib/tfplatform
+
+USER platform
+EXPOSE 8000
+CMD ["gunicorn", "--pythonpath", "platform,.", "--bind", "0.0.0.0:8000", "tfplatform.config.wsgi"]

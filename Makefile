@@ -1,0 +1,47 @@
+# The two Quick-start commands: `make run` and `make test`.
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-$(shell sha1sum requirements.txt | cut -c1-12)
+
+.PHONY: run test lint typecheck pytest bench install browser clean-var
+
+$(STAMP): requirements.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.txt
+	rm -f $(VENV)/.installed-*
+	touch $(STAMP)
+
+install: $(STAMP)
+
+# Debian's Chromium for the browser tests (Playwright drives it; no browser download).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq chromium >/dev/null; \
+	  else echo "Install Debian's chromium (apt-get install chromium) for the browser tests"; fi; }
+
+run: install
+	DJANGO_DEBUG=true $(PY) manage.py migrate --noinput
+	DJANGO_DEBUG=true $(PY) manage.py platform_bootstrap
+	@echo ""
+	@echo "  TF Platform: http://127.0.0.1:$${PORT:-8000}/   (API docs: /api/docs/, Ctrl-C stops everything)"
+	@echo ""
+	DJANGO_DEBUG=true $(VENV)/bin/honcho start -f Procfile -p $${PORT:-8000}
+
+lint: install
+	$(VENV)/bin/ruff check .
+
+typecheck: install
+	$(VENV)/bin/mypy platform/tfplatform training serving manage.py
+
+pytest: install browser
+	$(VENV)/bin/pytest
+
+test: lint typecheck pytest
+
+bench: install
+	$(PY) -m bench
+
+clean-var:
+	rm -rf var

@@ -1,0 +1,1 @@
+"""The platform's Django project: configuration and apps."""

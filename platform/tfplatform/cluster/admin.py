@@ -1,0 +1,66 @@
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
+
+from tfplatform.cluster.models import Allocation, Device, Node
+from tfplatform.cluster.services import node_set_state
+
+
+class DeviceInline(admin.TabularInline):
+    model = Device
+    extra = 0
+    readonly_fields = ("kind", "index", "name", "memory_bytes", "compute_capability", "emulated")
+
+
+@admin.register(Node)
+class NodeAdmin(admin.ModelAdmin):
+    list_display = ("hostname", "state", "queue", "cpu_count", "last_heartbeat")
+    list_filter = ("state",)
+    readonly_fields = ("queue", "last_heartbeat", "registered_at")
+    inlines = [DeviceInline]
+    actions = ["cordon", "drain", "enable"]
+
+    def _set(self, request: HttpRequest, queryset: QuerySet[Node], state: str) -> None:
+        for node in queryset:
+            node_set_state(node=node, state=state)
+        messages.success(request, f"{queryset.count()} node(s) set to {state}.")
+
+    @admin.action(description="Cordon: accept no new work")
+    def cordon(self, request: HttpRequest, queryset: QuerySet[Node]) -> None:
+        self._set(request, queryset, Node.State.CORDONED)
+
+    @admin.action(description="Drain: cordon and let running work finish")
+    def drain(self, request: HttpRequest, queryset: QuerySet[Node]) -> None:
+        self._set(request, queryset, Node.State.DRAINING)
+
+    @admin.action(description="Enable: accept new work")
+    def enable(self, request: HttpRequest, queryset: QuerySet[Node]) -> None:
+        self._set(request, queryset, Node.State.READY)
+
+
+@admin.register(Device)
+class DeviceAdmin(admin.ModelAdmin):
+    list_display = (
+        "node",
+        "kind",
+        "index",
+        "name",
+        "memory_bytes",
+        "compute_capability",
+        "emulated",
+    )
+    list_filter = ("kind", "node")
+
+
+@admin.register(Allocation)
+class AllocationAdmin(admin.ModelAdmin):
+    list_display = (
+        "trial",
+        "node",
+        "device",
+        "task_type",
+        "task_index",
+        "created_at",
+        "released_at",
+    )
+    list_filter = ("node",)

@@ -1,0 +1,77 @@
+from typing import Any
+
+from django.db.models import QuerySet
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import generics, serializers
+
+from tfplatform.cluster.models import Allocation, Device, Node
+from tfplatform.cluster.selectors import node_list
+from tfplatform.experiments.selectors import experiment_list
+
+
+class DeviceSerializer(serializers.ModelSerializer):
+    held_by = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Device
+        fields = [
+            "id",
+            "kind",
+            "index",
+            "name",
+            "memory_bytes",
+            "compute_capability",
+            "emulated",
+            "held_by",
+        ]
+
+    @extend_schema_field(serializers.DictField(allow_null=True))
+    def get_held_by(self, device: Device) -> dict[str, Any] | None:
+        holders: dict[int, Allocation] = self.context["holders"]
+        allocation = holders.get(device.pk)
+        if allocation is None:
+            return None
+        experiment = allocation.trial.experiment
+        # Others' experiments are shown as "in use" without saying whose or what.
+        if experiment.pk in self.context["visible_experiment_ids"]:
+            return {
+                "experiment": experiment.pk,
+                "name": experiment.name,
+                "task": f"{allocation.task_type}:{allocation.task_index}",
+            }
+        return {"experiment": None, "name": "in use", "task": allocation.task_type}
+
+
+class NodeSerializer(serializers.ModelSerializer):
+    devices = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Node
+        fields = [
+            "id",
+            "hostname",
+            "queue",
+            "state",
+            "cpu_count",
+            "memory_bytes",
+            "last_heartbeat",
+            "devices",
+        ]
+
+    @extend_schema_field(DeviceSerializer(many=True))
+    def get_devices(self, node: Node) -> list[dict[str, Any]]:
+        holders = {a.device_id: a for a in getattr(node, "active_allocations", [])}
+        context = {**self.context, "holders": holders}
+        return list(DeviceSerializer(node.devices.all(), many=True, context=context).data)
+
+
+class NodeListApi(generics.ListAPIView):
+    serializer_class = NodeSerializer
+    filter_backends: list[Any] = []
+
+    def get_queryset(self) -> QuerySet[Node]:
+        return node_list()
+
+    def get_serializer_context(self) -> dict[str, Any]:
+        visible = set(experiment_list(user=self.request.user).values_list("pk", flat=True))
+        return {**super().get_serializer_context(), "visible_experiment_ids": visible}

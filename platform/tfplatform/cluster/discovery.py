@@ -1,0 +1,70 @@
+"""What devices this machine has: NVML for real GPUs, plus slots declared in configuration."""
+
+import logging
+import os
+from dataclasses import dataclass
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, kw_only=True)
+class DeviceInfo:
+    kind: str
+    index: int
+    name: str
+    memory_bytes: int = 0
+    compute_capability: str = ""
+    emulated: bool = False
+
+
+def gpus_discover() -> list[DeviceInfo]:
+    try:
+        import pynvml
+    except ImportError:
+        return []
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError as error:
+        # No driver or no GPU: the normal case on CPU machines.
+        logger.info("NVML unavailable (%s); no GPUs discovered.", error)
+        return []
+    try:
+        devices = []
+        for index in range(pynvml.nvmlDeviceGetCount()):
+            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(handle)
+            name = pynvml.nvmlDeviceGetName(handle)
+            devices.append(
+                DeviceInfo(
+                    kind="gpu",
+                    index=index,
+                    name=name.decode() if isinstance(name, bytes) else str(name),
+                    memory_bytes=int(pynvml.nvmlDeviceGetMemoryInfo(handle).total),
+                    compute_capability=f"{major}.{minor}",
+                )
+            )
+        return devices
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def devices_discover(*, declared_gpu_slots: int, cpu_slots: int) -> list[DeviceInfo]:
+    """Real GPUs if NVML finds any, else declared slots emulated by logical CPU devices."""
+    gpus = gpus_discover()
+    if not gpus:
+        gpus = [
+            DeviceInfo(kind="gpu", index=i, name=f"emulated accelerator slot {i}", emulated=True)
+            for i in range(declared_gpu_slots)
+        ]
+    cpus = [
+        DeviceInfo(kind="cpu", index=i, name=f"CPU slot {i} ({os.cpu_count()} cores shared)")
+        for i in range(cpu_slots)
+    ]
+    return gpus + cpus
+
+
+def memory_total_bytes() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return 0

@@ -1,0 +1,41 @@
+import logging
+import signal
+import threading
+from typing import Any
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandParser
+from django.db import close_old_connections
+
+from tfplatform.cluster.scheduler import scheduler_pass
+
+logger = logging.getLogger(__name__)
+
+
+class Command(BaseCommand):
+    help = "Run the scheduler loop: place queued experiments on free devices every interval."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--interval", type=float, default=settings.PLATFORM["SCHEDULER_INTERVAL_SECONDS"]
+        )
+        parser.add_argument("--once", action="store_true", help="Run one pass and exit.")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        stop = threading.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: stop.set())
+        self.stdout.write(f"Scheduler running every {options['interval']}s")
+        while not stop.is_set():
+            try:
+                scheduled = scheduler_pass()
+                if scheduled:
+                    logger.info("Scheduled %d experiment(s)", scheduled)
+            except Exception:
+                # One bad pass (a lost database connection, say) must not end the loop.
+                logger.exception("Scheduler pass failed")
+            finally:
+                close_old_connections()
+            if options["once"]:
+                break
+            stop.wait(options["interval"])

@@ -1,0 +1,77 @@
+import os
+import threading
+from typing import Any
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandParser
+from django.db import close_old_connections
+
+from tfplatform.cluster.discovery import devices_discover, memory_total_bytes
+from tfplatform.cluster.services import node_heartbeat, node_register
+from tfplatform.config.celery import app
+
+
+class Command(BaseCommand):
+    help = "Start this machine's worker node: register it and its devices, heartbeat, run Celery."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--node", default=settings.PLATFORM["NODE_NAME"])
+        parser.add_argument(
+            "--gpu-slots",
+            type=int,
+            default=settings.PLATFORM["DECLARED_GPU_SLOTS"],
+            help="Accelerator slots to declare when NVML finds no GPU.",
+        )
+        parser.add_argument(
+            "--cpu-slots", type=int, default=2, help="How many CPU-only tasks may run here at once."
+        )
+        parser.add_argument("--concurrency", type=int, default=None)
+        parser.add_argument(
+            "--scheduler-queue",
+            action="store_true",
+            default=True,
+            help="Also consume the shared 'platform' queue.",
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        hostname = options["node"]
+        devices = devices_discover(
+            declared_gpu_slots=options["gpu_slots"], cpu_slots=options["cpu_slots"]
+        )
+        node = node_register(
+            hostname=hostname,
+            cpu_count=os.cpu_count() or 1,
+            memory_bytes=memory_total_bytes(),
+            devices=devices,
+        )
+        self.stdout.write(f"Node {hostname}: {len(devices)} device(s), queue {node.queue}")
+        stop = threading.Event()
+        threading.Thread(
+            target=_heartbeat_loop, kwargs={"hostname": hostname, "stop": stop}, daemon=True
+        ).start()
+        queues = [node.queue, "platform"] if options["scheduler_queue"] else [node.queue]
+        # One slot per device plus one for scheduler wake-ups: trials mostly wait on children.
+        concurrency = options["concurrency"] or len(devices) + 1
+        argv = [
+            "worker",
+            f"--hostname={hostname}@%h",
+            f"--queues={','.join(queues)}",
+            "--pool=threads",
+            f"--concurrency={concurrency}",
+            "--loglevel=INFO",
+            "--without-gossip",
+            "--without-mingle",
+        ]
+        try:
+            app.worker_main(argv)
+        finally:
+            stop.set()
+
+
+def _heartbeat_loop(*, hostname: str, stop: threading.Event) -> None:
+    interval = settings.PLATFORM["HEARTBEAT_SECONDS"]
+    while not stop.wait(interval):
+        try:
+            node_heartbeat(hostname=hostname)
+        finally:
+            close_old_connections()

@@ -1,0 +1,81 @@
+from django.db import models
+from django.db.models import Q
+
+
+class Node(models.Model):
+    class State(models.TextChoices):
+        READY = "ready"
+        CORDONED = "cordoned"
+        DRAINING = "draining"
+        LOST = "lost"
+
+    hostname = models.CharField(max_length=200, unique=True)
+    # The Celery queue this node's worker consumes; trials for the node are sent there.
+    queue = models.CharField(max_length=200, unique=True)
+    state = models.CharField(max_length=20, choices=State.choices, default=State.READY)
+    cpu_count = models.PositiveIntegerField(default=1)
+    memory_bytes = models.BigIntegerField(default=0)
+    os_info = models.CharField(max_length=300, blank=True)
+    last_heartbeat = models.DateTimeField(null=True, blank=True)
+    registered_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["hostname"]
+
+    def __str__(self) -> str:
+        return self.hostname
+
+
+class Device(models.Model):
+    class Kind(models.TextChoices):
+        CPU = "cpu"
+        GPU = "gpu"
+
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="devices")
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    index = models.PositiveIntegerField()
+    name = models.CharField(max_length=200)
+    memory_bytes = models.BigIntegerField(default=0)
+    compute_capability = models.CharField(max_length=20, blank=True)
+    # A declared slot stands in for a GPU on machines without one (logical CPU device).
+    emulated = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["node__hostname", "kind", "index"]
+        constraints = [
+            models.UniqueConstraint(fields=["node", "kind", "index"], name="device_unique_slot"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.node.hostname}/{self.kind}:{self.index}"
+
+
+class Allocation(models.Model):
+    """One device held by one trial; released_at is set when the trial lets go of it."""
+
+    trial = models.ForeignKey(
+        "experiments.Trial", on_delete=models.CASCADE, related_name="allocations"
+    )
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="allocations")
+    device = models.ForeignKey(
+        Device, null=True, blank=True, on_delete=models.CASCADE, related_name="allocations"
+    )
+    # Which task of the TF cluster this allocation serves (worker 0, ps 1, chief 0, ...).
+    task_type = models.CharField(max_length=20, default="worker")
+    task_index = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    released_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        constraints = [
+            # The database itself refuses to hand one device to two live allocations.
+            models.UniqueConstraint(
+                fields=["device"],
+                condition=Q(released_at__isnull=True, device__isnull=False),
+                name="allocation_one_holder_per_device",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.device or self.node} → trial {self.trial_id}"

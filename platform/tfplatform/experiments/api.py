@@ -1,0 +1,104 @@
+from typing import Any
+
+from django.db.models import QuerySet
+from django_filters import rest_framework as filters
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import generics, serializers, status
+from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from tfplatform.experiments import selectors, services
+from tfplatform.experiments.models import Experiment
+from tfplatform.experiments.serializers import (
+    EnvironmentSerializer,
+    ExperimentCreateSerializer,
+    ExperimentSerializer,
+    MetricSerializer,
+)
+
+
+class ExperimentFilter(filters.FilterSet):
+    state = filters.ChoiceFilter(choices=Experiment.State.choices)
+    owner = filters.CharFilter(field_name="owner__username")
+
+    class Meta:
+        model = Experiment
+        fields = ["state", "owner"]
+
+
+class ExperimentListCreateApi(generics.ListAPIView):
+    serializer_class = ExperimentSerializer
+    filterset_class = ExperimentFilter
+    parser_classes = [JSONParser, MultiPartParser, FormParser]
+
+    def get_queryset(self) -> QuerySet[Experiment]:
+        return selectors.experiment_list(user=self.request.user).prefetch_related("trials")
+
+    @extend_schema(request=ExperimentCreateSerializer, responses={201: ExperimentSerializer})
+    def post(self, request: Request) -> Response:
+        serializer = ExperimentCreateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data: dict[str, Any] = dict(serializer.validated_data)
+        resources = data.pop("resources", {})
+        experiment = services.experiment_create(
+            owner=request.user,  # type: ignore[arg-type]
+            request=services.ExperimentRequest(**data, **resources),
+        )
+        return Response(ExperimentSerializer(experiment).data, status=status.HTTP_201_CREATED)
+
+
+class ExperimentDetailApi(APIView):
+    @extend_schema(responses=ExperimentSerializer)
+    def get(self, request: Request, experiment_id: int) -> Response:
+        experiment = selectors.experiment_get(user=request.user, experiment_id=experiment_id)
+        return Response(ExperimentSerializer(experiment).data)
+
+
+class ExperimentMetricsApi(generics.ListAPIView):
+    serializer_class = MetricSerializer
+    pagination_class = None
+    filter_backends: list[Any] = []
+
+    @extend_schema(parameters=[OpenApiParameter("name", str, description="Only this metric")])
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return super().get(request, *args, **kwargs)
+
+    def get_queryset(self) -> QuerySet[Any]:
+        experiment = selectors.experiment_get(
+            user=self.request.user, experiment_id=self.kwargs["experiment_id"]
+        )
+        return selectors.experiment_metrics(
+            experiment=experiment, name=self.request.query_params.get("name")
+        )
+
+
+class ExperimentLogsApi(APIView):
+    @extend_schema(
+        parameters=[OpenApiParameter("tail", int, description="Only the last N lines")],
+        responses=inline_serializer("ExperimentLogs", {"logs": serializers.CharField()}),
+    )
+    def get(self, request: Request, experiment_id: int) -> Response:
+        experiment = selectors.experiment_get(user=request.user, experiment_id=experiment_id)
+        tail = request.query_params.get("tail")
+        tail_lines = int(tail) if tail and tail.isdigit() else None
+        return Response(
+            {"logs": selectors.experiment_logs(experiment=experiment, tail_lines=tail_lines)}
+        )
+
+
+class ExperimentCancelApi(APIView):
+    @extend_schema(request=None, responses=ExperimentSerializer)
+    def post(self, request: Request, experiment_id: int) -> Response:
+        experiment = selectors.experiment_get(user=request.user, experiment_id=experiment_id)
+        experiment = services.experiment_cancel(experiment=experiment)
+        return Response(ExperimentSerializer(experiment).data, status=status.HTTP_202_ACCEPTED)
+
+
+class EnvironmentListApi(generics.ListAPIView):
+    serializer_class = EnvironmentSerializer
+    filter_backends: list[Any] = []
+
+    def get_queryset(self) -> QuerySet[Any]:
+        return selectors.environment_list()

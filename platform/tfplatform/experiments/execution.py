@@ -1,0 +1,133 @@
+"""Runs one trial on this node: builds the training spec, supervises it, records the outcome."""
+
+import logging
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.db import close_old_connections, transaction
+
+from tfplatform.cluster.scheduler import allocations_release
+from tfplatform.experiments.models import Experiment, Trial
+from tfplatform.experiments.recorder import TrialEventRecorder
+from tfplatform.experiments.services import experiment_transition
+from tfplatform.experiments.trials import trial_finish, trial_set_placement, trial_start
+from training.spec import Resources, TrialOutcome, TrialSpec
+from training.supervisor import trial_supervise
+
+logger = logging.getLogger(__name__)
+State = Experiment.State
+STOP_GRACE_SECONDS = 30.0
+
+
+def experiment_work_dir(*, experiment_id: int) -> Path:
+    # Shared by every trial of the experiment, so a restart finds the last checkpoint.
+    return Path(settings.PLATFORM["WORK_DIR"]) / f"experiment-{experiment_id}"
+
+
+def trial_spec_build(*, trial: Trial) -> TrialSpec:
+    experiment = trial.experiment
+    gpu_ids = tuple(
+        trial.allocations.filter(device__kind="gpu", task_type="worker")
+        .order_by("task_index", "device__index")
+        .values_list("device__index", flat=True)
+    )
+    hyperparameters = dict(experiment.hyperparameters)
+    label_column = str(hyperparameters.pop("label_column", ""))
+    return TrialSpec(
+        trial_id=str(trial.pk),
+        model=experiment.model_file.path if experiment.model_file else experiment.model,
+        dataset=experiment.dataset_file.path if experiment.dataset_file else experiment.dataset,
+        work_dir=str(experiment_work_dir(experiment_id=experiment.pk)),
+        datasets_dir=str(settings.PLATFORM["DATASETS_DIR"]),
+        label_column=label_column,
+        hyperparameters=hyperparameters,
+        resources=Resources(
+            workers=experiment.workers,
+            gpus_per_worker=experiment.gpus_per_worker,
+            parameter_servers=experiment.parameter_servers,
+            gpu_ids=gpu_ids,
+        ),
+        target_accuracy=experiment.target_accuracy,
+    )
+
+
+def trial_execute(*, trial_id: int) -> None:
+    trial = trial_start(trial_id=trial_id)
+    if trial is None:
+        logger.info("Trial %s is already taken; ignoring a duplicate delivery.", trial_id)
+        return
+    experiment = trial.experiment
+    try:
+        experiment_transition(experiment=experiment, to=State.RUNNING)
+        outcome = trial_supervise(
+            spec=trial_spec_build(trial=trial),
+            on_event=TrialEventRecorder(trial=trial),
+            should_cancel=lambda: _stop_requested(trial_id=trial.pk),
+            grace_seconds=STOP_GRACE_SECONDS,
+        )
+    except Exception as error:
+        logger.exception("Trial %s could not run", trial_id)
+        outcome = TrialOutcome(
+            status="failed", retryable=False, exit_reason=f"Platform error: {error}"
+        )
+    finally:
+        close_old_connections()
+    trial_outcome_record(trial=trial, outcome=outcome)
+
+
+def _stop_requested(*, trial_id: int) -> bool:
+    return Trial.objects.filter(pk=trial_id).exclude(stop_reason="").exists()
+
+
+def trial_outcome_record(*, trial: Trial, outcome: TrialOutcome) -> None:
+    from tfplatform.cluster.tasks import scheduler_wake
+
+    trial.refresh_from_db()
+    experiment = trial.experiment
+    with transaction.atomic():
+        trial_set_placement(
+            trial=trial, placement={"devices": outcome.devices, **outcome.placement}
+        )
+        trial_finish(
+            trial=trial,
+            state=outcome.status,
+            exit_reason=outcome.exit_reason,
+            exit_code=_first_failure_code(outcome),
+            retryable=outcome.retryable,
+        )
+        allocations_release(trial_id=trial.pk)
+        results = {k: v for k, v in asdict(outcome).items() if k not in ("devices", "placement")}
+        changes: dict[str, Any] = {"results": results}
+        if outcome.strategy:
+            changes |= {"strategy": outcome.strategy, "strategy_reason": outcome.strategy_reason}
+        if outcome.status == "completed":
+            experiment_transition(experiment=experiment, to=State.COMPLETED, **changes)
+        elif outcome.status == "canceled" and trial.stop_reason != "preempted":
+            experiment_transition(experiment=experiment, to=State.CANCELED, **changes)
+        elif _restart_allowed(trial=trial, outcome=outcome):
+            reason = (
+                "Preempted; resumes from its last checkpoint."
+                if outcome.status == "canceled"
+                else f"Restarting after: {outcome.exit_reason[:200]}"
+            )
+            experiment_transition(
+                experiment=experiment, to=State.QUEUED, pending_reason=reason, **changes
+            )
+        else:
+            experiment_transition(
+                experiment=experiment, to=State.FAILED, error=outcome.exit_reason, **changes
+            )
+        transaction.on_commit(lambda: scheduler_wake.delay())
+
+
+def _restart_allowed(*, trial: Trial, outcome: TrialOutcome) -> bool:
+    if outcome.status == "canceled":
+        return True  # preemption never counts against max_restarts
+    return outcome.retryable and trial.restart_count < trial.experiment.max_restarts
+
+
+def _first_failure_code(outcome: TrialOutcome) -> int | None:
+    codes = [code for code in outcome.exit_codes.values() if code not in (None, 0)]
+    return codes[0] if codes else 0 if outcome.exit_codes else None

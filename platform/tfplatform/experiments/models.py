@@ -1,0 +1,142 @@
+from django.conf import settings
+from django.db import models
+
+
+class Environment(models.Model):
+    """A container image trials run in."""
+
+    name = models.CharField(max_length=100, unique=True)
+    image = models.CharField(max_length=300)
+    tensorflow_version = models.CharField(max_length=20)
+    gpu_capable = models.BooleanField(default=False)
+    extra_packages = models.JSONField(default=list, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Experiment(models.Model):
+    class State(models.TextChoices):
+        QUEUED = "queued"
+        SCHEDULED = "scheduled"
+        RUNNING = "running"
+        COMPLETED = "completed"
+        FAILED = "failed"
+        CANCELED = "canceled"
+
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="experiments"
+    )
+    # Copied from the owner at submission: quotas and visibility follow the team it ran for.
+    team = models.ForeignKey(
+        "accounts.Team", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    name = models.CharField(max_length=200)
+    environment = models.ForeignKey(
+        Environment, null=True, blank=True, on_delete=models.PROTECT, related_name="experiments"
+    )
+    model = models.CharField(max_length=300)
+    dataset = models.CharField(max_length=300)
+    model_file = models.FileField(upload_to="models/%Y/%m/", blank=True)
+    dataset_file = models.FileField(upload_to="datasets/%Y/%m/", blank=True)
+    hyperparameters = models.JSONField(default=dict)
+    workers = models.PositiveIntegerField(default=1)
+    gpus_per_worker = models.PositiveIntegerField(default=0)
+    parameter_servers = models.PositiveIntegerField(default=0)
+    priority = models.IntegerField(default=0)
+    target_accuracy = models.FloatField(null=True, blank=True)
+    max_restarts = models.PositiveIntegerField(default=3)
+    state = models.CharField(max_length=20, choices=State.choices, default=State.QUEUED)
+    strategy = models.CharField(max_length=60, blank=True)
+    strategy_reason = models.CharField(max_length=300, blank=True)
+    pending_reason = models.CharField(max_length=300, blank=True)
+    error = models.TextField(blank=True)
+    results = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["state", "-priority", "created_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.name} (#{self.pk})"
+
+    @property
+    def gpus_requested(self) -> int:
+        return self.workers * self.gpus_per_worker
+
+
+class Trial(models.Model):
+    """One attempt at running an experiment; a restart is a new trial."""
+
+    class State(models.TextChoices):
+        PENDING = "pending"
+        RUNNING = "running"
+        COMPLETED = "completed"
+        FAILED = "failed"
+        CANCELED = "canceled"
+
+    experiment = models.ForeignKey(Experiment, on_delete=models.CASCADE, related_name="trials")
+    restart_count = models.PositiveIntegerField(default=0)
+    state = models.CharField(max_length=20, choices=State.choices, default=State.PENDING)
+    exit_reason = models.TextField(blank=True)
+    exit_code = models.IntegerField(null=True, blank=True)
+    retryable = models.BooleanField(default=False)
+    # Set when someone (cancel, preemption, a failed gang member) wants the trial stopped;
+    # the supervising worker polls it and stops every process of the trial.
+    stop_reason = models.CharField(max_length=50, blank=True)
+    logs = models.TextField(blank=True)
+    placement = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["experiment_id", "restart_count"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["experiment", "restart_count"], name="trial_unique_attempt"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"trial {self.restart_count} of experiment {self.experiment_id}"
+
+
+class Metric(models.Model):
+    trial = models.ForeignKey(Trial, on_delete=models.CASCADE, related_name="metrics")
+    name = models.CharField(max_length=100)
+    step = models.PositiveIntegerField(default=0)
+    epoch = models.PositiveIntegerField(null=True, blank=True)
+    value = models.FloatField()
+    recorded_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["recorded_at", "id"]
+        indexes = [models.Index(fields=["trial", "name", "step"])]
+
+    def __str__(self) -> str:
+        return f"{self.name}={self.value} (step {self.step})"
+
+
+class Checkpoint(models.Model):
+    experiment = models.ForeignKey(Experiment, on_delete=models.CASCADE, related_name="checkpoints")
+    trial = models.ForeignKey(Trial, on_delete=models.CASCADE, related_name="checkpoints")
+    epoch = models.PositiveIntegerField()
+    path = models.CharField(max_length=500)
+    metrics = models.JSONField(default=dict, blank=True)
+    is_best = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["experiment_id", "epoch"]
+
+    def __str__(self) -> str:
+        return f"checkpoint epoch {self.epoch} of experiment {self.experiment_id}"

@@ -1,0 +1,97 @@
+"""Turns the training engine's events into metrics, checkpoints and logs in the database."""
+
+from datetime import UTC, datetime
+from typing import Any
+
+from tfplatform.experiments.models import Checkpoint, Experiment, Trial
+from tfplatform.experiments.trials import metric_record, trial_append_log
+from training.spec import TrialEvent
+
+# Throughput arrives every few seconds; these are the names charts and benchmarks read.
+THROUGHPUT_KEYS = ("images_per_sec", "images_per_sec_per_replica")
+
+
+class TrialEventRecorder:
+    def __init__(self, *, trial: Trial) -> None:
+        self.trial = trial
+        self.throughput_step = 0
+
+    def __call__(self, event: TrialEvent) -> None:
+        handler = getattr(self, f"_on_{event.kind}", None)
+        if handler is not None:
+            handler(event)
+
+    def _when(self, event: TrialEvent) -> datetime:
+        return datetime.fromtimestamp(event.time, tz=UTC)
+
+    def _numbers(self, payload: dict[str, Any]) -> dict[str, float]:
+        return {
+            key: float(value)
+            for key, value in payload.items()
+            if isinstance(value, int | float) and not isinstance(value, bool)
+        }
+
+    def _on_metric(self, event: TrialEvent) -> None:
+        numbers = self._numbers(event.payload)
+        epoch = int(numbers.pop("epoch", 0))
+        for name, value in numbers.items():
+            metric_record(
+                trial=self.trial,
+                name=name,
+                value=value,
+                step=epoch,
+                epoch=epoch,
+                recorded_at=self._when(event),
+            )
+
+    def _on_throughput(self, event: TrialEvent) -> None:
+        numbers = self._numbers(event.payload)
+        self.throughput_step += 1
+        epoch = int(numbers["epoch"]) if "epoch" in numbers else None
+        for name in THROUGHPUT_KEYS:
+            if name in numbers:
+                metric_record(
+                    trial=self.trial,
+                    name=name,
+                    value=numbers[name],
+                    step=self.throughput_step,
+                    epoch=epoch,
+                    recorded_at=self._when(event),
+                )
+
+    def _on_status(self, event: TrialEvent) -> None:
+        payload = event.payload
+        if payload.get("strategy"):
+            Experiment.objects.filter(pk=self.trial.experiment_id).update(
+                strategy=str(payload["strategy"]),
+                strategy_reason=str(payload.get("reason", payload.get("strategy_reason", "")))[
+                    :300
+                ],
+            )
+        self._log(event, " ".join(f"{k}={v}" for k, v in payload.items()))
+
+    def _on_checkpoint(self, event: TrialEvent) -> None:
+        payload = event.payload
+        Checkpoint.objects.create(
+            experiment_id=self.trial.experiment_id,
+            trial=self.trial,
+            epoch=int(payload.get("epoch", 0)),
+            path=str(payload.get("path", ""))[:500],
+            is_best=bool(payload.get("best", False)),
+            metrics={k: v for k, v in payload.items() if k not in ("path", "epoch", "best")},
+        )
+
+    def _on_error(self, event: TrialEvent) -> None:
+        self._log(event, str(event.payload.get("message") or event.payload))
+
+    def _on_log(self, event: TrialEvent) -> None:
+        self._log(
+            event, str(event.payload.get("message") or event.payload.get("text") or event.payload)
+        )
+
+    def _on_result(self, event: TrialEvent) -> None:
+        self._log(event, f"result {event.payload}")
+
+    def _log(self, event: TrialEvent, text: str) -> None:
+        stamp = self._when(event).strftime("%H:%M:%S")
+        trial_append_log(trial=self.trial, text=f"{stamp} [{event.task or 'trial'}] {text}\n")

@@ -1,0 +1,104 @@
+from rest_framework import serializers
+
+from tfplatform.core.serializers import JSONObjectField, StrictInputSerializer
+from tfplatform.experiments.models import Environment, Experiment, Metric, Trial
+
+
+class ResourcesSerializer(StrictInputSerializer):
+    workers = serializers.IntegerField(default=1)
+    gpus_per_worker = serializers.IntegerField(default=0)
+    parameter_servers = serializers.IntegerField(default=0)
+
+
+class ExperimentCreateSerializer(StrictInputSerializer):
+    name = serializers.CharField(max_length=200)
+    model = serializers.CharField(max_length=300)
+    dataset = serializers.CharField(max_length=300)
+    hyperparameters = JSONObjectField(required=False, default=dict)
+    resources = JSONObjectField(required=False, default=dict)
+    target_accuracy = serializers.FloatField(
+        required=False, allow_null=True, min_value=0.0, max_value=1.0
+    )
+    max_restarts = serializers.IntegerField(required=False, default=3, min_value=0, max_value=100)
+    priority = serializers.IntegerField(required=False, default=0, min_value=-100, max_value=100)
+    environment = serializers.SlugRelatedField(
+        slug_field="name", queryset=Environment.objects.all(), required=False, allow_null=True
+    )
+    model_file = serializers.FileField(required=False)
+    dataset_file = serializers.FileField(required=False)
+
+    def validate_resources(self, value: dict[str, int]) -> dict[str, int]:
+        resources = ResourcesSerializer(data=value)
+        resources.is_valid(raise_exception=True)
+        return dict(resources.validated_data)
+
+
+class EnvironmentSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Environment
+        fields = ["id", "name", "image", "tensorflow_version", "gpu_capable", "extra_packages"]
+
+
+class TrialSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Trial
+        fields = [
+            "id",
+            "restart_count",
+            "state",
+            "exit_reason",
+            "exit_code",
+            "retryable",
+            "placement",
+            "created_at",
+            "started_at",
+            "finished_at",
+        ]
+
+
+class ExperimentSerializer(serializers.ModelSerializer):
+    owner = serializers.CharField(source="owner.username")
+    environment = serializers.CharField(source="environment.name", allow_null=True, default=None)
+    resources = serializers.SerializerMethodField()
+    trials = TrialSerializer(many=True)
+
+    class Meta:
+        model = Experiment
+        fields = [
+            "id",
+            "name",
+            "owner",
+            "state",
+            "model",
+            "dataset",
+            "hyperparameters",
+            "resources",
+            "environment",
+            "priority",
+            "target_accuracy",
+            "max_restarts",
+            "strategy",
+            "strategy_reason",
+            "pending_reason",
+            "error",
+            "results",
+            "created_at",
+            "started_at",
+            "finished_at",
+            "trials",
+        ]
+
+    def get_resources(self, experiment: Experiment) -> dict[str, int]:
+        return {
+            "workers": experiment.workers,
+            "gpus_per_worker": experiment.gpus_per_worker,
+            "parameter_servers": experiment.parameter_servers,
+        }
+
+
+class MetricSerializer(serializers.ModelSerializer):
+    trial = serializers.IntegerField(source="trial.restart_count")
+
+    class Meta:
+        model = Metric
+        fields = ["trial", "name", "step", "epoch", "value", "recorded_at"]

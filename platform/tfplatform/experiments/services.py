@@ -1,0 +1,132 @@
+"""Writes to experiments: submission, state changes, cancellation."""
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.core.files.uploadedfile import UploadedFile
+from django.db import transaction
+from django.utils import timezone
+
+from tfplatform.accounts.models import User
+from tfplatform.core.errors import InvalidInput, InvalidTransition
+from tfplatform.experiments import validation
+from tfplatform.experiments.models import Environment, Experiment
+from tfplatform.experiments.selectors import environment_default
+
+State = Experiment.State
+
+ALLOWED_TRANSITIONS: dict[str, frozenset[str]] = {
+    State.QUEUED: frozenset({State.SCHEDULED, State.CANCELED}),
+    State.SCHEDULED: frozenset({State.RUNNING, State.QUEUED, State.FAILED, State.CANCELED}),
+    State.RUNNING: frozenset({State.COMPLETED, State.FAILED, State.CANCELED, State.QUEUED}),
+    State.COMPLETED: frozenset(),
+    State.FAILED: frozenset(),
+    State.CANCELED: frozenset(),
+}
+TERMINAL_STATES = frozenset({State.COMPLETED, State.FAILED, State.CANCELED})
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExperimentRequest:
+    name: str
+    model: str
+    dataset: str
+    hyperparameters: dict[str, Any] = field(default_factory=dict)
+    workers: int = 1
+    gpus_per_worker: int = 0
+    parameter_servers: int = 0
+    priority: int = 0
+    target_accuracy: float | None = None
+    max_restarts: int = 3
+    environment: Environment | None = None
+    model_file: UploadedFile | None = None
+    dataset_file: UploadedFile | None = None
+
+
+def experiment_create(*, owner: User, request: ExperimentRequest) -> Experiment:
+    hyperparameters = validation.hyperparameters_clean(hyperparameters=request.hyperparameters)
+    validation.resources_check(
+        workers=request.workers,
+        gpus_per_worker=request.gpus_per_worker,
+        parameter_servers=request.parameter_servers,
+    )
+    validation.model_check(model=request.model, upload=request.model_file)
+    validation.dataset_check(
+        dataset=request.dataset, upload=request.dataset_file, hyperparameters=hyperparameters
+    )
+    environment = request.environment or environment_default(gpu=request.gpus_per_worker > 0)
+    if environment is not None and request.gpus_per_worker > 0 and not environment.gpu_capable:
+        raise InvalidInput(
+            f"Environment '{environment.name}' has no GPU support; choose a GPU-capable one.",
+            field="environment",
+        )
+    with transaction.atomic():
+        experiment = Experiment.objects.create(
+            owner=owner,
+            team_id=owner.team_id,
+            name=request.name,
+            environment=environment,
+            model=request.model,
+            dataset=request.dataset,
+            hyperparameters=hyperparameters,
+            workers=request.workers,
+            gpus_per_worker=request.gpus_per_worker,
+            parameter_servers=request.parameter_servers,
+            priority=request.priority,
+            target_accuracy=request.target_accuracy,
+            max_restarts=request.max_restarts,
+            pending_reason="Waiting for the scheduler.",
+        )
+        if request.model_file is not None:
+            experiment.model_file.save(f"{experiment.pk}-model.py", request.model_file, save=False)
+        if request.dataset_file is not None:
+            name = request.dataset_file.name or "dataset"
+            experiment.dataset_file.save(
+                f"{experiment.pk}-{name}", request.dataset_file, save=False
+            )
+        experiment.save()
+        _scheduler_wake_on_commit()
+    return experiment
+
+
+def _scheduler_wake_on_commit() -> None:
+    from tfplatform.cluster.tasks import scheduler_wake
+
+    transaction.on_commit(lambda: scheduler_wake.delay())
+
+
+def experiment_transition(*, experiment: Experiment, to: str, **changes: Any) -> Experiment:
+    """Move an experiment to state `to`, refusing moves the state machine does not allow."""
+    with transaction.atomic():
+        current = Experiment.objects.select_for_update().get(pk=experiment.pk)
+        if to not in ALLOWED_TRANSITIONS[current.state]:
+            raise InvalidTransition(f"An experiment that is {current.state} cannot become {to}.")
+        now = timezone.now()
+        current.state = to
+        if to == State.RUNNING and current.started_at is None:
+            current.started_at = now
+        if to in TERMINAL_STATES:
+            current.finished_at = now
+            current.pending_reason = ""
+        for name, value in changes.items():
+            setattr(current, name, value)
+        current.save()
+    experiment.refresh_from_db()
+    return experiment
+
+
+def experiment_cancel(*, experiment: Experiment) -> Experiment:
+    """Cancel now if nothing runs yet; otherwise ask the running trial to stop."""
+    from tfplatform.experiments.trials import trial_request_stop
+
+    with transaction.atomic():
+        current = Experiment.objects.select_for_update().get(pk=experiment.pk)
+        if current.state in TERMINAL_STATES:
+            raise InvalidTransition(f"The experiment is already {current.state}.")
+        running_trial = current.trials.filter(state__in=["pending", "running"]).first()
+        if running_trial is None:
+            experiment_transition(experiment=current, to=State.CANCELED)
+        else:
+            trial_request_stop(trial=running_trial, reason="canceled")
+    experiment.refresh_from_db()
+    return experiment

@@ -1,0 +1,84 @@
+"""Writes to trials: creation by the scheduler, progress from the supervising worker, ends."""
+
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from tfplatform.core.errors import InvalidTransition
+from tfplatform.experiments.models import Experiment, Metric, Trial
+
+TRIAL_ACTIVE_STATES = (Trial.State.PENDING, Trial.State.RUNNING)
+LOG_KEEP_CHARS = 200_000
+
+
+def trial_create(*, experiment: Experiment) -> Trial:
+    restart_count = experiment.trials.count()
+    return Trial.objects.create(experiment=experiment, restart_count=restart_count)
+
+
+def trial_request_stop(*, trial: Trial, reason: str) -> None:
+    Trial.objects.filter(pk=trial.pk, state__in=TRIAL_ACTIVE_STATES, stop_reason="").update(
+        stop_reason=reason
+    )
+
+
+def trial_start(*, trial_id: int) -> Trial | None:
+    """Mark a pending trial running; None when it was already taken (a redelivered message)."""
+    with transaction.atomic():
+        claimed = Trial.objects.filter(pk=trial_id, state=Trial.State.PENDING).update(
+            state=Trial.State.RUNNING, started_at=timezone.now()
+        )
+        if not claimed:
+            return None
+        return Trial.objects.select_related("experiment").get(pk=trial_id)
+
+
+def trial_finish(
+    *,
+    trial: Trial,
+    state: str,
+    exit_reason: str = "",
+    exit_code: int | None = None,
+    retryable: bool = False,
+) -> Trial:
+    if state not in (Trial.State.COMPLETED, Trial.State.FAILED, Trial.State.CANCELED):
+        raise InvalidTransition(f"A trial cannot finish as {state}.")
+    Trial.objects.filter(pk=trial.pk).update(
+        state=state,
+        exit_reason=exit_reason,
+        exit_code=exit_code,
+        retryable=retryable,
+        finished_at=timezone.now(),
+    )
+    trial.refresh_from_db()
+    return trial
+
+
+def trial_append_log(*, trial: Trial, text: str) -> None:
+    current = Trial.objects.values_list("logs", flat=True).get(pk=trial.pk)
+    Trial.objects.filter(pk=trial.pk).update(logs=(current + text)[-LOG_KEEP_CHARS:])
+
+
+def metric_record(
+    *,
+    trial: Trial,
+    name: str,
+    value: float,
+    step: int = 0,
+    epoch: int | None = None,
+    recorded_at: datetime | None = None,
+) -> Metric:
+    return Metric.objects.create(
+        trial=trial,
+        name=name,
+        value=float(value),
+        step=step,
+        epoch=epoch,
+        recorded_at=recorded_at or timezone.now(),
+    )
+
+
+def trial_set_placement(*, trial: Trial, placement: dict[str, Any]) -> None:
+    Trial.objects.filter(pk=trial.pk).update(placement=placement)

@@ -1,0 +1,109 @@
+"""Business validation of experiment submissions, with field-level errors."""
+
+from typing import Any
+
+from django.conf import settings
+from django.core.files.uploadedfile import UploadedFile
+
+from tfplatform.core.errors import InvalidInput
+from training import catalog
+
+HYPERPARAMETER_BOUNDS: dict[str, tuple[type, float, float]] = {
+    "epochs": (int, 1, 10_000),
+    "batch_size": (int, 1, 65_536),
+    "learning_rate": (float, 1e-9, 10.0),
+    "warmup_epochs": (int, 0, 1_000),
+    "seed": (int, 0, 2**31 - 1),
+}
+HYPERPARAMETER_DEFAULTS: dict[str, Any] = {"epochs": 5, "batch_size": 32, "learning_rate": 0.001}
+UPLOADED_MODEL = "upload"
+UPLOADED_DATASET = "upload"
+MAX_UPLOAD_BYTES = 200 * 1024 * 1024
+
+
+def hyperparameters_clean(*, hyperparameters: dict[str, Any]) -> dict[str, Any]:
+    cleaned = {**HYPERPARAMETER_DEFAULTS, **hyperparameters}
+    for name, (kind, low, high) in HYPERPARAMETER_BOUNDS.items():
+        if name not in cleaned:
+            continue
+        value = cleaned[name]
+        is_number = isinstance(value, int | float) and not isinstance(value, bool)
+        if not is_number or (kind is int and not float(value).is_integer()):
+            raise InvalidInput(
+                f"hyperparameters.{name} must be {'an integer' if kind is int else 'a number'}.",
+                field="hyperparameters",
+            )
+        if not low <= value <= high:
+            raise InvalidInput(
+                f"hyperparameters.{name} must be between {low:g} and {high:g}.",
+                field="hyperparameters",
+            )
+        cleaned[name] = kind(value)
+    return cleaned
+
+
+def resources_check(*, workers: int, gpus_per_worker: int, parameter_servers: int) -> None:
+    limits = settings.PLATFORM
+    if not 1 <= workers <= limits["MAX_WORKERS"]:
+        raise InvalidInput(
+            f"workers must be between 1 and {limits['MAX_WORKERS']}.", field="resources"
+        )
+    if not 0 <= gpus_per_worker <= limits["MAX_GPUS_PER_WORKER"]:
+        raise InvalidInput(
+            f"gpus_per_worker must be between 0 and {limits['MAX_GPUS_PER_WORKER']}.",
+            field="resources",
+        )
+    if not 0 <= parameter_servers <= limits["MAX_PARAMETER_SERVERS"]:
+        raise InvalidInput(
+            f"parameter_servers must be between 0 and {limits['MAX_PARAMETER_SERVERS']}.",
+            field="resources",
+        )
+
+
+def model_check(*, model: str, upload: UploadedFile | None) -> None:
+    known = (*catalog.ZOO_MODELS, *catalog.DIAGNOSTIC_JOBS)
+    if model == UPLOADED_MODEL:
+        if upload is None:
+            raise InvalidInput("model 'upload' needs a model_file.", field="model_file")
+        _size_check(upload=upload, field="model_file")
+        return
+    if upload is not None:
+        raise InvalidInput("Set model to 'upload' when sending a model_file.", field="model")
+    if model not in known:
+        raise InvalidInput(
+            f"Unknown model '{model}'. Choose one of: {', '.join(known)}, or 'upload'.",
+            field="model",
+        )
+
+
+def dataset_check(
+    *, dataset: str, upload: UploadedFile | None, hyperparameters: dict[str, Any]
+) -> None:
+    if dataset == UPLOADED_DATASET:
+        if upload is None:
+            raise InvalidInput("dataset 'upload' needs a dataset_file.", field="dataset_file")
+        _size_check(upload=upload, field="dataset_file")
+        name = (upload.name or "").lower()
+        if not name.endswith((".npz", ".csv")):
+            raise InvalidInput("dataset_file must be a .npz or .csv file.", field="dataset_file")
+        if name.endswith(".csv") and not hyperparameters.get("label_column"):
+            raise InvalidInput(
+                "A CSV dataset needs hyperparameters.label_column naming the label column.",
+                field="hyperparameters",
+            )
+        return
+    if upload is not None:
+        raise InvalidInput("Set dataset to 'upload' when sending a dataset_file.", field="dataset")
+    if dataset not in catalog.BUILTIN_DATASETS:
+        raise InvalidInput(
+            f"Unknown dataset '{dataset}'. Choose one of: "
+            f"{', '.join(catalog.BUILTIN_DATASETS)}, or 'upload'.",
+            field="dataset",
+        )
+
+
+def _size_check(*, upload: UploadedFile, field: str) -> None:
+    if upload.size is not None and upload.size > MAX_UPLOAD_BYTES:
+        raise InvalidInput(
+            f"{field} is larger than {MAX_UPLOAD_BYTES // (1024 * 1024)} MiB.", field=field
+        )

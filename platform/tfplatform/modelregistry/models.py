@@ -1,0 +1,79 @@
+from django.conf import settings
+from django.core.validators import RegexValidator
+from django.db import models
+
+# TF Serving model names become directory names under the model base path.
+model_name_validator = RegexValidator(
+    r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$",
+    "Use letters, digits, '.', '_' or '-', starting with a letter or digit.",
+)
+
+
+class RegisteredModel(models.Model):
+    name = models.CharField(max_length=100, unique=True, validators=[model_name_validator])
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="registered_models"
+    )
+    team = models.ForeignKey(
+        "accounts.Team", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    public = models.BooleanField(default=False)
+    # Share of inference requests routed to the version labelled "canary" (0..100).
+    canary_percent = models.PositiveSmallIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class ModelVersion(models.Model):
+    class State(models.TextChoices):
+        PENDING = "pending"
+        LOADING = "loading"
+        AVAILABLE = "available"
+        FAILED = "failed"
+        UNLOADED = "unloaded"
+
+    model = models.ForeignKey(RegisteredModel, on_delete=models.CASCADE, related_name="versions")
+    version = models.PositiveIntegerField()
+    source_experiment = models.ForeignKey(
+        "experiments.Experiment",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="model_versions",
+    )
+    path = models.CharField(max_length=500)
+    state = models.CharField(max_length=20, choices=State.choices, default=State.PENDING)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["model__name", "-version"]
+        constraints = [
+            models.UniqueConstraint(fields=["model", "version"], name="model_version_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.model.name}:{self.version}"
+
+
+class ModelLabel(models.Model):
+    """A movable name (stable, canary) pointing at one version of a model."""
+
+    model = models.ForeignKey(RegisteredModel, on_delete=models.CASCADE, related_name="labels")
+    label = models.CharField(max_length=50)
+    version = models.ForeignKey(ModelVersion, on_delete=models.CASCADE, related_name="labels")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["model__name", "label"]
+        constraints = [
+            models.UniqueConstraint(fields=["model", "label"], name="model_label_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.model.name}@{self.label}"

@@ -1,0 +1,62 @@
+from typing import Any
+
+from django import forms
+
+from tfplatform.experiments.models import Environment
+from training import catalog
+
+MODEL_CHOICES = [(name, name) for name in (*catalog.ZOO_MODELS, *catalog.DIAGNOSTIC_JOBS)]
+MODEL_CHOICES.append(("upload", "Upload a module (build_model)"))
+DATASET_CHOICES = [(name, name) for name in catalog.BUILTIN_DATASETS]
+DATASET_CHOICES.append(("upload", "Upload .npz or .csv"))
+
+
+class ExperimentForm(forms.Form):
+    name = forms.CharField(max_length=200)
+    model = forms.ChoiceField(choices=MODEL_CHOICES, initial="mlp")
+    model_file = forms.FileField(
+        required=False, help_text="A .py module defining build_model(hparams)."
+    )
+    dataset = forms.ChoiceField(choices=DATASET_CHOICES, initial="digits")
+    dataset_file = forms.FileField(required=False)
+    label_column = forms.CharField(required=False, help_text="For CSV uploads.")
+    environment = forms.ModelChoiceField(
+        queryset=Environment.objects.all(),
+        required=False,
+        to_field_name="name",
+        empty_label="Default for the resources",
+    )
+    epochs = forms.IntegerField(min_value=1, max_value=10_000, initial=5)
+    batch_size = forms.IntegerField(min_value=1, max_value=65_536, initial=32)
+    learning_rate = forms.FloatField(min_value=1e-9, max_value=10.0, initial=0.001)
+    workers = forms.IntegerField(min_value=1, max_value=64, initial=1)
+    gpus_per_worker = forms.IntegerField(min_value=0, max_value=16, initial=0)
+    parameter_servers = forms.IntegerField(min_value=0, max_value=16, initial=0)
+    target_accuracy = forms.FloatField(min_value=0.0, max_value=1.0, required=False)
+    priority = forms.IntegerField(min_value=-100, max_value=100, initial=0)
+    max_restarts = forms.IntegerField(min_value=0, max_value=100, initial=3)
+
+    def request_kwargs(self) -> dict[str, Any]:
+        data = self.cleaned_data
+        hyperparameters: dict[str, Any] = {
+            "epochs": data["epochs"],
+            "batch_size": data["batch_size"],
+            "learning_rate": data["learning_rate"],
+        }
+        if data.get("label_column"):
+            hyperparameters["label_column"] = data["label_column"]
+        return {
+            "name": data["name"],
+            "model": data["model"],
+            "dataset": data["dataset"],
+            "hyperparameters": hyperparameters,
+            "workers": data["workers"],
+            "gpus_per_worker": data["gpus_per_worker"],
+            "parameter_servers": data["parameter_servers"],
+            "priority": data["priority"],
+            "target_accuracy": data.get("target_accuracy"),
+            "max_restarts": data["max_restarts"],
+            "environment": data.get("environment"),
+            "model_file": data.get("model_file"),
+            "dataset_file": data.get("dataset_file"),
+        }

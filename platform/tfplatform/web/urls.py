@@ -1,0 +1,22 @@
+from django.contrib.auth import views as auth_views
+from django.urls import path
+from django.views.generic import RedirectView
+
+from tfplatform.web import views
+
+urlpatterns = [
+    path("", RedirectView.as_view(pattern_name="experiment-list"), name="home"),
+    path("healthz", views.healthz, name="healthz"),
+    path("login/", auth_views.LoginView.as_view(), name="login"),
+    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("experiments/", views.experiment_list_page, name="experiment-list"),
+    path("experiments/new/", views.experiment_new_page, name="experiment-new"),
+    path(
+        "experiments/<int:experiment_id>/", views.experiment_detail_page, name="experiment-detail"
+    ),
+    path(
+        "experiments/<int:experiment_id>/cancel/",
+        views.experiment_cancel_action,
+        name="experiment-cancel",
+    ),
+]

@@ -1,0 +1,65 @@
+"""docker-compose.yml is checked against the Compose spec's own schema (no Docker engine here)."""
+
+import json
+import re
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+from django.core.management import get_commands
+
+from tests.conftest import peer_data_or_skip
+
+ROOT = Path(__file__).resolve().parents[2]
+COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+APP_SERVICES = ("migrate", "web", "scheduler", "worker-cpu", "worker-gpu")
+
+
+def test_compose_file_matches_compose_spec_schema() -> None:
+    schema = json.loads((peer_data_or_skip() / "compose-spec" / "compose-spec.json").read_text())
+    jsonschema.validate(COMPOSE, schema)
+
+
+def test_has_every_platform_service() -> None:
+    assert {"postgres", "redis", "tfserving", *APP_SERVICES} <= set(COMPOSE["services"])
+    assert COMPOSE["services"]["tfserving"]["image"].startswith("tensorflow/serving:")
+
+
+@pytest.mark.parametrize("name", APP_SERVICES)
+def test_app_service_commands_exist_in_the_project(name: str) -> None:
+    command = COMPOSE["services"][name]["command"]
+    if command[0] == "gunicorn":
+        module = command[-1].replace(".", "/") + ".py"
+        assert (ROOT / "platform" / module).is_file()
+    else:
+        assert command[:2] == ["python", "manage.py"]
+        assert command[2] in get_commands(), f"{command[2]} is not a management command"
+
+
+def test_every_service_has_a_health_check_and_internal_ports_stay_internal() -> None:
+    for name, service in COMPOSE["services"].items():
+        if name == "migrate":
+            continue
+        assert "healthcheck" in service, name
+        published = " ".join(str(p) for p in service.get("ports", []))
+        for internal in ("8500", "8501", "2222"):
+            assert not re.search(rf"\b{internal}\b", published), f"{name} publishes {internal}"
+    assert COMPOSE["services"]["web"]["ports"] == ["8000:8000"]
+
+
+def test_gpu_worker_reserves_nvidia_devices() -> None:
+    devices = COMPOSE["services"]["worker-gpu"]["deploy"]["resources"]["reservations"]["devices"]
+    assert devices[0]["driver"] == "nvidia" and "gpu" in devices[0]["capabilities"]
+
+
+def test_tf_serving_shares_the_model_volume_with_the_platform() -> None:
+    services = COMPOSE["services"]
+    assert "models:/models" in services["tfserving"]["volumes"]
+    assert "models:/models" in services["web"]["volumes"]
+    assert "--model_config_file=/models/models.config" in services["tfserving"]["command"]
+
+
+def test_app_image_puts_platform_folder_on_the_path() -> None:
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert "PYTHONPATH=/app/platform:/app" in dockerfile

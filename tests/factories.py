@@ -1,0 +1,74 @@
+import factory
+from django.contrib.auth.hashers import make_password
+from django.utils import timezone
+
+from tfplatform.accounts.models import Team, User
+from tfplatform.cluster.models import Device, Node
+from tfplatform.experiments.models import Environment, Experiment
+
+PASSWORD = "correct-horse-battery-staple"
+HASHED_PASSWORD = make_password(PASSWORD)
+
+
+class TeamFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Team
+
+    name = factory.Sequence(lambda n: f"team-{n}")
+    gpu_quota = 4
+
+
+class UserFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = User
+
+    username = factory.Sequence(lambda n: f"user{n}")
+    password = HASHED_PASSWORD
+    team = None
+
+
+class EnvironmentFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Environment
+        django_get_or_create = ("name",)
+
+    name = factory.Sequence(lambda n: f"env-{n}")
+    image = "tensorflow/tensorflow:2.21.0"
+    tensorflow_version = "2.21.0"
+    gpu_capable = False
+
+
+class ExperimentFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Experiment
+
+    owner = factory.SubFactory(UserFactory)
+    team = factory.LazyAttribute(lambda o: o.owner.team)
+    name = factory.Sequence(lambda n: f"experiment-{n}")
+    model = "mlp"
+    dataset = "digits"
+    hyperparameters = factory.LazyFunction(
+        lambda: {"epochs": 2, "batch_size": 32, "learning_rate": 0.01}
+    )
+
+
+class NodeFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Node
+
+    hostname = factory.Sequence(lambda n: f"node-{n}")
+    queue = factory.LazyAttribute(lambda o: f"node.{o.hostname}")
+    state = Node.State.READY
+    cpu_count = 2
+    last_heartbeat = factory.LazyFunction(timezone.now)
+
+
+class DeviceFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Device
+
+    node = factory.SubFactory(NodeFactory)
+    kind = Device.Kind.GPU
+    index = factory.Sequence(lambda n: n)
+    name = "emulated accelerator slot"
+    emulated = True

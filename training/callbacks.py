@@ -1,0 +1,105 @@
+"""Keras callbacks that turn training into events and checkpoints.
+
+`EpochReporter` runs on every task: all of them save checkpoints (a collective under
+MultiWorkerMirroredStrategy), but only the chief emits epoch metrics, since all-reduced metrics are
+identical everywhere. Throughput is measured and emitted per task every few seconds.
+
+`StopOnSignal` turns SIGTERM into a clean stop at the next step boundary: it raises `Preempted` out
+of `fit`, so the interrupted epoch is neither reported nor checkpointed and a restart redoes it from
+the last completed epoch's checkpoint (the same contract as tf-keras BackupAndRestore).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from training.checkpoints import Progress, TrainingState
+from training.events import EventWriter
+from training.scaling import BatchPlan
+from training.signals import StopFlag
+from training.tfenv import keras
+
+
+class StopOnSignal(keras.callbacks.Callback):
+    def __init__(self, *, flag: StopFlag) -> None:
+        super().__init__()
+        self.flag = flag
+
+    def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+        self.flag.check()
+
+    def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
+        self.flag.check()
+
+
+class EpochReporter(keras.callbacks.Callback):
+    def __init__(
+        self, *, events: EventWriter, state: TrainingState, progress: Progress, batch: BatchPlan,
+        steps_per_epoch: int, interval_seconds: float, target_accuracy: float | None,
+        stop_at_target: bool, is_chief: bool,
+    ) -> None:
+        super().__init__()
+        self.events, self.state, self.progress, self.batch = events, state, progress, batch
+        self.steps_per_epoch = steps_per_epoch
+        self.interval = interval_seconds
+        self.target, self.stop_at_target, self.is_chief = target_accuracy, stop_at_target, is_chief
+        self._epoch_start = self._window_start = 0.0
+        self._window_steps = 0
+
+    def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
+        self._epoch_start = self._window_start = time.perf_counter()
+        self._window_steps = 0
+
+    def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+        self._window_steps += 1
+        now = time.perf_counter()
+        if now - self._window_start >= self.interval:
+            rate = self._window_steps * self.batch.global_batch_size / (now - self._window_start)
+            self.events.emit(
+                "throughput", epoch=self.progress.epochs_completed + 1, step=batch + 1,
+                steps_per_epoch=self.steps_per_epoch, images_per_sec=round(rate, 1),
+                images_per_sec_per_replica=round(rate / self.batch.replicas, 1),
+            )
+            self._window_start, self._window_steps = now, 0
+
+    def _learning_rate(self) -> float:
+        optimizer = self.model.optimizer
+        rate = optimizer.learning_rate
+        if callable(rate) and not hasattr(rate, "numpy"):
+            rate = rate(optimizer.iterations)
+        return float(rate.numpy() if hasattr(rate, "numpy") else rate)
+
+    def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
+        seconds = time.perf_counter() - self._epoch_start
+        progress = self.progress
+        progress.epochs_completed = epoch + 1
+        progress.train_seconds += seconds
+        metrics = {k: float(v) for k, v in (logs or {}).items()}
+        record: dict[str, Any] = {
+            "epoch": epoch + 1, **metrics, "epoch_seconds": round(seconds, 3),
+            "images_per_sec": round(self.steps_per_epoch * self.batch.global_batch_size / seconds, 1),
+            "learning_rate": self._learning_rate(), "train_seconds": round(progress.train_seconds, 3),
+        }
+        accuracy = metrics.get("val_accuracy")
+        reached_now = (
+            self.target is not None and accuracy is not None and accuracy >= self.target
+            and progress.time_to_target_seconds is None
+        )
+        if reached_now:
+            progress.time_to_target_seconds = round(progress.train_seconds, 3)
+            record["time_to_target_seconds"] = progress.time_to_target_seconds
+        is_best = accuracy is not None and (
+            progress.best_val_accuracy is None or accuracy > progress.best_val_accuracy
+        )
+        if is_best:
+            progress.best_val_accuracy, progress.best_epoch = accuracy, epoch + 1
+        progress.history.append(record)
+        path = self.state.save(progress=progress)
+        best_path = self.state.save_best(epoch=epoch + 1) if is_best else ""
+        if self.is_chief:
+            self.events.emit("metric", **record)
+            self.events.emit("checkpoint", epoch=epoch + 1, path=path, best=is_best,
+                             best_path=best_path)
+        if reached_now and self.stop_at_target:
+            self.model.stop_training = True

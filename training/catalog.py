@@ -1,0 +1,188 @@
+"""Names of the built-in models and datasets, default hyperparameters, and up-front validation.
+
+Kept free of TensorFlow imports so the web process can validate requests without loading TF: every
+check here raises `InvalidInput` with a message fit for a 400 response. The same checks run again
+inside the trial (a file can change between upload and run), where they are cheap next to training.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+from typing import Any
+
+from training import arrays
+from training.errors import InvalidInput
+from training.spec import Resources, TrialSpec
+
+ZOO_MODELS: tuple[str, ...] = ("mlp", "cifar10_cnn", "resnet20")
+BUILTIN_DATASETS: tuple[str, ...] = ("digits", "cifar10", "synthetic_images")
+DIAGNOSTIC_JOBS: tuple[str, ...] = ("pi",)
+OPTIMIZERS: tuple[str, ...] = ("adam", "sgd", "rmsprop", "adagrad")
+USER_MODULE_ENTRY = "build_model"
+USER_DATASET_ENTRY = "build_dataset"
+
+# Every known hyperparameter with its type and default; unknown keys are passed through untouched
+# to user modules. batch_size is per replica: the global batch is derived from the allocation.
+HYPERPARAMETERS: dict[str, tuple[type, Any]] = {
+    "epochs": (int, 10),
+    "batch_size": (int, 32),
+    "learning_rate": (float, 0.001),
+    "optimizer": (str, "adam"),
+    "momentum": (float, 0.9),  # sgd / rmsprop only
+    "scale_batch_size": (bool, True),
+    "warmup_epochs": (int, 0),
+    "seed": (int, 42),
+    "from_logits": (bool, False),  # user models that end without softmax
+    "stop_at_target": (bool, False),
+    "augment": (bool, False),  # random flips/crops for image datasets
+    "hidden_units": (int, 128),  # mlp
+    "dropout": (float, 0.0),  # mlp / cifar10_cnn
+    "test_fraction": (float, 0.2),  # CSV uploads have no split of their own
+    "synthetic_train_size": (int, 2048),
+    "synthetic_test_size": (int, 256),
+    "throughput_interval_seconds": (float, 5.0),
+    "pi_samples_per_replica": (int, 1_000_000),
+    "pi_rounds": (int, 5),
+}
+# Settings under which each zoo model is known to train well.
+ZOO_DEFAULTS: dict[str, dict[str, Any]] = {
+    "mlp": {"batch_size": 32, "learning_rate": 0.001, "optimizer": "adam", "epochs": 20},
+    "cifar10_cnn": {"batch_size": 128, "learning_rate": 0.001, "optimizer": "adam", "epochs": 30,
+                    "dropout": 0.25, "augment": True},
+    "resnet20": {"batch_size": 128, "learning_rate": 0.1, "optimizer": "sgd", "momentum": 0.9,
+                 "epochs": 60, "warmup_epochs": 2, "augment": True},
+    "pi": {"epochs": 1},
+}
+
+
+def _coerce(*, name: str, kind: type, value: Any) -> Any:
+    # JSON from a form may carry numbers as strings or ints for floats; bool must stay strict
+    # because bool("false") is True.
+    if kind is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "false"):
+            return value.lower() == "true"
+        raise InvalidInput(f"hyperparameter {name} must be true or false, got {value!r}")
+    try:
+        if kind is int and isinstance(value, float) and not value.is_integer():
+            raise ValueError(value)
+        return kind(value)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInput(f"hyperparameter {name} must be {kind.__name__}, got {value!r}") from exc
+
+
+def hyperparameters_resolve(*, model: str, values: dict[str, Any]) -> dict[str, Any]:
+    """Defaults, then the zoo model's defaults, then the user's values, all type-checked."""
+    resolved: dict[str, Any] = {name: default for name, (_, default) in HYPERPARAMETERS.items()}
+    resolved.update(ZOO_DEFAULTS.get(model, {}))
+    for name, value in values.items():
+        kind = HYPERPARAMETERS.get(name, (None, None))[0]
+        resolved[name] = value if kind is None else _coerce(name=name, kind=kind, value=value)
+    if resolved["optimizer"] not in OPTIMIZERS:
+        raise InvalidInput(f"optimizer must be one of {', '.join(OPTIMIZERS)}")
+    for name in ("epochs", "batch_size"):
+        if resolved[name] < 1:
+            raise InvalidInput(f"hyperparameter {name} must be at least 1")
+    if resolved["learning_rate"] <= 0:
+        raise InvalidInput("hyperparameter learning_rate must be positive")
+    if resolved["warmup_epochs"] < 0:
+        raise InvalidInput("hyperparameter warmup_epochs must not be negative")
+    if not 0 < resolved["test_fraction"] < 1:
+        raise InvalidInput("hyperparameter test_fraction must be between 0 and 1")
+    return resolved
+
+
+def user_module_validate(*, path: str) -> None:
+    """The module compiles and defines a top-level build_model(hparams); nothing is executed."""
+    file = Path(path)
+    if file.suffix != ".py" or not file.is_file():
+        raise InvalidInput(f"model module {path} must be an existing .py file")
+    source = file.read_text(encoding="utf-8", errors="replace")
+    try:
+        tree = ast.parse(compile(source, str(file), "exec", flags=ast.PyCF_ONLY_AST))
+    except SyntaxError as exc:
+        raise InvalidInput(
+            f"{file.name} line {exc.lineno}: SyntaxError: {exc.msg}"
+            + (f"\n    {exc.text.rstrip()}" if exc.text else "")
+        ) from exc
+    functions = {
+        node.name: node for node in tree.body
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+    }
+    entry = functions.get(USER_MODULE_ENTRY)
+    if entry is None:
+        raise InvalidInput(f"{file.name} must define a top-level function build_model(hparams)")
+    if not (entry.args.args or entry.args.vararg):
+        raise InvalidInput(f"{file.name}: build_model must take one argument (the hyperparameters)")
+
+
+def model_validate(*, model: str) -> None:
+    if model in ZOO_MODELS or model in DIAGNOSTIC_JOBS:
+        return
+    if not model.endswith(".py"):
+        raise InvalidInput(
+            f"unknown model {model!r}: use one of {', '.join(ZOO_MODELS + DIAGNOSTIC_JOBS)} "
+            "or upload a .py module defining build_model(hparams)"
+        )
+    user_module_validate(path=model)
+
+
+def dataset_load(*, spec: TrialSpec, hparams: dict[str, Any]) -> arrays.ArrayData:
+    """The arrays for the spec's dataset; the single place that maps a dataset name to a loader."""
+    name = spec.dataset
+    if name == "digits":
+        return arrays.digits_load()
+    if name == "cifar10":
+        return arrays.cifar10_load(datasets_dir=spec.datasets_dir)
+    if name == "synthetic_images":
+        return arrays.synthetic_images_load(
+            train_size=hparams["synthetic_train_size"], test_size=hparams["synthetic_test_size"],
+            seed=hparams["seed"],
+        )
+    if not Path(name).is_file():
+        raise InvalidInput(
+            f"unknown dataset {name!r}: use one of {', '.join(BUILTIN_DATASETS)} "
+            "or upload an .npz or .csv file"
+        )
+    if name.endswith(".npz"):
+        return arrays.npz_load(path=name)
+    if name.endswith(".csv"):
+        return arrays.csv_load(
+            path=name, label_column=spec.label_column, test_fraction=hparams["test_fraction"],
+            seed=hparams["seed"],
+        )
+    raise InvalidInput(f"dataset file {Path(name).name} must be .npz or .csv")
+
+
+def dataset_validate(*, spec: TrialSpec) -> dict[str, object]:
+    """Loads uploads (and cifar10 when its directory is configured) to check them; a summary."""
+    if spec.model in DIAGNOSTIC_JOBS:
+        return {}
+    if spec.dataset == "cifar10" and not spec.datasets_dir:
+        return {"name": "cifar10"}  # where it lives is the trial host's business
+    hparams = hyperparameters_resolve(model=spec.model, values=spec.hyperparameters)
+    return dataset_load(spec=spec, hparams=hparams).summary()
+
+
+def resources_validate(*, resources: Resources) -> None:
+    if resources.workers < 1:
+        raise InvalidInput("a trial needs at least one worker")
+    if resources.gpus_per_worker < 0 or resources.parameter_servers < 0:
+        raise InvalidInput("GPU and parameter-server counts must not be negative")
+    wanted = resources.workers * resources.gpus_per_worker
+    if resources.gpu_ids and len(resources.gpu_ids) != wanted:
+        raise InvalidInput(f"{len(resources.gpu_ids)} GPU ids granted for {wanted} GPU slots")
+
+
+def spec_validate(*, spec: TrialSpec) -> dict[str, object]:
+    """Everything the web process can check before queueing; returns the dataset summary."""
+    if not spec.trial_id or not spec.work_dir:
+        raise InvalidInput("a trial needs an id and a work directory")
+    model_validate(model=spec.model)
+    resources_validate(resources=spec.resources)
+    hyperparameters_resolve(model=spec.model, values=spec.hyperparameters)
+    if spec.target_accuracy is not None and not 0 < spec.target_accuracy <= 1:
+        raise InvalidInput("target accuracy must be in (0, 1]")
+    return dataset_validate(spec=spec)

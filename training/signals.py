@@ -1,0 +1,40 @@
+"""SIGTERM handling that is safe to install before TensorFlow loads.
+
+The handler only records the request; training checks it at step boundaries (see callbacks.py) and
+start-up checks it between phases, so a stop never lands in the middle of a checkpoint write or a
+collective operation.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class Preempted(Exception):  # noqa: N818 - a state the trial ends in, not a fault
+    """SIGTERM arrived: stop now; the last completed epoch is safely checkpointed."""
+
+
+@dataclass
+class StopFlag:
+    requested_at: float | None = None
+    signals: list[int] = field(default_factory=list)
+
+    def install(self) -> None:
+        signal.signal(signal.SIGTERM, self._handle)
+        signal.signal(signal.SIGINT, self._handle)
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        del frame
+        self.signals.append(signum)
+        self.requested_at = self.requested_at or time.time()
+
+    @property
+    def requested(self) -> bool:
+        return self.requested_at is not None
+
+    def check(self) -> None:
+        if self.requested:
+            raise Preempted(f"stopped by signal {signal.Signals(self.signals[0]).name}")

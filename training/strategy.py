@@ -1,0 +1,111 @@
+"""The one place a tf.distribute strategy is chosen and built, from the allocation alone.
+
+    parameter servers granted          → ParameterServerStrategy (ps tasks, workers, chief coordinator)
+    several workers                    → MultiWorkerMirroredStrategy (TF_CONFIG from the supervisor)
+    1 worker, k ≥ 2 GPUs               → MirroredStrategy over the k devices
+    1 worker, 1 GPU                    → OneDeviceStrategy
+    1 worker, no GPU                   → the default strategy (CPU)
+
+GPU slots on a machine without a visible GPU are emulated: k logical CPU devices become the
+replicas, so the same code path (variables mirrored, gradients all-reduced) runs on a laptop. Only
+single-worker strategies can use them: TF's multi-worker strategies place one replica per worker on
+CPU, which the reason string says. `strategy_plan` is TF-free so the web can show the choice.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from training.spec import Resources
+
+DEFAULT = "default"
+ONE_DEVICE = "OneDeviceStrategy"
+MIRRORED = "MirroredStrategy"
+MULTI_WORKER = "MultiWorkerMirroredStrategy"
+PARAMETER_SERVER = "ParameterServerStrategy"
+
+
+@dataclass(frozen=True)
+class StrategyPlan:
+    name: str
+    reason: str
+    devices_per_worker: int  # GPU slots this worker uses (physical or emulated), 0 for CPU
+    emulated: bool  # GPU slots realised as logical CPU devices
+    workers: int
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}{'' if count == 1 else 's'}"
+
+
+def strategy_plan(*, resources: Resources, physical_gpus: int) -> StrategyPlan:
+    """Which strategy the allocation implies; `physical_gpus` is what this process can see."""
+    k, workers, ps = resources.gpus_per_worker, resources.workers, resources.parameter_servers
+    emulated = k > 0 and physical_gpus == 0
+    note = ""
+    if emulated:
+        note = f" (emulated as {_plural(k, 'logical CPU device')}: no physical GPU visible)"
+    elif 0 < physical_gpus < k:
+        note = f" (only {_plural(physical_gpus, 'GPU')} visible, using those)"
+        k = physical_gpus
+    if ps:
+        # The chief sees no GPU of its own; the workers' devices are whatever they were granted.
+        gpus = f" × {_plural(resources.gpus_per_worker, 'GPU')}" if resources.gpus_per_worker else ""
+        reason = (
+            f"{_plural(ps, 'parameter server')} and {_plural(workers, 'worker')}{gpus} → "
+            f"{PARAMETER_SERVER} (asynchronous updates; the chief coordinates)"
+        )
+        return StrategyPlan(PARAMETER_SERVER, reason, resources.gpus_per_worker, False, workers)
+    if workers > 1:
+        gpus = f" × {_plural(k, 'GPU')}" if k else ""
+        reason = f"{_plural(workers, 'worker')}{gpus} → {MULTI_WORKER} (synchronous all-reduce)"
+        if emulated:
+            reason += "; one CPU replica per worker, GPU slots are not emulated across workers"
+            return StrategyPlan(MULTI_WORKER, reason, 0, False, workers)
+        return StrategyPlan(MULTI_WORKER, reason + note, k, False, workers)
+    if k == 0:
+        return StrategyPlan(DEFAULT, "no GPU on 1 worker → default strategy (CPU)", 0, False, 1)
+    if k == 1:
+        return StrategyPlan(ONE_DEVICE, f"1 GPU on one node → {ONE_DEVICE}{note}", 1, emulated, 1)
+    return StrategyPlan(MIRRORED, f"{k} GPUs on one node → {MIRRORED}{note}", k, emulated, 1)
+
+
+def strategy_build(*, plan: StrategyPlan) -> Any:
+    """Builds the planned strategy; must run before anything else initialises the TF runtime."""
+    from training.devices import logical_cpus_configure
+    from training.tfenv import tf
+
+    if plan.emulated:
+        logical_cpus_configure(count=plan.devices_per_worker)
+    kind = "CPU" if plan.emulated else "GPU"
+    local = [f"/device:{kind}:{i}" for i in range(plan.devices_per_worker)]
+    if plan.name == DEFAULT:
+        return tf.distribute.get_strategy()
+    if plan.name == ONE_DEVICE:
+        return tf.distribute.OneDeviceStrategy(local[0])
+    if plan.name == MIRRORED:
+        # NCCL only exists between GPUs; CPU replicas reduce through host memory.
+        ops = None if kind == "GPU" else tf.distribute.ReductionToOneDevice()
+        return tf.distribute.MirroredStrategy(devices=local, cross_device_ops=ops)
+    resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+    if plan.name == MULTI_WORKER:
+        return tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=resolver)
+    if plan.name == PARAMETER_SERVER:
+        return tf.distribute.experimental.ParameterServerStrategy(resolver)
+    raise ValueError(f"unknown strategy {plan.name}")
+
+
+def parameter_server_task_serve() -> None:
+    """A ps or worker task of a ParameterServerStrategy cluster: serve the chief until killed."""
+    from training.tfenv import tf
+
+    resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+    server = tf.distribute.Server(
+        resolver.cluster_spec(),
+        job_name=resolver.task_type,
+        task_index=resolver.task_id,
+        protocol=resolver.rpc_layer or "grpc",
+        start=True,
+    )
+    server.join()

@@ -1,0 +1,169 @@
+"""What one task of a trial does, from strategy to export. Imported only inside trial processes.
+
+Flow: resolve hyperparameters → plan and build the strategy (before anything else touches the TF
+runtime, as logical devices must be configured first) → load data → build and compile the model
+in the strategy scope → restore the last checkpoint → fit with per-epoch checkpoints → checksum the
+final weights on every task → the chief alone exports the SavedModel and reports the result.
+
+Parameter-server clusters: ps and worker tasks only run a TF server; the chief drives training.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import numpy as np
+
+from training import catalog
+from training.callbacks import EpochReporter, StopOnSignal
+from training.checkpoints import Progress, TrainingState
+from training.cluster import ClusterPlan, TaskAddress
+from training.datasets import dataset_creator_train, dataset_eval, dataset_train, steps_per_epoch
+from training.devices import devices_describe, physical_gpus_count, placement_describe
+from training.events import EventWriter
+from training.export import export_saved_model
+from training.modelling import model_build, model_compile, user_data_load, user_module_load
+from training.pi import pi_run
+from training.scaling import BatchPlan, batch_plan
+from training.signals import StopFlag
+from training.spec import TrialSpec
+from training.strategy import (
+    PARAMETER_SERVER,
+    StrategyPlan,
+    parameter_server_task_serve,
+    strategy_build,
+    strategy_plan,
+)
+from training.tfenv import keras
+
+
+def weights_checksum(weights: list[Any]) -> str:
+    digest = hashlib.sha256()
+    for array in weights:
+        digest.update(np.ascontiguousarray(array).tobytes())
+    return digest.hexdigest()[:16]
+
+
+def replica_checksums(*, model: Any) -> list[str]:
+    """Trainable weights as each local replica holds them: equal under synchronous training."""
+    variables = model.trainable_weights
+    components = [getattr(v, "values", None) or (v,) for v in variables]
+    replicas = min(len(c) for c in components) if components else 0
+    return [weights_checksum([c[r].numpy() for c in components]) for r in range(replicas)]
+
+
+def _strategy_start(*, spec: TrialSpec, events: EventWriter) -> tuple[Any, StrategyPlan]:
+    plan = strategy_plan(resources=spec.resources, physical_gpus=physical_gpus_count())
+    strategy = strategy_build(plan=plan)
+    events.emit("status", phase="strategy", strategy=plan.name, reason=plan.reason,
+                emulated=plan.emulated, replicas=int(strategy.num_replicas_in_sync))
+    return strategy, plan
+
+
+def trial_run(*, spec: TrialSpec, cluster: ClusterPlan, task: TaskAddress, events: EventWriter,
+              flag: StopFlag) -> None:
+    if cluster.uses_parameter_servers and task.type != "chief":
+        events.emit("status", phase="serving", role=task.type)
+        parameter_server_task_serve()  # until the supervisor stops the cluster
+        return
+    hparams = catalog.hyperparameters_resolve(model=spec.model, values=spec.hyperparameters)
+    is_chief = task == cluster.chief
+    strategy, plan = _strategy_start(spec=spec, events=events)
+    flag.check()
+    if spec.model in catalog.DIAGNOSTIC_JOBS:
+        events.emit("devices", devices=devices_describe(),
+                    placement=placement_describe(strategy=strategy, variables=[]))
+        result = pi_run(strategy=strategy, plan=plan, hparams=hparams, events=events,
+                        is_chief=is_chief)
+        if is_chief:
+            events.emit("result", final_metrics=result, epochs_completed=1)
+        return
+    _train(spec=spec, hparams=hparams, strategy=strategy, plan=plan, is_chief=is_chief,
+           task=task, events=events, flag=flag)
+
+
+def _train(*, spec: TrialSpec, hparams: dict[str, Any], strategy: Any, plan: StrategyPlan,
+           is_chief: bool, task: TaskAddress, events: EventWriter, flag: StopFlag) -> None:
+    # Same seed everywhere: identical initial weights even before MWMS broadcasts the chief's.
+    keras.utils.set_random_seed(hparams["seed"])
+    module = None if spec.model in catalog.ZOO_MODELS else user_module_load(path=spec.model)
+    data = (user_data_load(module=module, hparams=hparams) if module else None) or (
+        catalog.dataset_load(spec=spec, hparams=hparams)
+    )
+    batch = batch_plan(
+        batch_size=hparams["batch_size"], replicas=int(strategy.num_replicas_in_sync),
+        learning_rate=hparams["learning_rate"], scale=hparams["scale_batch_size"],
+        warmup_epochs=hparams["warmup_epochs"],
+    )
+    steps = steps_per_epoch(examples=len(data.x_train), global_batch=batch.global_batch_size)
+    parameter_servers = plan.name == PARAMETER_SERVER
+    with strategy.scope():
+        model = model_build(spec=spec, hparams=hparams, data=data, module=module)
+        platform_compiled = model_compile(model=model, hparams=hparams, batch=batch,
+                                          steps_per_epoch=steps, exact_evaluation=parameter_servers)
+        # Optimizer slots must exist before a restore can fill them.
+        model.optimizer.build(model.trainable_variables)
+    events.emit("status", phase="batch", **batch.as_dict(), steps_per_epoch=steps,
+                dataset=data.summary(), platform_compiled=platform_compiled)
+    events.emit("devices", devices=devices_describe(),
+                placement=placement_describe(strategy=strategy, variables=model.weights))
+    state = TrainingState(model=model, work_dir=spec.work_dir, is_chief=is_chief, task=task.name)
+    progress = state.restore()
+    resumed_from = progress.epochs_completed
+    if resumed_from:
+        events.emit("status", phase="resumed", from_epoch=resumed_from)
+    flag.check()
+    if resumed_from < hparams["epochs"] and not _target_done(progress=progress, hparams=hparams):
+        _fit(model=model, data=data, hparams=hparams, batch=batch, steps=steps, state=state,
+             progress=progress, spec=spec, parameter_servers=parameter_servers, is_chief=is_chief,
+             events=events, flag=flag)
+    weights = [np.asarray(w) for w in model.get_weights()]  # a collective under MWMS: all tasks
+    events.emit("weights", checksum=weights_checksum([w.numpy() for w in model.trainable_weights]),
+                replica_checksums=replica_checksums(model=model))
+    if not is_chief:
+        return
+    events.emit("status", phase="exporting")
+    plain = model_build(spec=spec, hparams=hparams, data=data, module=module)
+    plain.set_weights(weights)
+    exported = export_saved_model(model=plain, data=data, export_dir=f"{spec.work_dir}/export",
+                                  from_logits=hparams["from_logits"])
+    events.emit("export", **exported)
+    best = sorted(state.best_dir.glob("*.index"))
+    events.emit(
+        "result", final_metrics=progress.history[-1] if progress.history else {},
+        epochs_completed=progress.epochs_completed, resumed_from_epoch=resumed_from,
+        time_to_target_seconds=progress.time_to_target_seconds, export_path=exported["path"],
+        best_checkpoint_path=str(best[0].with_suffix("")) if best else "",
+        best_val_accuracy=progress.best_val_accuracy, best_epoch=progress.best_epoch,
+        train_seconds=round(progress.train_seconds, 3),
+    )
+
+
+def _target_done(*, progress: Progress, hparams: dict[str, Any]) -> bool:
+    return bool(hparams["stop_at_target"] and progress.time_to_target_seconds is not None)
+
+
+def _fit(*, model: Any, data: Any, hparams: dict[str, Any], batch: BatchPlan, steps: int,
+         state: TrainingState, progress: Progress, spec: TrialSpec, parameter_servers: bool,
+         is_chief: bool, events: EventWriter, flag: StopFlag) -> None:
+    if parameter_servers:
+        train = dataset_creator_train(data=data, global_batch=batch.global_batch_size,
+                                      augment=hparams["augment"])
+    else:
+        train = dataset_train(data=data, batch_size=batch.global_batch_size,
+                              seed=hparams["seed"], augment=hparams["augment"])
+    reporter = EpochReporter(
+        events=events, state=state, progress=progress, batch=batch, steps_per_epoch=steps,
+        interval_seconds=hparams["throughput_interval_seconds"],
+        target_accuracy=spec.target_accuracy, stop_at_target=hparams["stop_at_target"],
+        is_chief=is_chief,
+    )
+    events.emit("status", phase="training", from_epoch=progress.epochs_completed,
+                epochs=hparams["epochs"])
+    model.fit(
+        train, epochs=hparams["epochs"], initial_epoch=progress.epochs_completed,
+        steps_per_epoch=steps,
+        validation_data=dataset_eval(data=data, batch_size=batch.global_batch_size),
+        callbacks=[StopOnSignal(flag=flag), reporter], verbose=0,
+    )

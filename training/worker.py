@@ -1,0 +1,100 @@
+"""Entry point of one trial task, run as its own OS process by the supervisor:
+
+    python -m training.worker --spec SPEC.json --cluster CLUSTER.json \
+        --task-type worker --task-index 0 --events EVENTS.jsonl
+
+Events go to the --events file as JSON lines (see events.py). The exit code tells the supervisor
+how the task ended; signals and OOM kills show up as negative codes / 137 from the OS instead.
+TensorFlow is imported only after the SIGTERM handler is in place, via training.tfenv.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from training.cluster import ClusterPlan, cluster_plan
+from training.errors import InvalidInput, UserCodeError, traceback_tail
+from training.events import EventWriter
+from training.signals import Preempted, StopFlag
+from training.spec import TrialSpec
+
+EXIT_OK = 0
+EXIT_INTERNAL = 1  # a bug on the platform side: retrying the same trial will not help
+EXIT_USER_ERROR = 2  # the user's module or data: never retryable
+EXIT_INFRA_ERROR = 3  # lost peer, unavailable device, out of memory: retryable
+EXIT_PREEMPTED = 143  # stopped by SIGTERM after the last checkpoint, like 128 + SIGTERM
+
+# TF error classes that come from the cluster or the machine rather than from the model.
+INFRA_ERRORS = (
+    "UnavailableError", "AbortedError", "CancelledError", "DeadlineExceededError",
+    "ResourceExhaustedError", "InternalError", "UnknownError",
+)
+
+
+def _arguments(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m training.worker")
+    parser.add_argument("--spec", required=True)
+    parser.add_argument("--cluster", default="")
+    parser.add_argument("--task-type", default="worker")
+    parser.add_argument("--task-index", type=int, default=0)
+    parser.add_argument("--events", default="")
+    return parser.parse_args(argv)
+
+
+def _failure(*, exc: BaseException, spec: TrialSpec) -> tuple[int, str]:
+    """(exit code, category) for an exception escaping the trial."""
+    if isinstance(exc, UserCodeError | InvalidInput):
+        return EXIT_USER_ERROR, "user"
+    if type(exc).__name__ in INFRA_ERRORS or isinstance(exc, MemoryError):
+        return EXIT_INFRA_ERROR, "infra"
+    # Anything raised from inside the user's file (during fit, say) is theirs to fix.
+    if spec.model.endswith(".py") and f'File "{spec.model}"' in traceback_tail(exc):
+        return EXIT_USER_ERROR, "user"
+    if type(exc).__module__.startswith("tensorflow"):  # e.g. InvalidArgumentError from the model
+        return EXIT_USER_ERROR, "user"
+    return EXIT_INTERNAL, "internal"
+
+
+def main(argv: list[str] | None = None) -> int:
+    flag = StopFlag()
+    flag.install()
+    args = _arguments(argv)
+    spec = TrialSpec.from_json(Path(args.spec).read_text())
+    cluster = (
+        ClusterPlan.from_json(Path(args.cluster).read_text()) if args.cluster
+        else cluster_plan(resources=spec.resources)
+    )
+    task = cluster.task(type=args.task_type, index=args.task_index)
+    events_path = args.events or f"{spec.work_dir}/events/{task.type}-{task.index}.jsonl"
+    events = EventWriter(path=events_path, task=task.name, trial_id=spec.trial_id)
+    events.emit("status", phase="started", pid=os.getpid())
+    try:
+        flag.check()
+        from training.trial import trial_run  # imports TensorFlow
+
+        trial_run(spec=spec, cluster=cluster, task=task, events=events, flag=flag)
+        events.emit("status", phase="finished")
+        return EXIT_OK
+    except Preempted as exc:
+        events.emit("status", phase="preempted", message=str(exc))
+        return EXIT_PREEMPTED
+    except Exception as exc:
+        code, category = _failure(exc=exc, spec=spec)
+        events.emit("error", category=category, retryable=code == EXIT_INFRA_ERROR,
+                    error_type=type(exc).__name__, message=str(exc)[:4000],
+                    traceback=traceback_tail(exc))
+        print(traceback_tail(exc), file=sys.stderr)
+        return code
+    finally:
+        events.close()
+
+
+if __name__ == "__main__":
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # TF's gRPC and collective threads can block interpreter shutdown; the outcome is decided.
+    os._exit(code)
