@@ -95,14 +95,16 @@ def placement_describe(*, strategy: Any, variables: list[Any]) -> dict[str, Any]
     per_device: Counter[str] = Counter()
     for variable in variables:
         per_device.update(_variable_devices(variable))
-    try:
-        parameter_devices = list(extended.parameter_devices)
-    except (AttributeError, NotImplementedError):
-        parameter_devices = []
+    def listed(attribute: str) -> list[str]:
+        try:  # the default strategy refuses to answer rather than saying "the one CPU"
+            return [str(d) for d in getattr(extended, attribute)]
+        except (AttributeError, NotImplementedError, RuntimeError):
+            return []
+
     return {
         "replicas_in_sync": int(strategy.num_replicas_in_sync),
-        "replica_devices": [str(d) for d in getattr(extended, "worker_devices", ())],
-        "parameter_devices": [str(d) for d in parameter_devices],
+        "replica_devices": listed("worker_devices"),
+        "parameter_devices": listed("parameter_devices"),
         "variables": len(variables),
         "variables_per_device": dict(sorted(per_device.items())),
         "example": {

@@ -14,6 +14,8 @@ CPU, which the reason string says. `strategy_plan` is TF-free so the web can sho
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -96,8 +98,8 @@ def strategy_build(*, plan: StrategyPlan) -> Any:
     raise ValueError(f"unknown strategy {plan.name}")
 
 
-def parameter_server_task_serve() -> None:
-    """A ps or worker task of a ParameterServerStrategy cluster: serve the chief until killed."""
+def parameter_server_task_serve(*, stop_requested: Callable[[], bool]) -> None:
+    """A ps or worker task of a ParameterServerStrategy cluster: serve the chief until stopped."""
     from training.tfenv import tf
 
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
@@ -108,4 +110,7 @@ def parameter_server_task_serve() -> None:
         protocol=resolver.rpc_layer or "grpc",
         start=True,
     )
-    server.join()
+    # server.join() never returns; polling lets SIGTERM end the task cleanly instead.
+    while not stop_requested():
+        time.sleep(0.2)
+    del server

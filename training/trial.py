@@ -65,7 +65,7 @@ def trial_run(*, spec: TrialSpec, cluster: ClusterPlan, task: TaskAddress, event
               flag: StopFlag) -> None:
     if cluster.uses_parameter_servers and task.type != "chief":
         events.emit("status", phase="serving", role=task.type)
-        parameter_server_task_serve()  # until the supervisor stops the cluster
+        parameter_server_task_serve(stop_requested=lambda: flag.requested)
         return
     hparams = catalog.hyperparameters_resolve(model=spec.model, values=spec.hyperparameters)
     is_chief = task == cluster.chief
@@ -112,7 +112,9 @@ def _train(*, spec: TrialSpec, hparams: dict[str, Any], strategy: Any, plan: Str
     progress = state.restore()
     resumed_from = progress.epochs_completed
     if resumed_from:
-        events.emit("status", phase="resumed", from_epoch=resumed_from)
+        # The optimizer step proves the optimizer state came back, not just the weights.
+        events.emit("status", phase="resumed", from_epoch=resumed_from,
+                    optimizer_step=int(model.optimizer.iterations.numpy()))
     flag.check()
     if resumed_from < hparams["epochs"] and not _target_done(progress=progress, hparams=hparams):
         _fit(model=model, data=data, hparams=hparams, batch=batch, steps=steps, state=state,

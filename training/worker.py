@@ -21,10 +21,11 @@ from training.events import EventWriter
 from training.signals import Preempted, StopFlag
 from training.spec import TrialSpec
 
+# sysexits.h codes, so they cannot be confused with Python's own 1 or argparse's 2.
 EXIT_OK = 0
-EXIT_INTERNAL = 1  # a bug on the platform side: retrying the same trial will not help
-EXIT_USER_ERROR = 2  # the user's module or data: never retryable
-EXIT_INFRA_ERROR = 3  # lost peer, unavailable device, out of memory: retryable
+EXIT_USER_ERROR = 65  # EX_DATAERR: the user's module or data; never retryable
+EXIT_INTERNAL = 70  # EX_SOFTWARE: a platform bug; retrying the same trial will not help
+EXIT_INFRA_ERROR = 75  # EX_TEMPFAIL: lost peer, unavailable device, out of memory; retryable
 EXIT_PREEMPTED = 143  # stopped by SIGTERM after the last checkpoint, like 128 + SIGTERM
 
 # TF error classes that come from the cluster or the machine rather than from the model.

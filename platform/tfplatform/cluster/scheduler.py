@@ -95,12 +95,14 @@ def scheduler_pass() -> int:
         free = _free_map()
         queued = Experiment.objects.filter(state=Experiment.State.QUEUED).select_related("team")
         team_gpus: dict[int, int] = {}
-        for position, experiment in enumerate(queued.order_by("-priority", "created_at", "id"), 1):
+        position = 0
+        for experiment in queued.order_by("-priority", "created_at", "id"):
             needs = experiment_task_needs(experiment=experiment)
             reason = _quota_block(experiment=experiment, team_gpus=team_gpus)
             placements = None if reason else gang_place(needs=needs, free=free)
             if placements is None:
                 reason = reason or pending_reason(needs=needs, free=free)
+                position += 1
                 text = f"{reason} Queue position {position}."
                 if experiment.pending_reason != text:
                     Experiment.objects.filter(pk=experiment.pk).update(pending_reason=text)

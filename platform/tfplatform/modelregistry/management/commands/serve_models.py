@@ -1,0 +1,29 @@
+import os
+import sys
+from typing import Any
+from urllib.parse import urlparse
+
+from django.conf import settings
+from django.core.management.base import BaseCommand
+
+from tfplatform.modelregistry.services import model_config_ensure
+
+
+class Command(BaseCommand):
+    help = "Start the embedded TF Serving-compatible model server on the configured ports."
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        grpc_port = settings.PLATFORM["TF_SERVING_GRPC"].rsplit(":", 1)[1]
+        rest_port = urlparse(settings.PLATFORM["TF_SERVING_REST"]).port or 8501
+        config = model_config_ensure()
+        argv = [
+            sys.executable, "-m", "serving.server",
+            f"--port={grpc_port}",
+            f"--rest_api_port={rest_port}",
+            f"--model_config_file={config}",
+            "--enable_batching",
+        ]
+        self.stdout.write(f"Model server: gRPC :{grpc_port}, REST :{rest_port}, config {config}")
+        sys.stdout.flush()
+        # Replace this process so signals from the process manager reach the server directly.
+        os.execv(sys.executable, argv)

@@ -1,0 +1,77 @@
+"""Starting real platform processes (worker nodes, the whole `make run` stack) from tests."""
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from django.db import connection
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def database_url() -> str:
+    """The URL of the database this test runs against, for child processes."""
+    settings = connection.settings_dict
+    if connection.vendor == "sqlite":
+        return f"sqlite:///{settings['NAME']}"
+    user = settings.get("USER") or ""
+    password = f":{settings['PASSWORD']}" if settings.get("PASSWORD") else ""
+    host = settings.get("HOST") or "127.0.0.1"
+    port = settings.get("PORT") or 5432
+    return f"postgres://{user}{password}@{host}:{port}/{settings['NAME']}"
+
+
+def child_env(**extra: str) -> dict[str, str]:
+    env = {**os.environ, "DATABASE_URL": database_url(), "PYTHONUNBUFFERED": "1"}
+    env.update(extra)
+    return env
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def start(args: list[str], *, env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    handle = log.open("wb")
+    return subprocess.Popen(
+        args, cwd=ROOT, env=env, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True
+    )
+
+
+def worker_start(*, node: str, log: Path, gpu_slots: int = 0, cpu_slots: int = 1,
+                 **env: str) -> subprocess.Popen[bytes]:
+    return start(
+        [sys.executable, "manage.py", "worker", "--node", node, "--gpu-slots", str(gpu_slots),
+         "--cpu-slots", str(cpu_slots)],
+        env=child_env(**env),
+        log=log,
+    )
+
+
+def stop(process: subprocess.Popen[bytes], *, timeout: float = 20) -> int:
+    if process.poll() is None:
+        os.killpg(process.pid, 15)
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, 9)
+            process.wait()
+    return process.returncode
+
+
+def wait_for(condition: Callable[[], object], *, timeout: float, what: str,
+             log: Path | None = None) -> object:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.5)
+    tail = log.read_text(errors="replace")[-4000:] if log and log.exists() else ""
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}\n{tail}")

@@ -1,0 +1,28 @@
+import pytest
+
+from tests.factories import ExperimentFactory
+from tfplatform.core.errors import InvalidTransition
+from tfplatform.experiments.services import experiment_transition
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.mark.parametrize(
+    ("start", "to"),
+    [("queued", "running"), ("queued", "completed"), ("completed", "running"),
+     ("failed", "queued"), ("canceled", "scheduled"), ("scheduled", "completed")],
+)
+def test_illegal_transitions_are_refused(start: str, to: str) -> None:
+    experiment = ExperimentFactory(state=start)
+    with pytest.raises(InvalidTransition):
+        experiment_transition(experiment=experiment, to=to)
+    experiment.refresh_from_db()
+    assert experiment.state == start
+
+
+def test_legal_path_sets_timestamps() -> None:
+    experiment = ExperimentFactory()
+    for state in ("scheduled", "running", "completed"):
+        experiment = experiment_transition(experiment=experiment, to=state)
+    assert experiment.started_at is not None and experiment.finished_at is not None
+    assert experiment.finished_at >= experiment.started_at
