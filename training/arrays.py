@@ -77,7 +77,8 @@ def _cifar_batch_read(path: Path) -> tuple[np.ndarray, np.ndarray]:
 
 def cifar10_load(*, datasets_dir: str) -> ArrayData:
     root = Path(datasets_dir) / CIFAR_DIR
-    missing = [name for name in (*CIFAR_TRAIN_FILES, CIFAR_TEST_FILE) if not (root / name).is_file()]
+    expected = (*CIFAR_TRAIN_FILES, CIFAR_TEST_FILE)
+    missing = [name for name in expected if not (root / name).is_file()]
     if missing:
         raise InvalidInput(
             f"CIFAR-10 not found: expected {root}/data_batch_1..5 and {root}/test_batch "
@@ -90,7 +91,9 @@ def cifar10_load(*, datasets_dir: str) -> ArrayData:
     return ArrayData("cifar10", x_train, y_train, x_test, y_test, num_classes=10)
 
 
-def synthetic_images_load(*, train_size: int = 2048, test_size: int = 256, seed: int = 0) -> ArrayData:
+def synthetic_images_load(
+    *, train_size: int = 2048, test_size: int = 256, seed: int = 0
+) -> ArrayData:
     """CIFAR-shaped random uint8 images: measures throughput, the accuracy is meaningless."""
     rng = np.random.default_rng(seed)
     shape = (32, 32, 3)
@@ -134,7 +137,9 @@ def arrays_check(
         if not np.issubdtype(x.dtype, np.number):
             raise InvalidInput(f"{x_name} must be numeric, got dtype {x.dtype}")
     if x_train.shape[1:] != x_test.shape[1:]:
-        raise InvalidInput(f"x_train rows {x_train.shape[1:]} differ from x_test {x_test.shape[1:]}")
+        raise InvalidInput(
+            f"x_train rows {x_train.shape[1:]} differ from x_test rows {x_test.shape[1:]}"
+        )
     if x_train.dtype == np.float64:  # TF trains in float32; halve the memory up front
         x_train, x_test = x_train.astype(np.float32), x_test.astype(np.float32)
     num_classes = int(max(y_train.max(), y_test.max())) + 1
@@ -160,7 +165,9 @@ def npz_load(*, path: str) -> ArrayData:
     return arrays_check(name=Path(path).name, **loaded)
 
 
-def csv_load(*, path: str, label_column: str, test_fraction: float = 0.2, seed: int = 0) -> ArrayData:
+def csv_load(
+    *, path: str, label_column: str, test_fraction: float = 0.2, seed: int = 0
+) -> ArrayData:
     """Numeric feature columns plus one named label column; labels may be ints or class names."""
     if not label_column:
         raise InvalidInput("a CSV dataset needs the name of its label column")
@@ -182,7 +189,9 @@ def csv_load(*, path: str, label_column: str, test_fraction: float = 0.2, seed: 
     features, labels = [], []
     for line_no, row in enumerate(body, start=2):
         if len(row) != len(header):
-            raise InvalidInput(f"line {line_no} has {len(row)} fields, the header has {len(header)}")
+            raise InvalidInput(
+                f"line {line_no} has {len(row)} fields, the header has {len(header)}"
+            )
         try:
             features.append([float(v) for i, v in enumerate(row) if i != label_at])
         except ValueError as exc:
@@ -196,7 +205,7 @@ def csv_load(*, path: str, label_column: str, test_fraction: float = 0.2, seed: 
         names = sorted(set(labels))
         y = np.asarray([names.index(v) for v in labels], dtype=np.int64)
     order = np.random.default_rng(seed).permutation(len(x))
-    n_test = min(max(1, int(round(len(x) * test_fraction))), len(x) - 1)
+    n_test = min(max(1, round(len(x) * test_fraction)), len(x) - 1)
     test, train = order[:n_test], order[n_test:]
     return ArrayData(
         Path(path).name, x[train], y[train], x[test], y[test], num_classes=int(y.max()) + 1

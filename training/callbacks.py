@@ -1,17 +1,21 @@
-"""Keras callbacks that turn training into events and checkpoints.
+"""Keras callbacks (plus one sampler thread) that turn training into events and checkpoints.
 
 `EpochReporter` runs on every task: all of them save checkpoints (a collective under
 MultiWorkerMirroredStrategy), but only the chief emits epoch metrics, since all-reduced metrics are
-identical everywhere. Throughput is measured and emitted per task every few seconds.
+identical everywhere. Throughput comes from a thread sampling the optimizer's step counter every
+few seconds, because parameter-server training forbids batch-level callbacks; it is per task.
 
-`StopOnSignal` turns SIGTERM into a clean stop at the next step boundary: it raises `Preempted` out
+`StopAtStep` turns SIGTERM into a clean stop at the next step boundary: it raises `Preempted` out
 of `fit`, so the interrupted epoch is neither reported nor checkpointed and a restart redoes it from
-the last completed epoch's checkpoint (the same contract as tf-keras BackupAndRestore).
+the last completed epoch's checkpoint (the contract of tf-keras BackupAndRestore). Under parameter
+servers the chief has no step hook, so there the signal handler raises at once instead.
 """
 
 from __future__ import annotations
 
+import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from training.checkpoints import Progress, TrainingState
@@ -21,16 +25,48 @@ from training.signals import StopFlag
 from training.tfenv import keras
 
 
-class StopOnSignal(keras.callbacks.Callback):
+class StopAtEpoch(keras.callbacks.Callback):
     def __init__(self, *, flag: StopFlag) -> None:
         super().__init__()
         self.flag = flag
 
+    def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
+        self.flag.check()
+
+
+class StopAtStep(StopAtEpoch):
     def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
         self.flag.check()
 
-    def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
-        self.flag.check()
+
+class ThroughputSampler(threading.Thread):
+    """Emits images/sec from the optimizer's step counter until `halt` is set."""
+
+    def __init__(self, *, events: EventWriter, model: Any, batch: BatchPlan,
+                 interval_seconds: float, epoch: Callable[[], int]) -> None:
+        super().__init__(name="throughput", daemon=True)
+        self.events, self.model, self.batch = events, model, batch
+        self.interval, self.epoch = interval_seconds, epoch
+        self.halt = threading.Event()
+
+    def _step(self) -> int:
+        return int(self.model.optimizer.iterations.numpy())
+
+    def run(self) -> None:
+        try:
+            last_step, last_time = self._step(), time.perf_counter()
+            while not self.halt.wait(self.interval):
+                step, now = self._step(), time.perf_counter()
+                if step > last_step:
+                    rate = (step - last_step) * self.batch.global_batch_size / (now - last_time)
+                    self.events.emit(
+                        "throughput", epoch=self.epoch(), optimizer_step=step,
+                        images_per_sec=round(rate, 1),
+                        images_per_sec_per_replica=round(rate / self.batch.replicas, 1),
+                    )
+                last_step, last_time = step, now
+        except Exception:  # noqa: S110 - a monitoring thread must never take training down
+            pass
 
 
 class EpochReporter(keras.callbacks.Callback):
@@ -44,24 +80,20 @@ class EpochReporter(keras.callbacks.Callback):
         self.steps_per_epoch = steps_per_epoch
         self.interval = interval_seconds
         self.target, self.stop_at_target, self.is_chief = target_accuracy, stop_at_target, is_chief
-        self._epoch_start = self._window_start = 0.0
-        self._window_steps = 0
+        self._epoch_start = 0.0
+
+    def on_train_begin(self, logs: Any = None) -> None:
+        self.sampler = ThroughputSampler(
+            events=self.events, model=self.model, batch=self.batch,
+            interval_seconds=self.interval, epoch=lambda: self.progress.epochs_completed + 1,
+        )
+        self.sampler.start()
+
+    def on_train_end(self, logs: Any = None) -> None:
+        self.sampler.halt.set()
 
     def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
-        self._epoch_start = self._window_start = time.perf_counter()
-        self._window_steps = 0
-
-    def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
-        self._window_steps += 1
-        now = time.perf_counter()
-        if now - self._window_start >= self.interval:
-            rate = self._window_steps * self.batch.global_batch_size / (now - self._window_start)
-            self.events.emit(
-                "throughput", epoch=self.progress.epochs_completed + 1, step=batch + 1,
-                steps_per_epoch=self.steps_per_epoch, images_per_sec=round(rate, 1),
-                images_per_sec_per_replica=round(rate / self.batch.replicas, 1),
-            )
-            self._window_start, self._window_steps = now, 0
+        self._epoch_start = time.perf_counter()
 
     def _learning_rate(self) -> float:
         optimizer = self.model.optimizer
@@ -78,8 +110,10 @@ class EpochReporter(keras.callbacks.Callback):
         metrics = {k: float(v) for k, v in (logs or {}).items()}
         record: dict[str, Any] = {
             "epoch": epoch + 1, **metrics, "epoch_seconds": round(seconds, 3),
-            "images_per_sec": round(self.steps_per_epoch * self.batch.global_batch_size / seconds, 1),
-            "learning_rate": self._learning_rate(), "train_seconds": round(progress.train_seconds, 3),
+            "images_per_sec": round(self.steps_per_epoch * self.batch.global_batch_size / seconds,
+                                    1),
+            "learning_rate": self._learning_rate(),
+            "train_seconds": round(progress.train_seconds, 3),
         }
         accuracy = metrics.get("val_accuracy")
         reached_now = (

@@ -101,7 +101,7 @@ def user_module_validate(*, path: str) -> None:
         raise InvalidInput(f"model module {path} must be an existing .py file")
     source = file.read_text(encoding="utf-8", errors="replace")
     try:
-        tree = ast.parse(compile(source, str(file), "exec", flags=ast.PyCF_ONLY_AST))
+        tree = ast.parse(source, filename=str(file))
     except SyntaxError as exc:
         raise InvalidInput(
             f"{file.name} line {exc.lineno}: SyntaxError: {exc.msg}"

@@ -36,7 +36,7 @@ def _gpu_total_memory_mb(index: int) -> int | None:
         ids = [int(i) for i in visible.split(",") if i.strip().isdigit()]
         handle = pynvml.nvmlDeviceGetHandleByIndex(ids[index] if index < len(ids) else index)
         return int(pynvml.nvmlDeviceGetMemoryInfo(handle).total) // (1024 * 1024)
-    except Exception:  # noqa: BLE001 - any NVML problem only means "size unknown"
+    except Exception:
         return None
 
 

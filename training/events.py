@@ -7,6 +7,7 @@ so the supervisor can tail it while the task runs. A killed task can leave half 
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -19,11 +20,13 @@ class EventWriter:
         self._file: TextIO = Path(path).open("a", encoding="utf-8")  # noqa: SIM115 - long-lived
         self.task = task
         self.trial_id = trial_id
+        self._lock = threading.Lock()  # the throughput thread writes too
 
     def emit(self, kind: str, **payload: Any) -> TrialEvent:
         event = TrialEvent(kind=kind, payload=payload, task=self.task, trial_id=self.trial_id)
-        self._file.write(event.to_json() + "\n")
-        self._file.flush()
+        with self._lock:
+            self._file.write(event.to_json() + "\n")
+            self._file.flush()
         return event
 
     def close(self) -> None:

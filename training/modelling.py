@@ -27,6 +27,7 @@ from training.spec import TrialSpec
 from training.tfenv import keras, tf
 from training.zoo import ZOO_BUILDERS
 
+
 def user_module_load(*, path: str) -> ModuleType:
     try:
         catalog.user_module_validate(path=path)

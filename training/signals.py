@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
-class Preempted(Exception):  # noqa: N818 - a state the trial ends in, not a fault
+class Preempted(Exception):
     """SIGTERM arrived: stop now; the last completed epoch is safely checkpointed."""
 
 
@@ -21,6 +21,8 @@ class Preempted(Exception):  # noqa: N818 - a state the trial ends in, not a fau
 class StopFlag:
     requested_at: float | None = None
     signals: list[int] = field(default_factory=list)
+    # Raise from the handler itself, for loops that have no safe point to check the flag at.
+    immediate: bool = False
 
     def install(self) -> None:
         signal.signal(signal.SIGTERM, self._handle)
@@ -30,6 +32,8 @@ class StopFlag:
         del frame
         self.signals.append(signum)
         self.requested_at = self.requested_at or time.time()
+        if self.immediate:
+            self.check()
 
     @property
     def requested(self) -> bool:

@@ -1,10 +1,10 @@
 """The one place a tf.distribute strategy is chosen and built, from the allocation alone.
 
-    parameter servers granted          → ParameterServerStrategy (ps tasks, workers, chief coordinator)
-    several workers                    → MultiWorkerMirroredStrategy (TF_CONFIG from the supervisor)
-    1 worker, k ≥ 2 GPUs               → MirroredStrategy over the k devices
-    1 worker, 1 GPU                    → OneDeviceStrategy
-    1 worker, no GPU                   → the default strategy (CPU)
+    parameter servers granted → ParameterServerStrategy (ps tasks, workers, chief coordinator)
+    several workers           → MultiWorkerMirroredStrategy (TF_CONFIG from the supervisor)
+    1 worker, k ≥ 2 GPUs      → MirroredStrategy over the k devices
+    1 worker, 1 GPU           → OneDeviceStrategy
+    1 worker, no GPU          → the default strategy (CPU)
 
 GPU slots on a machine without a visible GPU are emulated: k logical CPU devices become the
 replicas, so the same code path (variables mirrored, gradients all-reduced) runs on a laptop. Only
@@ -53,7 +53,8 @@ def strategy_plan(*, resources: Resources, physical_gpus: int) -> StrategyPlan:
         k = physical_gpus
     if ps:
         # The chief sees no GPU of its own; the workers' devices are whatever they were granted.
-        gpus = f" × {_plural(resources.gpus_per_worker, 'GPU')}" if resources.gpus_per_worker else ""
+        per_worker = resources.gpus_per_worker
+        gpus = f" × {_plural(per_worker, 'GPU')}" if per_worker else ""
         reason = (
             f"{_plural(ps, 'parameter server')} and {_plural(workers, 'worker')}{gpus} → "
             f"{PARAMETER_SERVER} (asynchronous updates; the chief coordinates)"

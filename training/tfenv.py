@@ -10,7 +10,7 @@ import os
 os.environ["TF_USE_LEGACY_KERAS"] = "1"
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import tensorflow as tf  # noqa: E402
-import tf_keras as keras  # noqa: E402
+import tensorflow as tf
+import tf_keras as keras
 
 __all__ = ["keras", "tf"]

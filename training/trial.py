@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from training import catalog
-from training.callbacks import EpochReporter, StopOnSignal
+from training.callbacks import EpochReporter, StopAtEpoch, StopAtStep
 from training.checkpoints import Progress, TrainingState
 from training.cluster import ClusterPlan, TaskAddress
 from training.datasets import dataset_creator_train, dataset_eval, dataset_train, steps_per_epoch
@@ -163,9 +163,15 @@ def _fit(*, model: Any, data: Any, hparams: dict[str, Any], batch: BatchPlan, st
     )
     events.emit("status", phase="training", from_epoch=progress.epochs_completed,
                 epochs=hparams["epochs"])
-    model.fit(
-        train, epochs=hparams["epochs"], initial_epoch=progress.epochs_completed,
-        steps_per_epoch=steps,
-        validation_data=dataset_eval(data=data, batch_size=batch.global_batch_size),
-        callbacks=[StopOnSignal(flag=flag), reporter], verbose=0,
-    )
+    # Parameter-server fit allows no step hooks, so a stop cannot wait for a step boundary.
+    stopper = StopAtEpoch(flag=flag) if parameter_servers else StopAtStep(flag=flag)
+    flag.immediate = parameter_servers
+    try:
+        model.fit(
+            train, epochs=hparams["epochs"], initial_epoch=progress.epochs_completed,
+            steps_per_epoch=steps,
+            validation_data=dataset_eval(data=data, batch_size=batch.global_batch_size),
+            callbacks=[stopper, reporter], verbose=0,
+        )
+    finally:
+        flag.immediate = False

@@ -21,7 +21,7 @@ layers = keras.layers
 
 
 def mlp_build(*, hparams: dict[str, Any], data: ArrayData) -> Any:
-    features = data.x_train.reshape(len(data.x_train), -1).astype(np.float64)
+    features: np.ndarray = data.x_train.reshape(len(data.x_train), -1).astype(np.float64)
     inputs = keras.Input(shape=data.input_shape, name="inputs")
     x = layers.Flatten()(inputs) if len(data.input_shape) > 1 else inputs
     x = layers.Normalization(mean=features.mean(axis=0), variance=features.var(axis=0))(x)

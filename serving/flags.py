@@ -1,0 +1,182 @@
+"""tensorflow_model_server's command line, so scripts written for TF Serving start us unchanged.
+
+Every flag of tensorflow_model_server is accepted; the ones that only tune TF Serving internals
+(thread pools, TPU, TFLite, profiler, SSL, monitoring) are logged and ignored.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+from pathlib import Path
+from types import FrameType
+
+from serving.config import BatchingOptions, parse_batching_parameters, single_model_config
+from serving.errors import ServingError
+from serving.server import ModelServer, ServerOptions
+
+log = logging.getLogger("serving")
+
+_IGNORED = (
+    "rest_api_num_threads",
+    "enable_per_model_batching_parameters",
+    "num_load_threads",
+    "num_unload_threads",
+    "max_num_load_retries",
+    "load_retry_interval_micros",
+    "flush_filesystem_caches",
+    "use_alts_credentials",
+    "ssl_config_file",
+    "platform_config_file",
+    "tensorflow_session_config_file",
+    "per_process_gpu_memory_fraction",
+    "grpc_channel_arguments",
+    "enable_model_warmup",
+    "num_request_iterations_for_warmup",
+    "monitoring_config_file",
+    "remove_unused_fields_from_bundle_metagraph",
+    "prefer_tflite_model",
+    "num_tflite_pools",
+    "num_tflite_interpreters_per_pool",
+    "enable_profiler",
+    "thread_pool_factory_config_file",
+    "mixed_precision",
+    "skip_initialize_tpu",
+    "enable_grpc_healthcheck_service",
+    "enable_serialization_as_tensor_content",
+    "xla_cpu_compilation_enabled",
+    "xla_gpu_compilation_enabled",
+)
+_VERSION = "2.21.0 (embedded, serving/ package)"
+
+
+def _bool(text: str) -> bool:
+    lowered = text.lower()
+    if lowered in ("true", "1"):
+        return True
+    if lowered in ("false", "0"):
+        return False
+    raise argparse.ArgumentTypeError(f"invalid boolean value {text!r}")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tensorflow_model_server", allow_abbrev=False)
+
+    def flag(name: str, kind: type = str, default: object = None) -> None:
+        if kind is bool:
+            parser.add_argument(
+                f"--{name}", type=_bool, nargs="?", const=True, default=bool(default)
+            )
+        else:
+            parser.add_argument(f"--{name}", type=kind, default=default)
+
+    flag("port", int, 8500)
+    flag("grpc_socket_path", str, "")
+    flag("rest_api_port", int, 0)
+    flag("rest_api_timeout_in_ms", int, 30000)
+    flag("rest_api_enable_cors_support", bool)
+    flag("enable_batching", bool)
+    flag("batching_parameters_file", str, "")
+    flag("allow_version_labels_for_unavailable_models", bool)
+    flag("model_config_file", str, "")
+    flag("model_config_file_poll_wait_seconds", int, 0)
+    flag("model_name", str, "default")
+    flag("model_base_path", str, "")
+    flag("file_system_poll_wait_seconds", int, 1)
+    flag("tensorflow_session_parallelism", int, 0)
+    flag("tensorflow_intra_op_parallelism", int, 0)
+    flag("tensorflow_inter_op_parallelism", int, 0)
+    flag("saved_model_tags", str, "serve")
+    flag("grpc_max_threads", int, 0)
+    flag("enable_signature_method_name_check", bool)
+    flag("version", bool)
+    flag("host", str, "0.0.0.0")  # not a TF Serving flag: lets tests bind to loopback only
+    for name in _IGNORED:
+        parser.add_argument(f"--{name}", nargs="?", const="true", default=None)
+    return parser
+
+
+def options_from_args(args: argparse.Namespace) -> tuple[ServerOptions, ModelServer]:
+    """Validates like Server::BuildAndStart and builds the server (not started)."""
+    if args.port == 0 and not args.grpc_socket_path:
+        raise ValueError(
+            "At least one of server_options.grpc_port or server_options.grpc_socket_path "
+            "must be set."
+        )
+    if not args.model_base_path and not args.model_config_file:
+        raise ValueError(
+            "Both server_options.model_base_path and server_options.model_config_file are empty!"
+        )
+    batching: BatchingOptions | None = None
+    if args.enable_batching:
+        batching = BatchingOptions()
+        if args.batching_parameters_file:
+            batching = parse_batching_parameters(Path(args.batching_parameters_file).read_text())
+    elif args.batching_parameters_file:
+        raise ValueError(
+            "server_options.batching_parameters_file is set without setting "
+            "server_options.enable_batching to true."
+        )
+    intra = args.tensorflow_intra_op_parallelism or args.tensorflow_session_parallelism
+    inter = args.tensorflow_inter_op_parallelism or args.tensorflow_session_parallelism
+    extra = {name: value for name in _IGNORED if (value := getattr(args, name)) is not None}
+    for name in extra:
+        log.warning("--%s is accepted for compatibility and ignored", name)
+    defaults = ServerOptions()
+    options = ServerOptions(
+        grpc_port=args.port or None,
+        rest_api_port=args.rest_api_port or None,
+        host=args.host,
+        grpc_socket_path=args.grpc_socket_path,
+        grpc_max_threads=args.grpc_max_threads or defaults.grpc_max_threads,
+        rest_api_timeout_in_ms=args.rest_api_timeout_in_ms,
+        rest_api_enable_cors_support=args.rest_api_enable_cors_support,
+        batching=batching,
+        file_system_poll_wait_seconds=args.file_system_poll_wait_seconds,
+        model_config_file_poll_wait_seconds=args.model_config_file_poll_wait_seconds,
+        allow_version_labels_for_unavailable_models=(
+            args.allow_version_labels_for_unavailable_models
+        ),
+        enable_signature_method_name_check=args.enable_signature_method_name_check,
+        saved_model_tags=tuple(t for t in args.saved_model_tags.split(",") if t),
+        intra_op_parallelism=intra,
+        inter_op_parallelism=inter,
+        extra=extra,
+    )
+    if args.model_config_file:
+        server = ModelServer(options=options, model_config_file=Path(args.model_config_file))
+    else:
+        config = single_model_config(name=args.model_name, base_path=args.model_base_path)
+        server = ModelServer(options=options, config=config)
+    return options, server
+
+
+def run(argv: list[str] | None = None) -> int:
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname).1s %(name)s] %(message)s"
+    )
+    args = _parser().parse_args(argv)
+    if args.version:
+        print(f"TensorFlow ModelServer: {_VERSION}")
+        return 0
+    try:
+        _, server = options_from_args(args)
+        server.start()
+    except (ValueError, OSError, ServingError) as exc:
+        log.error("%s", exc)
+        return 1
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        log.info("Received signal %d, shutting down", signum)
+        server.stop()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    server.wait()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run())

@@ -1,0 +1,441 @@
+"""The request handlers shared by gRPC and REST: TF Serving's predict_util, classifier,
+regressor, get_model_metadata_impl and get_model_status_impl, with their error texts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from google.protobuf import text_format
+from tensorflow.core.protobuf import meta_graph_pb2
+from tensorflow_serving.apis import (
+    classification_pb2,
+    get_model_metadata_pb2,
+    get_model_status_pb2,
+    input_pb2,
+    model_pb2,
+    predict_pb2,
+    regression_pb2,
+)
+
+from serving import tensors as T
+from serving.batching import Runner
+from serving.errors import Code, ServingError, invalid_argument
+from serving.manager import ModelManager
+from serving.servable import Servable
+
+DEFAULT_SIGNATURE = "serving_default"
+PREDICT_METHOD = "tensorflow/serving/predict"
+CLASSIFY_METHOD = "tensorflow/serving/classify"
+REGRESS_METHOD = "tensorflow/serving/regress"
+SIGNATURE_DEF_FIELD = "signature_def"
+
+Classes = list[tuple[str, float]]
+
+
+def _join(names: Any) -> str:
+    return ",".join(sorted(names))
+
+
+def _debug(message: Any) -> str:
+    return str(text_format.MessageToString(message))
+
+
+def _shape(array: np.ndarray) -> str:
+    return "[" + ",".join(str(size) for size in array.shape) + "]"
+
+
+def _dtype_enum_name(array: np.ndarray) -> str:
+    return "DT_" + T.dtype_name(T.dtype_of(array)).upper()
+
+
+class Inference:
+    def __init__(
+        self, *, manager: ModelManager, runner: Runner, check_method_names: bool = False
+    ) -> None:
+        self.manager = manager
+        self.runner = runner
+        self.check_method_names = check_method_names  # --enable_signature_method_name_check
+
+    # ---- Predict ----------------------------------------------------------------------
+
+    def predict(self, request: predict_pb2.PredictRequest) -> predict_pb2.PredictResponse:
+        if not request.HasField("model_spec"):
+            raise invalid_argument("Missing ModelSpec")
+        with self.manager.handle(request.model_spec) as servable:
+            signature_name, outputs = self.run_predict(
+                servable=servable,
+                signature_name=request.model_spec.signature_name,
+                inputs=dict(request.inputs),
+                output_filter=list(request.output_filter),
+                timeout_ms=0,
+            )
+        response = predict_pb2.PredictResponse()
+        _model_spec(response.model_spec, request.model_spec.name, signature_name, servable.version)
+        for alias, array in outputs.items():
+            response.outputs[alias].CopyFrom(T.to_proto(array))
+        return response
+
+    def run_predict(
+        self,
+        *,
+        servable: Servable,
+        signature_name: str,
+        inputs: Mapping[str, Any],
+        output_filter: Sequence[str],
+        timeout_ms: int,
+    ) -> tuple[str, dict[str, np.ndarray]]:
+        """RunPredict: inputs are arrays (REST) or TensorProtos (gRPC), keyed by alias."""
+        name = signature_name or DEFAULT_SIGNATURE
+        signature = servable.signatures.get(name)
+        if signature is None:
+            raise ServingError(Code.FAILED_PRECONDITION, f'Serving signature key "{name}" not found.')
+        if self.check_method_names and signature.method_name not in (
+            PREDICT_METHOD,
+            CLASSIFY_METHOD,
+            REGRESS_METHOD,
+        ):
+            raise ServingError(
+                Code.INTERNAL,
+                "Expected prediction signature method_name to be one of {"
+                f"{PREDICT_METHOD}, {CLASSIFY_METHOD}, {REGRESS_METHOD}}}. "
+                f"Was: {signature.method_name}",
+            )
+        feeds = _input_values(signature, inputs)
+        aliases = _output_aliases(signature, output_filter)
+        fetches = [signature.outputs[alias].name for alias in aliases]
+        results = self.runner.run(
+            servable=servable, feeds=feeds, fetches=fetches, timeout_ms=timeout_ms
+        )
+        return name, dict(zip(aliases, results, strict=True))
+
+    # ---- Classify and Regress -----------------------------------------------------------
+
+    def classify(
+        self, request: classification_pb2.ClassificationRequest
+    ) -> classification_pb2.ClassificationResponse:
+        if not request.HasField("model_spec"):
+            raise invalid_argument("Missing ModelSpec")
+        with self.manager.handle(request.model_spec) as servable:
+            results = self.run_classify(
+                servable=servable,
+                signature_name=request.model_spec.signature_name,
+                request_input=request.input,
+                timeout_ms=0,
+            )
+        response = classification_pb2.ClassificationResponse()
+        _model_spec(
+            response.model_spec,
+            request.model_spec.name,
+            request.model_spec.signature_name or DEFAULT_SIGNATURE,
+            servable.version,
+        )
+        for classes in results:
+            entry = response.result.classifications.add()
+            for label, score in classes:
+                entry.classes.add(label=label, score=score)
+        return response
+
+    def regress(
+        self, request: regression_pb2.RegressionRequest
+    ) -> regression_pb2.RegressionResponse:
+        if not request.HasField("model_spec"):
+            raise invalid_argument("Missing ModelSpec")
+        with self.manager.handle(request.model_spec) as servable:
+            values = self.run_regress(
+                servable=servable,
+                signature_name=request.model_spec.signature_name,
+                request_input=request.input,
+                timeout_ms=0,
+            )
+        response = regression_pb2.RegressionResponse()
+        _model_spec(
+            response.model_spec,
+            request.model_spec.name,
+            request.model_spec.signature_name or DEFAULT_SIGNATURE,
+            servable.version,
+        )
+        for value in values:
+            response.result.regressions.add(value=value)
+        return response
+
+    def _signature(
+        self, servable: Servable, signature_name: str, method: str, kind: str
+    ) -> meta_graph_pb2.SignatureDef:
+        name = signature_name or DEFAULT_SIGNATURE
+        signature = servable.signatures.get(name)
+        if signature is None:
+            raise invalid_argument(f"No signature was found with the name: {name}")
+        if self.check_method_names and signature.method_name != method:
+            raise invalid_argument(
+                f"Expected {kind} signature method_name to be {method}. "
+                f"Was: {signature.method_name}"
+            )
+        if len(signature.inputs) != 1:
+            raise invalid_argument("Expected one input Tensor.")
+        if "inputs" not in signature.inputs:
+            raise invalid_argument(
+                f"No {kind} inputs found in SignatureDef: {_debug(signature)}"
+            )
+        return signature
+
+    def run_classify(
+        self,
+        *,
+        servable: Servable,
+        signature_name: str,
+        request_input: input_pb2.Input,
+        timeout_ms: int,
+    ) -> list[Classes]:
+        signature = self._signature(servable, signature_name, CLASSIFY_METHOD, "classification")
+        if len(signature.outputs) not in (1, 2):
+            raise invalid_argument(
+                f"Expected one or two output Tensors, found {len(signature.outputs)}"
+            )
+        wanted = [key for key in ("classes", "scores") if key in signature.outputs]
+        if not wanted:
+            raise invalid_argument(
+                'Expected classification signature outputs to contain at least one of "classes" '
+                f'or "scores". Signature was: {_debug(signature)}'
+            )
+        examples = serialized_examples(request_input)
+        outputs = self.runner.run(
+            servable=servable,
+            feeds={signature.inputs["inputs"].name: examples},
+            fetches=[signature.outputs[key].name for key in wanted],
+            timeout_ms=timeout_ms,
+        )
+        found = dict(zip(wanted, outputs, strict=True))
+        return _classifications(found.get("classes"), found.get("scores"), len(examples))
+
+    def run_regress(
+        self,
+        *,
+        servable: Servable,
+        signature_name: str,
+        request_input: input_pb2.Input,
+        timeout_ms: int,
+    ) -> list[float]:
+        signature = self._signature(servable, signature_name, REGRESS_METHOD, "regression")
+        if len(signature.outputs) != 1:
+            raise invalid_argument("Expected one output Tensor.")
+        if "outputs" not in signature.outputs:
+            raise invalid_argument(
+                f"No regression outputs found in SignatureDef: {_debug(signature)}"
+            )
+        examples = serialized_examples(request_input)
+        (output,) = self.runner.run(
+            servable=servable,
+            feeds={signature.inputs["inputs"].name: examples},
+            fetches=[signature.outputs["outputs"].name],
+            timeout_ms=timeout_ms,
+        )
+        return _regressions(output, len(examples))
+
+    # ---- Metadata and status ------------------------------------------------------------
+
+    def metadata(
+        self, request: get_model_metadata_pb2.GetModelMetadataRequest
+    ) -> get_model_metadata_pb2.GetModelMetadataResponse:
+        if not request.HasField("model_spec"):
+            raise invalid_argument("Missing ModelSpec")
+        if not request.metadata_field:
+            raise invalid_argument(
+                "GetModelMetadataRequest must specify at least one metadata_field"
+            )
+        for field in request.metadata_field:
+            if field != SIGNATURE_DEF_FIELD:
+                raise invalid_argument(f"Metadata field {field} is not supported")
+        with self.manager.handle(request.model_spec) as servable:
+            signatures = get_model_metadata_pb2.SignatureDefMap()
+            for key, signature in servable.signatures.items():
+                signatures.signature_def[key].CopyFrom(signature)
+            response = get_model_metadata_pb2.GetModelMetadataResponse()
+            response.model_spec.name = servable.name
+            response.model_spec.version.value = servable.version
+        response.metadata[SIGNATURE_DEF_FIELD].Pack(signatures)
+        return response
+
+    def status(
+        self, request: get_model_status_pb2.GetModelStatusRequest
+    ) -> get_model_status_pb2.GetModelStatusResponse:
+        """GetModelStatusImpl: a version label, if given, is ignored just as TF Serving does."""
+        if not request.HasField("model_spec"):
+            raise invalid_argument("Missing ModelSpec")
+        name = request.model_spec.name
+        states = self.manager.version_states(name)
+        if request.model_spec.HasField("version"):
+            version = request.model_spec.version.value
+            if version not in states:
+                raise ServingError(
+                    Code.NOT_FOUND, f"Could not find version {version} of model {name}"
+                )
+            states = {version: states[version]}
+        elif not states:
+            raise ServingError(Code.NOT_FOUND, f"Could not find any versions of model {name}")
+        response = get_model_status_pb2.GetModelStatusResponse()
+        for version in sorted(states, reverse=True):
+            state = states[version]
+            entry = response.model_version_status.add(
+                version=version,
+                state=get_model_status_pb2.ModelVersionStatus.State.Value(state.state),
+            )
+            entry.status.SetInParent()  # TF Serving always reports health, OK included
+            if state.error is not None:
+                entry.status.error_code = int(state.error.code)
+                entry.status.error_message = state.error.message
+        return response
+
+
+def _model_spec(spec: model_pb2.ModelSpec, name: str, signature: str, version: int) -> None:
+    """MakeModelSpec: what a response says it was answered by."""
+    spec.name = name
+    spec.signature_name = signature
+    spec.version.value = version
+
+
+def _input_values(
+    signature: meta_graph_pb2.SignatureDef, inputs: Mapping[str, Any]
+) -> dict[str, np.ndarray]:
+    """VerifyRequestInputsSize and saved_model::GetInputValues, keyed by graph tensor name."""
+    expected = signature.inputs
+    if len(inputs) > len(expected) or (len(inputs) < len(expected) and not signature.defaults):
+        sent, wanted = set(inputs), set(expected)
+        raise invalid_argument(
+            f"input size does not match signature: {len(inputs)}!={len(expected)} "
+            f"len({{{_join(sent)}}}) != len({{{_join(wanted)}}}). "
+            f"Sent extra: {{{_join(sent - wanted)}}}. "
+            f"Missing but required: {{{_join(wanted - sent)}}}."
+        )
+    feeds: dict[str, np.ndarray] = {}
+    seen: set[str] = set()
+    for alias in sorted(expected):
+        feed_name = expected[alias].name
+        if alias in inputs:
+            value = inputs[alias]
+            seen.add(alias)
+        elif alias in signature.defaults:
+            value = signature.defaults[alias]
+        else:
+            raise invalid_argument(
+                f"Signature input alias: {alias}(feed name: {feed_name}) not found in request "
+                "and no default value provided. Inputs expected to be in the request "
+                f"{{{_join(inputs)}}}, or default input alias set: {_join(signature.defaults)}"
+            )
+        array = value if isinstance(value, np.ndarray) else T.to_ndarray(value)
+        if array is None:
+            raise invalid_argument(f"tensor parsing error: {alias}")
+        feeds[feed_name] = array
+    if inputs and len(seen) != len(inputs):
+        raise invalid_argument(
+            f"Inputs contains invalid name. Used request inputs: {_join(seen)}, "
+            f"request input: {_join(inputs)}"
+        )
+    return feeds
+
+
+def _output_aliases(
+    signature: meta_graph_pb2.SignatureDef, output_filter: Sequence[str]
+) -> list[str]:
+    aliases: list[str] = []
+    for alias in output_filter:
+        if alias not in signature.outputs:
+            raise invalid_argument(
+                f"output tensor alias not found in signature: {alias} Outputs expected to be "
+                f"in the set {{{_join(signature.outputs)}}}."
+            )
+        if alias in aliases:
+            raise invalid_argument(f"duplicate output tensor alias: {alias}")
+        aliases.append(alias)
+    return aliases or sorted(signature.outputs)
+
+
+def serialized_examples(request_input: input_pb2.Input) -> np.ndarray:
+    """InputToSerializedExampleTensor: a 1-D string tensor of serialized tf.Examples."""
+    kind = request_input.WhichOneof("kind")
+    if kind == "example_list":
+        serialized = [e.SerializeToString() for e in request_input.example_list.examples]
+    elif kind == "example_list_with_context":
+        listed = request_input.example_list_with_context
+        # Concatenated protos merge on parse, so each example inherits the context features.
+        context = listed.context.SerializeToString()
+        serialized = [context + e.SerializeToString() for e in listed.examples]
+    else:
+        serialized = []
+    if not serialized:
+        raise invalid_argument("Input is empty.")
+    array = np.empty(len(serialized), dtype=object)
+    array[:] = serialized
+    return array
+
+
+def _check_class_tensor(
+    array: np.ndarray, name: str, dtype_enum: str, count: int
+) -> None:
+    if array.ndim != 2:
+        raise invalid_argument(
+            f"Expected Tensor shape: [batch_size num_classes] but got {_shape(array)}"
+        )
+    if _dtype_enum_name(array) != dtype_enum:
+        raise invalid_argument(
+            f"Expected {name} Tensor of {dtype_enum}. Got: {_dtype_enum_name(array)}"
+        )
+    if array.shape[0] != count:
+        raise invalid_argument(
+            f"Expected {name} output batch size of {count}. Got: {array.shape[0]}"
+        )
+
+
+def _classifications(
+    classes: np.ndarray | None, scores: np.ndarray | None, count: int
+) -> list[Classes]:
+    """PostProcessClassificationResult."""
+    if classes is not None:
+        _check_class_tensor(classes, "classes", "DT_STRING", count)
+    if scores is not None:
+        _check_class_tensor(scores, "scores", "DT_FLOAT", count)
+    if classes is not None and scores is not None and classes.shape[1] != scores.shape[1]:
+        raise invalid_argument(
+            "Tensors class and score should match in dim_size(1). Got "
+            f"{classes.shape[1]} vs. {scores.shape[1]}"
+        )
+    width = (classes if classes is not None else scores).shape[1]  # type: ignore[union-attr]
+    result = []
+    for row in range(count):
+        result.append(
+            [
+                (
+                    _label(classes[row, c]) if classes is not None else "",
+                    float(scores[row, c]) if scores is not None else 0.0,
+                )
+                for c in range(width)
+            ]
+        )
+    return result
+
+
+def _label(value: Any) -> str:
+    raw = value if isinstance(value, bytes) else str(value).encode("utf-8")
+    return raw.decode("utf-8", "replace")  # proto string fields must hold valid UTF-8
+
+
+def _regressions(output: np.ndarray, count: int) -> list[float]:
+    """PostProcessRegressionResult."""
+    if not (output.ndim == 1 or (output.ndim == 2 and output.shape[1] == 1)):
+        raise invalid_argument(
+            "Expected output Tensor shape to be either [batch_size] or [batch_size, 1] but got "
+            f"{_shape(output)}"
+        )
+    if output.shape[0] != count:
+        raise invalid_argument(
+            f"Input batch size did not match output batch size: {count} vs. {output.shape[0]}"
+        )
+    if _dtype_enum_name(output) != "DT_FLOAT":
+        raise invalid_argument(
+            f"Expected output Tensor of DT_FLOAT.  Got: {_dtype_enum_name(output)}"
+        )
+    if output.size != count:
+        raise invalid_argument(f"Expected output batch size to be {count}.  Got: {output.size}")
+    return [float(value) for value in output.ravel()]

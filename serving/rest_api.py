@@ -1,0 +1,163 @@
+"""TF Serving's REST API (http_rest_api_handler.cc), a thin layer over Inference.
+
+Paths are matched with TF Serving's own regular expressions, so the same URLs are accepted and
+the same ones are "Malformed request"s.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from contextlib import ExitStack
+from typing import Any
+from urllib.parse import unquote_to_bytes
+
+from google.protobuf import json_format
+from tensorflow_serving.apis import get_model_metadata_pb2, get_model_status_pb2, model_pb2
+
+from serving import json_tensor, rjson
+from serving.errors import ServingError, invalid_argument
+from serving.inference import DEFAULT_SIGNATURE, SIGNATURE_DEF_FIELD, Inference
+
+log = logging.getLogger(__name__)
+
+PATH_PREFIX = re.compile(r"/v1/.*", re.IGNORECASE)
+_PREDICTION = re.compile(
+    r"/v1/models/([^/:]+)(?:(?:/versions/(\d+))|(?:/labels/([^/:]+)))?:(classify|regress|predict)",
+    re.IGNORECASE,
+)
+_MODEL_STATUS = re.compile(
+    r"/v1/models(?:/([^/:]+))?(?:(?:/versions/(\d+))|(?:/labels/([^/:]+)))?(?:/(metadata))?",
+    re.IGNORECASE,
+)
+_INT64_MAX = 2**63 - 1
+
+
+def _decode(text: str) -> str:
+    return unquote_to_bytes(text).decode("utf-8", "surrogateescape")
+
+
+class RestApi:
+    def __init__(self, *, inference: Inference, timeout_ms: int = 0) -> None:
+        self._inference = inference
+        self._timeout_ms = timeout_ms
+
+    def handle(self, *, method: str, path: str, body: bytes) -> tuple[int, bytes]:
+        """ProcessRequest: (HTTP status, JSON body) for one request to a /v1/ path."""
+        try:
+            return 200, self._process(method, path, body)
+        except ServingError as exc:
+            return exc.http_status, rjson.error_body(exc.message).encode("utf-8", "surrogateescape")
+        except Exception as exc:  # an unexpected failure still answers in TF Serving's shape
+            log.exception("REST request %s %s failed", method, path)
+            return 500, rjson.error_body(f"Internal error: {exc}").encode("utf-8")
+
+    def _process(self, method: str, path: str, body: bytes) -> bytes:
+        malformed = invalid_argument(f"Malformed request: {method} {path}")
+        if method == "POST":
+            match = _PREDICTION.fullmatch(path)
+        elif method == "GET":
+            match = _MODEL_STATUS.fullmatch(path)
+        else:
+            raise malformed
+        if match is None:
+            raise malformed
+        name_raw, version_raw, label_raw, verb = match.groups()
+        spec = model_pb2.ModelSpec(name=_decode(name_raw) if name_raw else "")
+        if version_raw:
+            version = int(version_raw)
+            if version > _INT64_MAX:
+                raise invalid_argument(f"Failed to convert version: {version_raw} to numeric.")
+            spec.version.value = version
+        if label_raw:
+            spec.version_label = _decode(label_raw)
+        if method == "POST":
+            if verb == "predict":
+                return self._predict(spec, body)
+            if verb in ("classify", "regress"):
+                return self._classify_regress(spec, body, verb)
+            raise malformed
+        if not spec.name:
+            raise invalid_argument("Missing model name in request.")
+        if verb == "metadata":
+            return self._metadata(spec)
+        return self._status(spec)
+
+    def _predict(self, spec: model_pb2.ModelSpec, body: bytes) -> bytes:
+        document = rjson.parse_object(body)
+        with ExitStack() as stack:
+            held: list[Any] = []
+
+            def input_dtypes(signature_name: str) -> dict[str, int]:
+                # GetInfoMap: the model is looked up only once the JSON has parsed.
+                servable = stack.enter_context(self._inference.manager.handle(spec))
+                held.append(servable)
+                name = signature_name or DEFAULT_SIGNATURE
+                if name not in servable.signatures:
+                    raise invalid_argument(
+                        f'Serving signature name: "{name}" not found in signature def'
+                    )
+                return {k: v.dtype for k, v in servable.signatures[name].inputs.items()}
+
+            request = json_tensor.parse_predict(document, input_dtypes=input_dtypes)
+            _, outputs = self._inference.run_predict(
+                servable=held[0],
+                signature_name=request.signature_name,
+                inputs=request.inputs,
+                output_filter=(),
+                timeout_ms=self._timeout_ms,
+            )
+        return json_tensor.predict_json(outputs, row_format=request.row_format)
+
+    def _classify_regress(self, spec: model_pb2.ModelSpec, body: bytes, verb: str) -> bytes:
+        signature_name, request_input = json_tensor.parse_examples(rjson.parse_object(body))
+        with self._inference.manager.handle(spec) as servable:
+            if verb == "classify":
+                results = self._inference.run_classify(
+                    servable=servable,
+                    signature_name=signature_name,
+                    request_input=request_input,
+                    timeout_ms=self._timeout_ms,
+                )
+                return json_tensor.classify_json(results)
+            values = self._inference.run_regress(
+                servable=servable,
+                signature_name=signature_name,
+                request_input=request_input,
+                timeout_ms=self._timeout_ms,
+            )
+        return json_tensor.regress_json(values)
+
+    def _status(self, spec: model_pb2.ModelSpec) -> bytes:
+        request = get_model_status_pb2.GetModelStatusRequest(model_spec=spec)
+        response = self._inference.status(request)
+        text = json_format.MessageToJson(
+            response, indent=1, always_print_fields_with_no_presence=True
+        )
+        return text.encode("utf-8")
+
+    def _metadata(self, spec: model_pb2.ModelSpec) -> bytes:
+        request = get_model_metadata_pb2.GetModelMetadataRequest(
+            model_spec=spec, metadata_field=[SIGNATURE_DEF_FIELD]
+        )
+        response = self._inference.metadata(request)
+        signatures = get_model_metadata_pb2.SignatureDefMap()
+        response.metadata[SIGNATURE_DEF_FIELD].Unpack(signatures)
+
+        def dump(message: Any) -> str:
+            return str(
+                json_format.MessageToJson(
+                    message,
+                    indent=1,
+                    preserving_proto_field_name=True,
+                    always_print_fields_with_no_presence=True,
+                )
+            )
+
+        # TF Serving concatenates the two parts by hand (ToJsonString in http_rest_api_util.cc).
+        return (
+            "{\n"
+            f'"model_spec":{dump(response.model_spec)},\n'
+            f'"metadata": {{"signature_def": {dump(signatures)}}}\n'
+            "}\n"
+        ).encode("utf-8")
