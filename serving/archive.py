@@ -2,7 +2,7 @@
 
 Uploads are untrusted: entries may try to escape the target directory (absolute paths, `..`),
 plant symlinks, or expand far beyond their compressed size. Everything is checked before a
-byte is written, and sizes are enforced again while streaming because headers can lie.
+byte is written; the byte count is enforced again while streaming as a second line of defence.
 """
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ def _check_name(info: zipfile.ZipInfo) -> PurePosixPath:
     mode = info.external_attr >> 16
     if stat.S_ISLNK(mode):
         raise ArchiveError(f"symlink in archive: {info.filename}")
-    if mode and not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+    kind = stat.S_IFMT(mode)  # zero when the zip only records permissions
+    if kind and kind not in (stat.S_IFREG, stat.S_IFDIR):
         raise ArchiveError(f"special file in archive: {info.filename}")
     return path
 

@@ -208,7 +208,7 @@ class BatchingRunner:
         if not tasks:
             return
         try:
-            outputs, total = self._run_merged(queue, tasks)
+            outputs, _total = self._run_merged(queue, tasks)
         except ServingError as exc:
             for task in tasks:
                 task.future.set_exception(exc)

@@ -12,8 +12,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, text_format
-from google.protobuf import wrappers_pb2
+from google.protobuf import (
+    descriptor_pb2,
+    descriptor_pool,
+    message_factory,
+    text_format,
+    wrappers_pb2,
+)
 from tensorflow_serving.config import model_server_config_pb2
 
 _BATCHING_FIELDS = (
@@ -87,7 +92,13 @@ def parse_batching_parameters(text: str) -> BatchingOptions:
 
 
 def read_model_server_config(path: Path) -> model_server_config_pb2.ModelServerConfig:
-    return text_format.Parse(path.read_text(), model_server_config_pb2.ModelServerConfig())
+    try:
+        return text_format.Parse(path.read_text(), model_server_config_pb2.ModelServerConfig())
+    except text_format.ParseError as exc:
+        # The wording of TF Serving's ParseProtoTextFile, which its own tests look for.
+        raise ValueError(
+            f"Error parsing text-format tensorflow.serving.ModelServerConfig: {exc}"
+        ) from exc
 
 
 def single_model_config(*, name: str, base_path: str) -> model_server_config_pb2.ModelServerConfig:
@@ -97,9 +108,7 @@ def single_model_config(*, name: str, base_path: str) -> model_server_config_pb2
     return config
 
 
-def aspired_versions(
-    *, policy: Any, available: Iterable[int]
-) -> tuple[set[int], list[int]]:
+def aspired_versions(*, policy: Any, available: Iterable[int]) -> tuple[set[int], list[int]]:
     """FileSystemStoragePathSource: (versions to serve, requested versions missing on disk)."""
     on_disk = set(available)
     which = policy.WhichOneof("policy_choice")

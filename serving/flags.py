@@ -92,7 +92,8 @@ def _parser() -> argparse.ArgumentParser:
     flag("grpc_max_threads", int, 0)
     flag("enable_signature_method_name_check", bool)
     flag("version", bool)
-    flag("host", str, "0.0.0.0")  # not a TF Serving flag: lets tests bind to loopback only
+    # Not a TF Serving flag (it always binds all interfaces): lets tests stay on loopback.
+    flag("host", str, "0.0.0.0")  # noqa: S104
     for name in _IGNORED:
         parser.add_argument(f"--{name}", nargs="?", const="true", default=None)
     return parser

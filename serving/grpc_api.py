@@ -25,7 +25,9 @@ _Request = TypeVar("_Request")
 _UNLIMITED = [("grpc.max_receive_message_length", -1), ("grpc.max_send_message_length", -1)]
 
 
-def _call(context: grpc.ServicerContext, handler: Callable[[_Request], Any], request: _Request) -> Any:
+def _call(
+    context: grpc.ServicerContext, handler: Callable[[_Request], Any], request: _Request
+) -> Any:
     try:
         return handler(request)
     except ServingError as exc:

@@ -91,7 +91,9 @@ class Inference:
         name = signature_name or DEFAULT_SIGNATURE
         signature = servable.signatures.get(name)
         if signature is None:
-            raise ServingError(Code.FAILED_PRECONDITION, f'Serving signature key "{name}" not found.')
+            raise ServingError(
+                Code.FAILED_PRECONDITION, f'Serving signature key "{name}" not found.'
+            )
         if self.check_method_names and signature.method_name not in (
             PREDICT_METHOD,
             CLASSIFY_METHOD,
@@ -176,9 +178,7 @@ class Inference:
         if len(signature.inputs) != 1:
             raise invalid_argument("Expected one input Tensor.")
         if "inputs" not in signature.inputs:
-            raise invalid_argument(
-                f"No {kind} inputs found in SignatureDef: {_debug(signature)}"
-            )
+            raise invalid_argument(f"No {kind} inputs found in SignatureDef: {_debug(signature)}")
         return signature
 
     def run_classify(
@@ -366,14 +366,12 @@ def serialized_examples(request_input: input_pb2.Input) -> np.ndarray:
         serialized = []
     if not serialized:
         raise invalid_argument("Input is empty.")
-    array = np.empty(len(serialized), dtype=object)
+    array: Any = np.empty(len(serialized), dtype=object)
     array[:] = serialized
     return array
 
 
-def _check_class_tensor(
-    array: np.ndarray, name: str, dtype_enum: str, count: int
-) -> None:
+def _check_class_tensor(array: np.ndarray, name: str, dtype_enum: str, count: int) -> None:
     if array.ndim != 2:
         raise invalid_argument(
             f"Expected Tensor shape: [batch_size num_classes] but got {_shape(array)}"

@@ -26,6 +26,15 @@ _INT64 = (-(2**63), 2**63 - 1)
 _UINT32 = (0, 2**32 - 1)
 _UINT64 = (0, 2**64 - 1)
 _BYTES_SUFFIX = "_bytes"
+_INTEGER_DTYPES = (
+    T.DT_INT32,
+    T.DT_INT16,
+    T.DT_INT8,
+    T.DT_UINT8,
+    T.DT_INT64,
+    T.DT_UINT32,
+    T.DT_UINT64,
+)
 
 
 @dataclass(frozen=True)
@@ -36,7 +45,9 @@ class PredictJson:
 
 
 def _is_int(value: Any, bounds: tuple[int, int]) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and bounds[0] <= value <= bounds[1]
+    return (
+        isinstance(value, int) and not isinstance(value, bool) and bounds[0] <= value <= bounds[1]
+    )
 
 
 def _is_number(value: Any) -> bool:
@@ -143,6 +154,7 @@ def _fill(value: Any, level: int, dtype: int, shape: list[int], out: list[Any]) 
 
 def _to_array(values: list[Any], dtype: int, shape: Sequence[int]) -> np.ndarray:
     np_type = T.numpy_dtype(dtype)
+    flat: Any
     if dtype == T.DT_STRING:
         flat = np.empty(len(values), dtype=object)
         flat[:] = values
@@ -194,7 +206,9 @@ def _instances(items: list[Any], infos: Mapping[str, int]) -> dict[str, np.ndarr
     for index, element in enumerate(items):
         if as_objects:
             if not _is_element_object(element):
-                raise invalid_argument(f"Expecting object but got list at item {index} of input list")
+                raise invalid_argument(
+                    f"Expecting object but got list at item {index} of input list"
+                )
             for name, item in element.items():
                 try:
                     add(item, name)
@@ -300,6 +314,7 @@ def _add_feature_value(value: Any, name: str, feature: feature_pb2.Feature) -> N
         raise invalid_argument(
             f"Feature: {name} has element with unexpected JSON type: {json_type_name(value)}"
         )
+    item: Any
     if isinstance(value, bool):
         wanted, item = "int64_list", int(value)
     elif isinstance(value, dict):
@@ -380,9 +395,7 @@ def _write_scalar(writer: PrettyWriter, value: Any, dtype: int, as_bytes: bool) 
         write_decimal(writer, float(value), single=dtype == T.DT_FLOAT)
     elif dtype == T.DT_BOOL:
         writer.raw("true" if value else "false")
-    elif dtype in (T.DT_INT32, T.DT_INT16, T.DT_INT8, T.DT_UINT8, T.DT_INT64):
-        writer.raw(str(int(value)))
-    elif dtype in (T.DT_UINT32, T.DT_UINT64):
+    elif dtype in _INTEGER_DTYPES:
         writer.raw(str(int(value)))
     elif dtype == T.DT_STRING:
         raw = value if isinstance(value, bytes) else str(value).encode("utf-8")
@@ -503,4 +516,3 @@ def regress_json(values: Sequence[float]) -> bytes:
     writer.end_array()
     writer.end_object()
     return writer.text().encode("utf-8", "surrogateescape")
-

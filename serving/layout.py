@@ -13,7 +13,7 @@ import errno
 import os
 import re
 import shutil
-import tempfile
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -75,7 +75,8 @@ def publish_version(*, source: Path, model_base: Path, model_name: str) -> Publi
         raise ValueError(f"{source} does not contain saved_model.pb")
     directory = model_path(model_base=model_base, model_name=model_name)
     directory.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=_STAGING_PREFIX, dir=directory))
+    staging = directory / f"{_STAGING_PREFIX}{uuid.uuid4().hex}"
+    staging.mkdir()  # honours the umask, so servers running as another user can read it
     try:
         shutil.copytree(source, staging, symlinks=False, dirs_exist_ok=True)
         return _rename_into_place(staging, directory)
@@ -98,6 +99,5 @@ def _rename_into_place(staging: Path, directory: Path) -> PublishedVersion:
             if exc.errno in (errno.EEXIST, errno.ENOTEMPTY):
                 continue
             raise
-        os.chmod(target, 0o755)  # mkdtemp made it 0700; servers may run as another user
         return PublishedVersion(version=version, path=target)
     raise RuntimeError(f"could not publish a new version under {directory}")

@@ -160,4 +160,4 @@ class RestApi:
             f'"model_spec":{dump(response.model_spec)},\n'
             f'"metadata": {{"signature_def": {dump(signatures)}}}\n'
             "}\n"
-        ).encode("utf-8")
+        ).encode()

@@ -7,6 +7,7 @@ byte-for-byte comparable with a real tensorflow/serving container.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from decimal import Decimal
@@ -15,7 +16,15 @@ from typing import Any
 from serving.errors import invalid_argument
 
 _INDENT = "    "
-_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+_ESCAPES = {
+    '"': '\\"',
+    "\\": "\\\\",
+    "\b": "\\b",
+    "\f": "\\f",
+    "\n": "\\n",
+    "\r": "\\r",
+    "\t": "\\t",
+}
 _NEEDS_ESCAPE = re.compile(r'[\x00-\x1f"\\]')
 _DEBUG_LIMIT = 256  # kMaxJsonDebugStringBytes in json_tensor.cc
 
@@ -122,7 +131,7 @@ def format_double(value: float) -> str:
         return prefix + "0.0"
     length, k = len(digits), exponent
     kk = length + k
-    if 0 <= k and kk <= 21:
+    if k >= 0 and kk <= 21:
         return prefix + digits + "0" * k + ".0"
     if 0 < kk <= 21:
         return prefix + digits[:kk] + "." + digits[kk:]
@@ -161,10 +170,8 @@ def debug_string(value: Any) -> str:
     """JsonValueToDebugString: single-line arrays, cut off after about 256 bytes."""
     writer = PrettyWriter(limit=_DEBUG_LIMIT)
     writer.single_line_arrays = True
-    try:
+    with contextlib.suppress(_Full):
         write_value(writer, value)
-    except _Full:
-        pass
     return writer.text()
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
+import grpc
 from google.protobuf import text_format
 from tensorflow.core.protobuf import config_pb2
 from tensorflow_serving.config import model_server_config_pb2
@@ -64,7 +65,9 @@ class ModelServer:
     ) -> None:
         self.options = options
         self._config_file = model_config_file
-        self._initial = config if config is not None else model_server_config_pb2.ModelServerConfig()
+        self._initial = (
+            config if config is not None else model_server_config_pb2.ModelServerConfig()
+        )
         session_config = config_pb2.ConfigProto(
             intra_op_parallelism_threads=options.intra_op_parallelism,
             inter_op_parallelism_threads=options.inter_op_parallelism,
@@ -93,7 +96,7 @@ class ModelServer:
             runner=runner,
             check_method_names=options.enable_signature_method_name_check,
         )
-        self._grpc = None
+        self._grpc: grpc.Server | None = None
         self._rest: RestServer | None = None
         self._grpc_port = 0
         self._stop = threading.Event()
@@ -128,20 +131,20 @@ class ModelServer:
     def _start_grpc(self) -> None:
         if self.options.grpc_port is None and not self.options.grpc_socket_path:
             return
-        self._grpc = create_grpc_server(
+        server = self._grpc = create_grpc_server(
             inference=self.inference,
             manager=self.manager,
             max_threads=self.options.grpc_max_threads,
         )
         if self.options.grpc_port is not None:
             address = f"{self.options.host}:{self.options.grpc_port}"
-            self._grpc_port = self._grpc.add_insecure_port(address)
+            self._grpc_port = server.add_insecure_port(address)
             if not self._grpc_port:
                 raise OSError(f"cannot bind gRPC to {address}")
             log.info("Running gRPC ModelServer at %s:%d ...", self.options.host, self._grpc_port)
         if self.options.grpc_socket_path:
-            self._grpc.add_insecure_port(f"unix:{self.options.grpc_socket_path}")
-        self._grpc.start()
+            server.add_insecure_port(f"unix:{self.options.grpc_socket_path}")
+        server.start()
 
     def _poll_config_file(self) -> None:
         assert self._config_file is not None

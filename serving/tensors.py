@@ -120,14 +120,22 @@ def _as_bytes(value: Any) -> bytes:
 
 def to_ndarray(proto: tensor_pb2.TensorProto) -> np.ndarray | None:
     """Tensor::FromProto: None where TF would fail to parse the proto."""
+    try:
+        return _from_proto(proto)
+    except (ValueError, TypeError, OverflowError):
+        return None
+
+
+def _from_proto(proto: tensor_pb2.TensorProto) -> np.ndarray | None:
     shape = [dim.size for dim in proto.tensor_shape.dim]
     if any(size < 0 for size in shape) or proto.dtype not in _FIELD:
         return None
     count = int(np.prod(shape, dtype=np.int64)) if shape else 1
     np_type = numpy_dtype(proto.dtype)
     if proto.tensor_content and proto.dtype != DT_STRING:
-        flat = np.frombuffer(proto.tensor_content, dtype=np_type)
-        return flat.reshape(shape).copy() if flat.size == count else None
+        if len(proto.tensor_content) != count * np.dtype(np_type).itemsize:
+            return None
+        return np.frombuffer(proto.tensor_content, dtype=np_type).reshape(shape).copy()
     field = _FIELD[proto.dtype]
     values: list[Any] = list(getattr(proto, field))
     if proto.dtype == DT_STRING:

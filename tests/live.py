@@ -44,11 +44,21 @@ def start(args: list[str], *, env: dict[str, str], log: Path) -> subprocess.Pope
     )
 
 
-def worker_start(*, node: str, log: Path, gpu_slots: int = 0, cpu_slots: int = 1,
-                 **env: str) -> subprocess.Popen[bytes]:
+def worker_start(
+    *, node: str, log: Path, gpu_slots: int = 0, cpu_slots: int = 1, **env: str
+) -> subprocess.Popen[bytes]:
     return start(
-        [sys.executable, "manage.py", "worker", "--node", node, "--gpu-slots", str(gpu_slots),
-         "--cpu-slots", str(cpu_slots)],
+        [
+            sys.executable,
+            "manage.py",
+            "worker",
+            "--node",
+            node,
+            "--gpu-slots",
+            str(gpu_slots),
+            "--cpu-slots",
+            str(cpu_slots),
+        ],
         env=child_env(**env),
         log=log,
     )
@@ -65,8 +75,9 @@ def stop(process: subprocess.Popen[bytes], *, timeout: float = 20) -> int:
     return process.returncode
 
 
-def wait_for(condition: Callable[[], object], *, timeout: float, what: str,
-             log: Path | None = None) -> object:
+def wait_for(
+    condition: Callable[[], object], *, timeout: float, what: str, log: Path | None = None
+) -> object:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = condition()

@@ -19,7 +19,8 @@ PASSWORD = "make-run-admin-password-123"
 def test_make_run_serves_ui_and_api_and_trains_then_stops_cleanly(tmp_path: Path) -> None:
     port, grpc, rest = live.free_port(), live.free_port(), live.free_port()
     env = {
-        key: value for key, value in os.environ.items()
+        key: value
+        for key, value in os.environ.items()
         if key not in ("DATABASE_URL", "CELERY_BROKER_URL", "CACHE_URL")
     }
     env |= {
@@ -32,7 +33,11 @@ def test_make_run_serves_ui_and_api_and_trains_then_stops_cleanly(tmp_path: Path
     }
     log = tmp_path / "make-run.log"
     process = subprocess.Popen(
-        ["make", "run"], cwd=ROOT, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT,
+        ["make", "run"],
+        cwd=ROOT,
+        env=env,
+        stdout=log.open("wb"),
+        stderr=subprocess.STDOUT,
         start_new_session=True,
     )
     base = f"http://127.0.0.1:{port}"
@@ -42,17 +47,27 @@ def test_make_run_serves_ui_and_api_and_trains_then_stops_cleanly(tmp_path: Path
         assert (tmp_path / "var" / "db.sqlite3").exists()
         assert "Log in" in requests.get(f"{base}/login/", timeout=10).text
 
-        token = requests.post(f"{base}/api/v1/auth/token/",
-                              json={"username": "admin", "password": PASSWORD}, timeout=10)
+        token = requests.post(
+            f"{base}/api/v1/auth/token/",
+            json={"username": "admin", "password": PASSWORD},
+            timeout=10,
+        )
         assert token.status_code == 200, token.text
         headers = {"Authorization": f"Token {token.json()['token']}"}
         nodes = requests.get(f"{base}/api/v1/nodes/", headers=headers, timeout=10).json()
         assert [n["hostname"] for n in nodes["results"]] == ["make-run-node"]
 
-        created = requests.post(f"{base}/api/v1/experiments/", headers=headers, timeout=10, json={
-            "name": "make run smoke", "model": "mlp", "dataset": "digits",
-            "hyperparameters": {"epochs": 2, "batch_size": 32, "learning_rate": 0.01},
-        })
+        created = requests.post(
+            f"{base}/api/v1/experiments/",
+            headers=headers,
+            timeout=10,
+            json={
+                "name": "make run smoke",
+                "model": "mlp",
+                "dataset": "digits",
+                "hyperparameters": {"epochs": 2, "batch_size": 32, "learning_rate": 0.01},
+            },
+        )
         assert created.status_code == 201, created.text
         url = f"{base}/api/v1/experiments/{created.json()['id']}/"
 

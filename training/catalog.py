@@ -101,6 +101,8 @@ def user_module_validate(*, path: str) -> None:
         raise InvalidInput(f"model module {path} must be an existing .py file")
     source = file.read_text(encoding="utf-8", errors="replace")
     try:
+        # compile() also catches what only the compiler sees ('return' outside a function...).
+        compile(source, str(file), "exec", dont_inherit=True)
         tree = ast.parse(source, filename=str(file))
     except SyntaxError as exc:
         raise InvalidInput(

@@ -99,7 +99,9 @@ def strategy_build(*, plan: StrategyPlan) -> Any:
     raise ValueError(f"unknown strategy {plan.name}")
 
 
-def parameter_server_task_serve(*, stop_requested: Callable[[], bool]) -> None:
+def parameter_server_task_serve(
+    *, stop_requested: Callable[[], bool], after_start: Callable[[], None]
+) -> None:
     """A ps or worker task of a ParameterServerStrategy cluster: serve the chief until stopped."""
     from training.tfenv import tf
 
@@ -111,6 +113,7 @@ def parameter_server_task_serve(*, stop_requested: Callable[[], bool]) -> None:
         protocol=resolver.rpc_layer or "grpc",
         start=True,
     )
+    after_start()  # the server may have replaced the SIGTERM handler
     # server.join() never returns; polling lets SIGTERM end the task cleanly instead.
     while not stop_requested():
         time.sleep(0.2)

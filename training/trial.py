@@ -53,9 +53,13 @@ def replica_checksums(*, model: Any) -> list[str]:
     return [weights_checksum([c[r].numpy() for c in components]) for r in range(replicas)]
 
 
-def _strategy_start(*, spec: TrialSpec, events: EventWriter) -> tuple[Any, StrategyPlan]:
+def _strategy_start(*, spec: TrialSpec, events: EventWriter, flag: StopFlag
+                    ) -> tuple[Any, StrategyPlan]:
     plan = strategy_plan(resources=spec.resources, physical_gpus=physical_gpus_count())
     strategy = strategy_build(plan=plan)
+    # TF's coordination service installs its own SIGTERM notifier (for its preemption handler),
+    # which would swallow the signal; ours must win so a cancel actually stops the task.
+    flag.install()
     events.emit("status", phase="strategy", strategy=plan.name, reason=plan.reason,
                 emulated=plan.emulated, replicas=int(strategy.num_replicas_in_sync))
     return strategy, plan
@@ -65,11 +69,12 @@ def trial_run(*, spec: TrialSpec, cluster: ClusterPlan, task: TaskAddress, event
               flag: StopFlag) -> None:
     if cluster.uses_parameter_servers and task.type != "chief":
         events.emit("status", phase="serving", role=task.type)
-        parameter_server_task_serve(stop_requested=lambda: flag.requested)
+        parameter_server_task_serve(stop_requested=lambda: flag.requested,
+                                    after_start=flag.install)
         return
     hparams = catalog.hyperparameters_resolve(model=spec.model, values=spec.hyperparameters)
     is_chief = task == cluster.chief
-    strategy, plan = _strategy_start(spec=spec, events=events)
+    strategy, plan = _strategy_start(spec=spec, events=events, flag=flag)
     flag.check()
     if spec.model in catalog.DIAGNOSTIC_JOBS:
         events.emit("devices", devices=devices_describe(),

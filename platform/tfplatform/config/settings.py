@@ -112,6 +112,10 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 
+if env.bool("PLATFORM_FAST_PASSWORD_HASHING", default=False):
+    # Test suites only: real hashing costs ~0.5 s per login attempt.
+    PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True

@@ -44,13 +44,15 @@ class ExperimentRequest:
 
 
 def experiment_create(*, owner: User, request: ExperimentRequest) -> Experiment:
-    hyperparameters = validation.hyperparameters_clean(hyperparameters=request.hyperparameters)
+    validation.model_check(model=request.model, upload=request.model_file)
+    hyperparameters = validation.hyperparameters_clean(
+        model=request.model, hyperparameters=request.hyperparameters
+    )
     validation.resources_check(
         workers=request.workers,
         gpus_per_worker=request.gpus_per_worker,
         parameter_servers=request.parameter_servers,
     )
-    validation.model_check(model=request.model, upload=request.model_file)
     validation.dataset_check(
         dataset=request.dataset, upload=request.dataset_file, hyperparameters=hyperparameters
     )

@@ -1,5 +1,9 @@
 """Business validation of experiment submissions, with field-level errors."""
 
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from django.conf import settings
@@ -7,6 +11,8 @@ from django.core.files.uploadedfile import UploadedFile
 
 from tfplatform.core.errors import InvalidInput
 from training import catalog
+from training import errors as training_errors
+from training.spec import TrialSpec
 
 HYPERPARAMETER_BOUNDS: dict[str, tuple[type, float, float]] = {
     "epochs": (int, 1, 10_000),
@@ -15,14 +21,17 @@ HYPERPARAMETER_BOUNDS: dict[str, tuple[type, float, float]] = {
     "warmup_epochs": (int, 0, 1_000),
     "seed": (int, 0, 2**31 - 1),
 }
-HYPERPARAMETER_DEFAULTS: dict[str, Any] = {"epochs": 5, "batch_size": 32, "learning_rate": 0.001}
 UPLOADED_MODEL = "upload"
 UPLOADED_DATASET = "upload"
 MAX_UPLOAD_BYTES = 200 * 1024 * 1024
 
 
-def hyperparameters_clean(*, hyperparameters: dict[str, Any]) -> dict[str, Any]:
-    cleaned = {**HYPERPARAMETER_DEFAULTS, **hyperparameters}
+def hyperparameters_clean(*, model: str, hyperparameters: dict[str, Any]) -> dict[str, Any]:
+    """The hyperparameters that will run: the model's defaults overlaid with the user's."""
+    try:
+        cleaned = catalog.hyperparameters_resolve(model=model, values=hyperparameters)
+    except training_errors.InvalidInput as error:
+        raise InvalidInput(str(error), field="hyperparameters") from error
     for name, (kind, low, high) in HYPERPARAMETER_BOUNDS.items():
         if name not in cleaned:
             continue
@@ -66,6 +75,11 @@ def model_check(*, model: str, upload: UploadedFile | None) -> None:
         if upload is None:
             raise InvalidInput("model 'upload' needs a model_file.", field="model_file")
         _size_check(upload=upload, field="model_file")
+        with _as_file(upload=upload, suffix=".py") as path:
+            try:
+                catalog.user_module_validate(path=str(path))
+            except training_errors.InvalidInput as error:
+                raise InvalidInput(str(error), field="model_file") from error
         return
     if upload is not None:
         raise InvalidInput("Set model to 'upload' when sending a model_file.", field="model")
@@ -91,6 +105,16 @@ def dataset_check(
                 "A CSV dataset needs hyperparameters.label_column naming the label column.",
                 field="hyperparameters",
             )
+        with _as_file(upload=upload, suffix=Path(name).suffix) as path:
+            spec = TrialSpec(
+                trial_id="upload-check", model="upload", dataset=str(path), work_dir=str(path.parent),
+                label_column=str(hyperparameters.get("label_column", "")),
+                hyperparameters=hyperparameters,
+            )
+            try:
+                catalog.dataset_validate(spec=spec)
+            except training_errors.InvalidInput as error:
+                raise InvalidInput(str(error), field="dataset_file") from error
         return
     if upload is not None:
         raise InvalidInput("Set dataset to 'upload' when sending a dataset_file.", field="dataset")
@@ -107,3 +131,15 @@ def _size_check(*, upload: UploadedFile, field: str) -> None:
         raise InvalidInput(
             f"{field} is larger than {MAX_UPLOAD_BYTES // (1024 * 1024)} MiB.", field=field
         )
+
+
+@contextmanager
+def _as_file(*, upload: UploadedFile, suffix: str) -> Iterator[Path]:
+    """The upload as a file on disk, for checks that read paths; the upload is rewound after."""
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / f"upload{suffix}"
+        with path.open("wb") as handle:
+            for chunk in upload.chunks():
+                handle.write(chunk)
+        upload.seek(0)
+        yield path

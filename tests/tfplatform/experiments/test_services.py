@@ -9,8 +9,14 @@ pytestmark = pytest.mark.django_db
 
 @pytest.mark.parametrize(
     ("start", "to"),
-    [("queued", "running"), ("queued", "completed"), ("completed", "running"),
-     ("failed", "queued"), ("canceled", "scheduled"), ("scheduled", "completed")],
+    [
+        ("queued", "running"),
+        ("queued", "completed"),
+        ("completed", "running"),
+        ("failed", "queued"),
+        ("canceled", "scheduled"),
+        ("scheduled", "completed"),
+    ],
 )
 def test_illegal_transitions_are_refused(start: str, to: str) -> None:
     experiment = ExperimentFactory(state=start)

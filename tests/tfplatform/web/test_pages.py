@@ -43,9 +43,12 @@ def test_login_with_password_and_csrf() -> None:
     )
     assert response.status_code == 302
     assert client.get("/experiments/").status_code == 200
-    assert Client(enforce_csrf_checks=True).post(
-        "/login/", {"username": user.username, "password": PASSWORD}
-    ).status_code == 403
+    assert (
+        Client(enforce_csrf_checks=True)
+        .post("/login/", {"username": user.username, "password": PASSWORD})
+        .status_code
+        == 403
+    )
 
 
 def test_new_experiment_form_creates_and_shows_it() -> None:
@@ -105,7 +108,10 @@ def test_admin_registers_every_model() -> None:
     from django.apps import apps
     from django.contrib import admin
 
-    ours = [m for m in apps.get_models() if m._meta.app_label in
-            ("accounts", "cluster", "experiments", "modelregistry")]
+    ours = [
+        m
+        for m in apps.get_models()
+        if m._meta.app_label in ("accounts", "cluster", "experiments", "modelregistry")
+    ]
     missing = [m.__name__ for m in ours if not admin.site.is_registered(m)]
     assert missing == []

@@ -17,7 +17,9 @@ class Command(BaseCommand):
         rest_port = urlparse(settings.PLATFORM["TF_SERVING_REST"]).port or 8501
         config = model_config_ensure()
         argv = [
-            sys.executable, "-m", "serving.server",
+            sys.executable,
+            "-m",
+            "serving.server",
             f"--port={grpc_port}",
             f"--rest_api_port={rest_port}",
             f"--model_config_file={config}",
@@ -26,4 +28,4 @@ class Command(BaseCommand):
         self.stdout.write(f"Model server: gRPC :{grpc_port}, REST :{rest_port}, config {config}")
         sys.stdout.flush()
         # Replace this process so signals from the process manager reach the server directly.
-        os.execv(sys.executable, argv)
+        os.execv(sys.executable, argv)  # noqa: S606 - argv is ours, no shell involved

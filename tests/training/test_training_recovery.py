@@ -1,0 +1,88 @@
+"""Crash recovery and cancellation with real processes and real signals."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from training.spec import Resources, TrialEvent
+
+pytestmark = pytest.mark.slow
+
+# Small batches make an epoch last about a second, so a kill lands mid-epoch.
+SLOW_EPOCHS = {"epochs": 5, "batch_size": 4, "learning_rate": 0.005}
+
+
+def test_killed_trial_resumes_at_the_next_epoch(
+    tmp_path: Path, digits_module: str, run_trial: Callable[..., Any],
+    make_spec: Callable[..., Any],
+) -> None:
+    spec = make_spec(work_dir=tmp_path / "trial", model=digits_module,
+                     hyperparameters=SLOW_EPOCHS)
+    pids: dict[str, int] = {}
+
+    def kill_after_second_epoch(event: TrialEvent) -> None:
+        if event.payload.get("phase") == "started":
+            pids[event.task] = event.payload["pid"]
+        if event.kind == "metric" and event.payload["epoch"] == 2:
+            os.kill(pids["worker:0"], signal.SIGKILL)
+
+    first = run_trial(spec=spec, on_event=kill_after_second_epoch)
+    assert first.outcome.status == "failed" and first.outcome.retryable
+    assert "killed by SIGKILL" in first.outcome.exit_reason
+    assert first.outcome.exit_codes == {"worker:0": -signal.SIGKILL}
+    assert [m["epoch"] for m in first.payloads("metric")] == [1, 2]
+    assert [c["epoch"] for c in first.payloads("checkpoint")] == [1, 2]
+    steps = first.phase("batch")[0]["steps_per_epoch"]
+
+    second = run_trial(spec=spec)  # same spec, same work_dir: what a retry does
+    assert second.outcome.status == "completed", second.outcome.exit_reason
+    resumed = second.phase("resumed")
+    assert resumed == [{"phase": "resumed", "from_epoch": 2, "optimizer_step": 2 * steps}]
+    assert [m["epoch"] for m in second.payloads("metric")] == [3, 4, 5]
+    assert second.outcome.resumed_from_epoch == 2 and second.outcome.epochs_completed == 5
+    # Cumulative training time carries over instead of restarting at zero.
+    first_seconds = first.payloads("metric")[-1]["train_seconds"]
+    assert second.payloads("metric")[0]["train_seconds"] > first_seconds
+    assert second.outcome.final_metrics["val_accuracy"] >= 0.9
+    assert sorted(p.name for p in (tmp_path / "trial" / "attempts").iterdir()) == ["001", "002"]
+
+
+@pytest.mark.parametrize(
+    "resources", [Resources(workers=2), Resources(workers=2, parameter_servers=1)],
+    ids=["multi_worker", "parameter_server"],
+)
+def test_cancel_stops_every_process_within_the_grace_period(
+    tmp_path: Path, digits_module: str, run_trial: Callable[..., Any],
+    make_spec: Callable[..., Any], resources: Resources,
+) -> None:
+    spec = make_spec(work_dir=tmp_path / "trial", model=digits_module, resources=resources,
+                     hyperparameters={**SLOW_EPOCHS, "epochs": 100})
+    pids: dict[str, int] = {}
+    canceled_at: list[float] = []
+
+    def watch(event: TrialEvent) -> None:
+        if event.payload.get("phase") == "started":
+            pids[event.task] = event.payload["pid"]
+        if event.kind == "metric" and not canceled_at:
+            canceled_at.append(time.monotonic())
+
+    grace = 15.0
+    run = run_trial(spec=spec, on_event=watch, should_cancel=lambda: bool(canceled_at),
+                    grace_seconds=grace)
+    stopped_in = time.monotonic() - canceled_at[0]
+    assert run.outcome.status == "canceled" and not run.outcome.retryable
+    assert stopped_in < grace + 2, run.outcome.exit_reason
+    assert len(pids) == len(run.outcome.exit_codes) == (2 if not resources.parameter_servers else 4)
+    assert all(code is not None for code in run.outcome.exit_codes.values())
+    for pid in pids.values():
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    # The checkpoint of the completed epoch is what a later resume starts from.
+    assert (tmp_path / "trial" / "checkpoints" / "progress-1.json").is_file()
