@@ -61,7 +61,7 @@ def _bool(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"invalid boolean value {text!r}")
 
 
-def _parser() -> argparse.ArgumentParser:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tensorflow_model_server", allow_abbrev=False)
 
     def flag(name: str, kind: type = str, default: object = None) -> None:
@@ -158,7 +158,7 @@ def run(argv: list[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname).1s %(name)s] %(message)s"
     )
-    args = _parser().parse_args(argv)
+    args = parser().parse_args(argv)
     if args.version:
         print(f"TensorFlow ModelServer: {_VERSION}")
         return 0

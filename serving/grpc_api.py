@@ -85,7 +85,9 @@ class ModelServicer(model_service_pb2_grpc.ModelServiceServicer):
                 model.model_platform,
             )
         self._manager.reload_config(request.config)
-        return model_management_pb2.ReloadConfigResponse()
+        response = model_management_pb2.ReloadConfigResponse()
+        response.status.SetInParent()  # TF Serving always fills in the (OK) status
+        return response
 
 
 def create_grpc_server(

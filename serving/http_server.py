@@ -98,7 +98,10 @@ class RestServer:
     def __init__(self, *, api: RestApi, host: str, port: int, cors: bool = False) -> None:
         self._server = _Server((host, port), api, cors)
         self._thread = threading.Thread(
-            target=self._server.serve_forever, name="rest-api", daemon=True
+            # A short poll interval only makes shutdown() prompt; requests never wait on it.
+            target=lambda: self._server.serve_forever(poll_interval=0.05),
+            name="rest-api",
+            daemon=True,
         )
 
     @property

@@ -90,10 +90,9 @@ def _rename_into_place(staging: Path, directory: Path) -> PublishedVersion:
         existing = list_versions(model_path=directory)
         version = (existing[-1] + 1) if existing else 1
         target = directory / str(version)
-        if target.exists():
-            raise FileExistsError(f"{target} exists but is not a version directory")
         try:
-            # rename(2) refuses a non-empty target: a concurrent publisher's finished version.
+            # rename(2) refuses a non-empty target directory, which is what a concurrent
+            # publisher's finished version is; a stray file there fails with ENOTDIR.
             os.rename(staging, target)
         except OSError as exc:
             if exc.errno in (errno.EEXIST, errno.ENOTEMPTY):

@@ -48,6 +48,9 @@ class RestApi:
             return 200, self._process(method, path, body)
         except ServingError as exc:
             return exc.http_status, rjson.error_body(exc.message).encode("utf-8", "surrogateescape")
+        except RecursionError:
+            # rapidjson parses any depth; Python's recursion limit is the request's fault here.
+            return 400, rjson.error_body("JSON value nests too deeply").encode("utf-8")
         except Exception as exc:  # an unexpected failure still answers in TF Serving's shape
             log.exception("REST request %s %s failed", method, path)
             return 500, rjson.error_body(f"Internal error: {exc}").encode("utf-8")

@@ -138,6 +138,7 @@ def _from_proto(proto: tensor_pb2.TensorProto) -> np.ndarray | None:
         return np.frombuffer(proto.tensor_content, dtype=np_type).reshape(shape).copy()
     field = _FIELD[proto.dtype]
     values: list[Any] = list(getattr(proto, field))
+    flat: Any
     if proto.dtype == DT_STRING:
         flat = np.empty(len(values), dtype=object)
         flat[:] = values

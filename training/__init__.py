@@ -1,4 +1,13 @@
 """Training engine: runs one Keras model definition on any hardware.
 
 Never imports Django: the platform hands it plain dataclasses and gets plain dataclasses back.
+Importing this package (and spec, catalog, arrays, cluster, scaling, strategy.strategy_plan,
+supervisor) does not load TensorFlow; only trial processes (`python -m training.worker`) do,
+through `training.tfenv`.
+
+    web process        catalog.spec_validate(spec=...)               -> 400 on InvalidInput
+    job runner         supervisor.trial_supervise(spec=..., on_event=..., should_cancel=...)
+                           -> TrialOutcome, streaming TrialEvent to on_event
+    trial processes    worker.main -> trial.trial_run: strategy.strategy_build (the one place a
+                       strategy is made), modelling, datasets, callbacks, checkpoints, export, pi
 """

@@ -75,7 +75,8 @@ def _cifar_batch_read(path: Path) -> tuple[np.ndarray, np.ndarray]:
     return data.reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1), labels
 
 
-def cifar10_load(*, datasets_dir: str) -> ArrayData:
+def cifar10_check(*, datasets_dir: str) -> Path:
+    """The CIFAR-10 folder, or a clear error naming where the files were expected."""
     root = Path(datasets_dir) / CIFAR_DIR
     expected = (*CIFAR_TRAIN_FILES, CIFAR_TEST_FILE)
     missing = [name for name in expected if not (root / name).is_file()]
@@ -84,6 +85,11 @@ def cifar10_load(*, datasets_dir: str) -> ArrayData:
             f"CIFAR-10 not found: expected {root}/data_batch_1..5 and {root}/test_batch "
             f"(missing: {', '.join(missing)}); extract cifar-10-python.tar.gz into {datasets_dir}"
         )
+    return root
+
+
+def cifar10_load(*, datasets_dir: str) -> ArrayData:
+    root = cifar10_check(datasets_dir=datasets_dir)
     parts = [_cifar_batch_read(root / name) for name in CIFAR_TRAIN_FILES]
     x_test, y_test = _cifar_batch_read(root / CIFAR_TEST_FILE)
     x_train = np.concatenate([p[0] for p in parts])

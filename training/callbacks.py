@@ -20,6 +20,7 @@ from typing import Any
 
 from training.checkpoints import Progress, TrainingState
 from training.events import EventWriter
+from training.modelling import learning_rate_current
 from training.scaling import BatchPlan
 from training.signals import StopFlag
 from training.tfenv import keras
@@ -95,13 +96,6 @@ class EpochReporter(keras.callbacks.Callback):
     def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
         self._epoch_start = time.perf_counter()
 
-    def _learning_rate(self) -> float:
-        optimizer = self.model.optimizer
-        rate = optimizer.learning_rate
-        if callable(rate) and not hasattr(rate, "numpy"):
-            rate = rate(optimizer.iterations)
-        return float(rate.numpy() if hasattr(rate, "numpy") else rate)
-
     def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
         seconds = time.perf_counter() - self._epoch_start
         progress = self.progress
@@ -112,7 +106,7 @@ class EpochReporter(keras.callbacks.Callback):
             "epoch": epoch + 1, **metrics, "epoch_seconds": round(seconds, 3),
             "images_per_sec": round(self.steps_per_epoch * self.batch.global_batch_size / seconds,
                                     1),
-            "learning_rate": self._learning_rate(),
+            "learning_rate": learning_rate_current(model=self.model),
             "train_seconds": round(progress.train_seconds, 3),
         }
         accuracy = metrics.get("val_accuracy")

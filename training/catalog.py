@@ -94,8 +94,11 @@ def hyperparameters_resolve(*, model: str, values: dict[str, Any]) -> dict[str, 
     return resolved
 
 
-def user_module_validate(*, path: str) -> None:
-    """The module compiles and defines a top-level build_model(hparams); nothing is executed."""
+def user_module_validate(*, path: str) -> set[str]:
+    """The module compiles and defines a top-level build_model(hparams); nothing is executed.
+
+    Returns the names of its top-level functions (build_dataset among them, perhaps).
+    """
     file = Path(path)
     if file.suffix != ".py" or not file.is_file():
         raise InvalidInput(f"model module {path} must be an existing .py file")
@@ -118,6 +121,7 @@ def user_module_validate(*, path: str) -> None:
         raise InvalidInput(f"{file.name} must define a top-level function build_model(hparams)")
     if not (entry.args.args or entry.args.vararg):
         raise InvalidInput(f"{file.name}: build_model must take one argument (the hyperparameters)")
+    return set(functions)
 
 
 def model_validate(*, model: str) -> None:
@@ -162,8 +166,14 @@ def dataset_validate(*, spec: TrialSpec) -> dict[str, object]:
     """Loads uploads (and cifar10 when its directory is configured) to check them; a summary."""
     if spec.model in DIAGNOSTIC_JOBS:
         return {}
-    if spec.dataset == "cifar10" and not spec.datasets_dir:
-        return {"name": "cifar10"}  # where it lives is the trial host's business
+    if spec.model.endswith(".py") and USER_DATASET_ENTRY in user_module_validate(path=spec.model):
+        return {"name": f"{Path(spec.model).stem}.{USER_DATASET_ENTRY}"}  # known only at run time
+    if spec.dataset == "cifar10":
+        # 50,000 images are too much to load per request: presence is checked, not content.
+        if spec.datasets_dir:  # otherwise where it lives is the trial host's business
+            arrays.cifar10_check(datasets_dir=spec.datasets_dir)
+        return {"name": "cifar10", "input_shape": [32, 32, 3], "input_dtype": "uint8",
+                "num_classes": 10}
     hparams = hyperparameters_resolve(model=spec.model, values=spec.hyperparameters)
     return dataset_load(spec=spec, hparams=hparams).summary()
 

@@ -135,6 +135,15 @@ def optimizer_make(*, hparams: dict[str, Any], batch: BatchPlan, steps_per_epoch
     return keras.optimizers.Adam(learning_rate=rate)
 
 
+def learning_rate_current(*, model: Any) -> float:
+    """The rate the optimizer applies at its current step, whatever schedule produces it."""
+    optimizer = model.optimizer
+    rate = optimizer.learning_rate
+    if callable(rate) and not hasattr(rate, "numpy"):
+        rate = rate(optimizer.iterations)
+    return float(rate.numpy() if hasattr(rate, "numpy") else rate)
+
+
 def model_compile(*, model: Any, hparams: dict[str, Any], batch: BatchPlan, steps_per_epoch: int,
                   exact_evaluation: bool) -> bool:
     """Compiles unless the user did; returns whether the platform's optimizer/LR rule is in use."""

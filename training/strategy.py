@@ -81,6 +81,9 @@ def strategy_build(*, plan: StrategyPlan) -> Any:
 
     if plan.emulated:
         logical_cpus_configure(count=plan.devices_per_worker)
+    for gpu in tf.config.list_physical_devices("GPU"):
+        # Grow on demand: a node's GPUs may also host serving or another trial's tasks.
+        tf.config.experimental.set_memory_growth(gpu, True)
     kind = "CPU" if plan.emulated else "GPU"
     local = [f"/device:{kind}:{i}" for i in range(plan.devices_per_worker)]
     if plan.name == DEFAULT:

@@ -11,6 +11,7 @@ Parameter-server clusters: ps and worker tasks only run a TF server; the chief d
 from __future__ import annotations
 
 import hashlib
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -23,7 +24,13 @@ from training.datasets import dataset_creator_train, dataset_eval, dataset_train
 from training.devices import devices_describe, physical_gpus_count, placement_describe
 from training.events import EventWriter
 from training.export import export_saved_model
-from training.modelling import model_build, model_compile, user_data_load, user_module_load
+from training.modelling import (
+    learning_rate_current,
+    model_build,
+    model_compile,
+    user_data_load,
+    user_module_load,
+)
 from training.pi import pi_run
 from training.scaling import BatchPlan, batch_plan
 from training.signals import StopFlag
@@ -107,8 +114,15 @@ def _train(*, spec: TrialSpec, hparams: dict[str, Any], strategy: Any, plan: Str
         model = model_build(spec=spec, hparams=hparams, data=data, module=module)
         platform_compiled = model_compile(model=model, hparams=hparams, batch=batch,
                                           steps_per_epoch=steps, exact_evaluation=parameter_servers)
-        # Optimizer slots must exist before a restore can fill them.
-        model.optimizer.build(model.trainable_variables)
+        # Optimizer slots must exist before a restore can fill them (legacy optimizers
+        # create theirs lazily and restore deferred instead).
+        if callable(getattr(model.optimizer, "build", None)):
+            model.optimizer.build(model.trainable_variables)
+    if not platform_compiled:
+        # The module chose its own optimizer: report its rate instead of the one we would use.
+        batch = replace(batch, learning_rate=learning_rate_current(model=model),
+                        rule=batch.rule + "; the module compiled its own optimizer, its learning "
+                        "rate is used as is")
     events.emit("status", phase="batch", **batch.as_dict(), steps_per_epoch=steps,
                 dataset=data.summary(), platform_compiled=platform_compiled)
     events.emit("devices", devices=devices_describe(),

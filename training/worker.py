@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     except Preempted as exc:
         events.emit("status", phase="preempted", message=str(exc))
         return EXIT_PREEMPTED
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:  # sys.exit() in a user module is a failure too
         code, category = _failure(exc=exc, spec=spec)
         events.emit("error", category=category, retryable=code == EXIT_INFRA_ERROR,
                     error_type=type(exc).__name__, message=str(exc)[:4000],

@@ -17,6 +17,8 @@ import pytest
 import requests
 from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 
+from serving.flags import options_from_args
+from serving.flags import parser as flag_parser
 from serving.tensors import to_proto
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -50,7 +52,7 @@ def wait_ready(process: subprocess.Popen[str], url: str, timeout: float = 90) ->
         try:
             if requests.get(url, timeout=1).status_code == 200:
                 return
-        except requests.ConnectionError:
+        except requests.RequestException:
             pass
         time.sleep(0.2)
     raise AssertionError(f"{url} never became ready")
@@ -71,7 +73,7 @@ def grpc_predict(port: int, name: str, value: float) -> tuple[float, int]:
 
 @pytest.fixture(scope="module")
 def processes(model_base: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
-    """Three servers started together (TensorFlow's import dominates their start-up)."""
+    """Two servers started together (TensorFlow's import dominates their start-up)."""
     folder = tmp_path_factory.mktemp("cli")
     config = folder / "models.config"
     config.write_text(
@@ -103,7 +105,6 @@ def processes(model_base: Path, tmp_path_factory: pytest.TempPathFactory) -> Ite
             "--enable_model_warmup=false",
             "--host=127.0.0.1",
         ),
-        "invalid": launch(f"--port={free_port()}", "--host=127.0.0.1"),
     }
     yield {
         "procs": started,
@@ -122,7 +123,9 @@ def test_single_model_flags(processes: dict) -> None:
     ports, process = processes["single"], processes["procs"]["single"]
     rest = f"http://127.0.0.1:{ports['rest']}"
     wait_ready(process, f"{rest}/v1/models/half")
-    reply = requests.post(f"{rest}/v1/models/half:predict", json={"instances": [1.0, 2.0, 5.0]})
+    reply = requests.post(
+        f"{rest}/v1/models/half:predict", json={"instances": [1.0, 2.0, 5.0]}, timeout=30
+    )
     assert reply.json() == {"predictions": [2.5, 3.0, 4.5]}
     assert grpc_predict(ports["grpc"], "half", 2.0) == (3.0, 123)
     assert stop(process) == 0
@@ -137,7 +140,8 @@ def test_model_config_file_with_batching_and_config_polling(processes: dict) -> 
     wait_ready(process, f"{rest}/v1/models/hp3")
     reply = requests.post(
         f"{rest}/v1/models/hp3:regress",
-        json={"signature_name": "regress_x_to_y", "examples": [{"x": 2.0}]},
+        json={"signature_name": "tensorflow/serving/regress", "examples": [{"x": 2.0}]},
+        timeout=30,
     )
     assert reply.json() == {"results": [4.0]}
     assert grpc_predict(ports["grpc"], "hp3", 2.0) == (4.0, 123)
@@ -145,20 +149,63 @@ def test_model_config_file_with_batching_and_config_polling(processes: dict) -> 
     base = processes["model_base"]
     processes["config"].write_text(
         "model_config_list { "
-        f'config {{ name: "hp3" base_path: "{base / "half_plus_three"}" model_platform: "tensorflow" }} '
-        f'config {{ name: "two" base_path: "{base / "two_versions"}" model_platform: "tensorflow" '
-        "model_version_policy { all {} } } }"
+        f'config {{ name: "hp3" base_path: "{base / "half_plus_three"}" '
+        'model_platform: "tensorflow" } '
+        f'config {{ name: "two" base_path: "{base / "two_versions"}" '
+        'model_platform: "tensorflow" model_version_policy { all {} } } }'
     )
     wait_ready(process, f"{rest}/v1/models/two/versions/123", timeout=30)
     assert grpc_predict(ports["grpc"], "two", 2.0) == (3.0, 124)
     assert stop(process) == 0
 
 
-def test_missing_model_flags_fail_like_tensorflow_model_server(processes: dict) -> None:
-    process = processes["procs"]["invalid"]
-    assert process.wait(timeout=90) != 0
-    output = process.stdout.read() if process.stdout else ""
-    assert (
-        "Both server_options.model_base_path and server_options.model_config_file are empty!"
-        in output
+NO_MODEL = "Both server_options.model_base_path and server_options.model_config_file are empty!"
+NO_PORT = "At least one of server_options.grpc_port or server_options.grpc_socket_path must be set."
+BATCHING_FILE_ALONE = (
+    "server_options.batching_parameters_file is set without setting "
+    "server_options.enable_batching to true."
+)
+
+
+@pytest.mark.parametrize(
+    ("flags", "error"),
+    [
+        (["--port=8500"], NO_MODEL),
+        (["--port=0", "--model_base_path=/m"], NO_PORT),
+        (["--model_base_path=/m", "--batching_parameters_file=/b"], BATCHING_FILE_ALONE),
+    ],
+)
+def test_invalid_flags_fail_like_tensorflow_model_server(flags: list[str], error: str) -> None:
+    with pytest.raises(ValueError) as failure:
+        options_from_args(flag_parser().parse_args(flags))
+    assert str(failure.value) == error
+
+
+def test_flags_map_onto_server_options(tmp_path: Path) -> None:
+    batching = tmp_path / "batching.config"
+    batching.write_text("max_batch_size { value: 4 }\nnum_batch_threads { value: 2 }\n")
+    options, _ = options_from_args(
+        flag_parser().parse_args(
+            [
+                "--port=9000",
+                "--model_base_path=/models/m",
+                "--enable_batching",
+                f"--batching_parameters_file={batching}",
+                "--rest_api_enable_cors_support=true",
+                "--file_system_poll_wait_seconds=0",
+                "--tensorflow_session_parallelism=2",
+                "--saved_model_tags=serve,gpu",
+                "--enable_profiler=false",
+            ]
+        )
     )
+    # TF Serving's default: all interfaces.
+    assert (options.grpc_port, options.rest_api_port) == (9000, None)
+    assert options.host == "0.0.0.0"  # noqa: S104
+    assert options.batching is not None
+    assert (options.batching.max_batch_size, options.batching.num_batch_threads) == (4, 2)
+    assert options.rest_api_enable_cors_support
+    assert options.file_system_poll_wait_seconds == 0
+    assert (options.intra_op_parallelism, options.inter_op_parallelism) == (2, 2)
+    assert options.saved_model_tags == ("serve", "gpu")
+    assert options.extra == {"enable_profiler": "false"}

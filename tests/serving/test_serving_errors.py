@@ -426,3 +426,10 @@ def test_bad_grpc_requests(stub: Any) -> None:
 
 def test_unknown_paths_are_not_found(server: ModelServer) -> None:
     assert call(server, "GET", "/healthz").status_code == 404
+
+
+def test_absurdly_deep_json_is_a_bad_request(server: ModelServer) -> None:
+    body = b'{"instances": ' + b"[" * 5000 + b"]" * 5000 + b"}"
+    reply = call(server, "POST", PREDICT, body)
+    assert reply.status_code == 400
+    assert "error" in reply.json()

@@ -150,3 +150,10 @@ def test_spec_validation_covers_resources_and_target() -> None:
         catalog.spec_validate(spec=_spec(target_accuracy=1.5))
     with pytest.raises(InvalidInput, match="unknown dataset 'imagenet'"):
         catalog.spec_validate(spec=_spec(dataset="imagenet"))
+
+
+def test_module_with_build_dataset_needs_no_dataset(tmp_path: Path) -> None:
+    module = tmp_path / "own.py"
+    module.write_text("def build_dataset(h):\n    pass\n\ndef build_model(h):\n    pass\n")
+    summary = catalog.spec_validate(spec=_spec(model=str(module), dataset=""))
+    assert summary == {"name": "own.build_dataset"}

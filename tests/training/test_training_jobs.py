@@ -43,7 +43,8 @@ def test_cifar10_cnn_trains_on_cifar_files_and_exports_a_uint8_signature(
     assert outcome.status == "completed", outcome.exit_reason
     assert outcome.global_batch_size == 50 and outcome.epochs_completed == 1
 
-    from training.arrays import cifar10_load  # noqa: I001 - TF only where a test needs it
+    # TF is imported only by the tests that need it.
+    from training.arrays import cifar10_load
     from training.catalog import hyperparameters_resolve
     from training.tfenv import tf
     from training.zoo import cifar10_cnn_build
@@ -60,3 +61,47 @@ def test_cifar10_cnn_trains_on_cifar_files_and_exports_a_uint8_signature(
     tf.train.Checkpoint(model=model).restore(latest).expect_partial()
     np.testing.assert_allclose(probabilities, model.predict(data.x_test, verbose=0), atol=1e-6)
     np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, atol=1e-5)
+
+
+OWN_DATA_AND_OPTIMIZER = '''
+import numpy as np
+import tf_keras as keras
+
+
+def build_dataset(hparams):
+    rng = np.random.default_rng(hparams["seed"])
+    x = rng.normal(size=(600, 2)).astype("float32")
+    y = (x[:, 0] * x[:, 1] > 0).astype("int64")  # which diagonal quadrant pair
+    return x[:500], y[:500], x[500:], y[500:]
+
+
+def build_model(hparams):
+    model = keras.Sequential([
+        keras.Input(shape=hparams["input_shape"]),
+        keras.layers.Dense(32, activation="relu"),
+        keras.layers.Dense(hparams["num_classes"], activation="softmax"),
+    ])
+    model.compile(optimizer=keras.optimizers.SGD(0.05, momentum=0.9),
+                  loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+    return model
+'''
+
+
+def test_module_with_its_own_dataset_and_optimizer_is_respected(
+    tmp_path: Path, run_trial: Callable[..., Any], make_spec: Callable[..., Any]
+) -> None:
+    module = tmp_path / "own.py"
+    module.write_text(OWN_DATA_AND_OPTIMIZER)
+    spec = make_spec(work_dir=tmp_path / "own", model=str(module), dataset="ignored",
+                     resources=Resources(gpus_per_worker=2),
+                     hyperparameters={"epochs": 8, "batch_size": 25})
+    run = run_trial(spec=spec)
+    outcome = run.outcome
+    assert outcome.status == "completed", outcome.exit_reason
+    batch = run.phase("batch")[0]
+    assert batch["platform_compiled"] is False
+    assert "compiled its own optimizer" in batch["rule"]
+    assert batch["dataset"]["train_examples"] == 500 and batch["dataset"]["num_classes"] == 2
+    # The global batch still follows the replicas; the module's rate is not rescaled.
+    assert outcome.global_batch_size == 50 and outcome.learning_rate == pytest.approx(0.05)
+    assert outcome.final_metrics["val_accuracy"] >= 0.9

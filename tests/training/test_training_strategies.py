@@ -115,9 +115,10 @@ def test_parameter_servers_hold_the_variables(trained: Callable[[str], Any]) -> 
 
 def test_export_takes_raw_inputs_and_matches_keras(trained: Callable[[str], Any],
                                                    digits_module: str) -> None:
-    from training.tfenv import keras, tf  # noqa: I001 - TF only where a test needs it
+    # TF is imported only by the tests that need it.
     from training.arrays import digits_load
     from training.modelling import user_module_load
+    from training.tfenv import keras, tf
 
     outcome = trained("default").outcome
     data = digits_load()

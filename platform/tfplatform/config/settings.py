@@ -190,11 +190,14 @@ SPECTACULAR_SETTINGS = {
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="filesystem://")
 if CELERY_BROKER_URL.startswith("filesystem://"):
     _broker_dir = VAR_DIR / "broker"
-    (_broker_dir / "processed").mkdir(parents=True, exist_ok=True)
+    for _folder in ("processed", "control"):
+        (_broker_dir / _folder).mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_broker_dir),
         "data_folder_out": str(_broker_dir),
         "processed_folder": str(_broker_dir / "processed"),
+        # Remote-control (pidbox) exchanges would otherwise land in the current directory.
+        "control_folder": str(_broker_dir / "control"),
         "store_processed": False,
     }
 CELERY_TASK_ACKS_LATE = True
@@ -222,6 +225,7 @@ PLATFORM = {
     "MAX_WORKERS": 64,
     "MAX_GPUS_PER_WORKER": 16,
     "MAX_PARAMETER_SERVERS": 16,
+    "MAX_PREDICT_BYTES": env.int("PLATFORM_MAX_PREDICT_BYTES", default=8 * 1024 * 1024),
 }
 
 LOGGING = {

@@ -5,7 +5,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from tfplatform.accounts.api import TokenObtainApi
 from tfplatform.cluster.api import NodeListApi
 from tfplatform.experiments import api as experiments_api
-from tfplatform.modelregistry.api import ModelVersionListApi
+from tfplatform.modelregistry import api as models_api
 
 api_v1 = [
     path("auth/token/", TokenObtainApi.as_view(), name="api-token"),
@@ -32,7 +32,35 @@ api_v1 = [
     ),
     path("environments/", experiments_api.EnvironmentListApi.as_view(), name="api-environments"),
     path("nodes/", NodeListApi.as_view(), name="api-nodes"),
-    path("models/", ModelVersionListApi.as_view(), name="api-models"),
+    path("models/", models_api.ModelVersionListApi.as_view(), name="api-models"),
+    path("models/<str:name>:predict", models_api.PredictApi.as_view(), name="api-predict"),
+    path(
+        "models/<str:name>/versions/<int:version>:predict",
+        models_api.PredictApi.as_view(),
+        name="api-predict-version",
+    ),
+    path(
+        "models/<str:name>/labels/<str:label>:predict",
+        models_api.PredictApi.as_view(),
+        name="api-predict-label",
+    ),
+    path("models/<str:name>/", models_api.ModelDetailApi.as_view(), name="api-model"),
+    path("models/<str:name>/labels/", models_api.ModelLabelApi.as_view(), name="api-model-labels"),
+    path(
+        "models/<str:name>/labels/<str:label>/",
+        models_api.ModelLabelDeleteApi.as_view(),
+        name="api-model-label",
+    ),
+    path(
+        "models/<str:name>/versions/<int:version>/",
+        models_api.ModelVersionUndeployApi.as_view(),
+        name="api-model-version",
+    ),
+    path(
+        "experiments/<int:experiment_id>/deploy/",
+        models_api.ExperimentDeployApi.as_view(),
+        name="api-experiment-deploy",
+    ),
 ]
 
 urlpatterns = [

@@ -107,7 +107,10 @@ def dataset_check(
             )
         with _as_file(upload=upload, suffix=Path(name).suffix) as path:
             spec = TrialSpec(
-                trial_id="upload-check", model="upload", dataset=str(path), work_dir=str(path.parent),
+                trial_id="upload-check",
+                model="upload",
+                dataset=str(path),
+                work_dir=str(path.parent),
                 label_column=str(hyperparameters.get("label_column", "")),
                 hyperparameters=hyperparameters,
             )

@@ -1,10 +1,22 @@
 from typing import Any
 
+from django.conf import settings
 from django.db.models import QuerySet
-from rest_framework import generics, serializers
+from django.http import HttpResponse
+from drf_spectacular.utils import OpenApiTypes, extend_schema
+from rest_framework import generics, serializers, status
+from rest_framework.parsers import JSONParser, MultiPartParser
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.throttling import ScopedRateThrottle
+from rest_framework.views import APIView
 
-from tfplatform.modelregistry.models import ModelVersion
-from tfplatform.modelregistry.selectors import model_version_list
+from tfplatform.core.errors import InvalidInput, PayloadTooLarge
+from tfplatform.core.serializers import StrictInputSerializer
+from tfplatform.experiments.selectors import experiment_get
+from tfplatform.modelregistry import selectors, services
+from tfplatform.modelregistry.inference import inference_predict
+from tfplatform.modelregistry.models import ModelVersion, RegisteredModel
 
 
 class ModelVersionSerializer(serializers.ModelSerializer):
@@ -29,9 +41,167 @@ class ModelVersionSerializer(serializers.ModelSerializer):
         ]
 
 
+class ModelSerializer(serializers.ModelSerializer):
+    owner = serializers.CharField(source="owner.username")
+    labels = serializers.SerializerMethodField()
+    versions = serializers.SerializerMethodField()
+
+    class Meta:
+        model = RegisteredModel
+        fields = ["name", "owner", "public", "canary_percent", "labels", "versions", "created_at"]
+
+    def get_labels(self, model: RegisteredModel) -> dict[str, int]:
+        return selectors.model_label_versions(model=model)
+
+    def get_versions(self, model: RegisteredModel) -> list[dict[str, Any]]:
+        return [
+            {
+                "version": v.version,
+                "state": v.state,
+                "error": v.error,
+                "source_experiment": v.source_experiment_id,
+                "created_at": v.created_at,
+            }
+            for v in model.versions.order_by("-version")
+        ]
+
+
+class RegisterSerializer(StrictInputSerializer):
+    model_name = serializers.CharField(max_length=100)
+    file = serializers.FileField(required=False, help_text="A zip of a SavedModel directory.")
+    path = serializers.CharField(
+        required=False, help_text="Staff only: a SavedModel on the server."
+    )
+
+
 class ModelVersionListApi(generics.ListAPIView):
     serializer_class = ModelVersionSerializer
     filter_backends: list[Any] = []
+    parser_classes = [JSONParser, MultiPartParser]
 
     def get_queryset(self) -> QuerySet[ModelVersion]:
-        return model_version_list(user=self.request.user)
+        return selectors.model_version_list(user=self.request.user)
+
+    @extend_schema(request=RegisterSerializer, responses={201: ModelVersionSerializer})
+    def post(self, request: Request) -> Response:
+        """Bring your own model: register a SavedModel as a new version of a model."""
+        serializer = RegisterSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        user = request.user
+        if bool(data.get("file")) == bool(data.get("path")):
+            raise InvalidInput("Send exactly one of file (a zip) or path.")
+        if data.get("path"):
+            version = services.model_register_path(
+                user=user,  # type: ignore[arg-type]
+                model_name=data["model_name"],
+                path=data["path"],
+            )
+        else:
+            version = services.model_register_upload(
+                user=user,  # type: ignore[arg-type]
+                model_name=data["model_name"],
+                upload=data["file"],
+            )
+        return Response(ModelVersionSerializer(version).data, status=status.HTTP_201_CREATED)
+
+
+class ModelSettingsSerializer(StrictInputSerializer):
+    public = serializers.BooleanField(required=False)
+    canary_percent = serializers.IntegerField(required=False, min_value=0, max_value=100)
+
+
+class ModelDetailApi(APIView):
+    @extend_schema(responses=ModelSerializer)
+    def get(self, request: Request, name: str) -> Response:
+        return Response(ModelSerializer(selectors.model_get(user=request.user, name=name)).data)
+
+    @extend_schema(request=ModelSettingsSerializer, responses=ModelSerializer)
+    def patch(self, request: Request, name: str) -> Response:
+        model = selectors.model_get_for_change(user=request.user, name=name)
+        serializer = ModelSettingsSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        model = services.model_settings_update(model=model, **serializer.validated_data)
+        return Response(ModelSerializer(model).data)
+
+
+class LabelSerializer(StrictInputSerializer):
+    label = serializers.ChoiceField(choices=services.LABELS)
+    version = serializers.IntegerField(min_value=1)
+
+
+class ModelLabelApi(APIView):
+    @extend_schema(request=LabelSerializer, responses=ModelSerializer)
+    def post(self, request: Request, name: str) -> Response:
+        """Promote or roll back: point a label at a version."""
+        model = selectors.model_get_for_change(user=request.user, name=name)
+        serializer = LabelSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        version = selectors.model_version_get(
+            model=model, version=serializer.validated_data["version"]
+        )
+        services.model_label_set(
+            model=model, label=serializer.validated_data["label"], version=version
+        )
+        return Response(ModelSerializer(model).data)
+
+
+class ModelLabelDeleteApi(APIView):
+    @extend_schema(request=None, responses={204: None})
+    def delete(self, request: Request, name: str, label: str) -> Response:
+        model = selectors.model_get_for_change(user=request.user, name=name)
+        services.model_label_remove(model=model, label=label)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class ModelVersionUndeployApi(APIView):
+    @extend_schema(request=None, responses=ModelVersionSerializer)
+    def delete(self, request: Request, name: str, version: int) -> Response:
+        model = selectors.model_get_for_change(user=request.user, name=name)
+        found = selectors.model_version_get(model=model, version=version)
+        return Response(ModelVersionSerializer(services.model_version_undeploy(version=found)).data)
+
+
+class DeploySerializer(StrictInputSerializer):
+    model_name = serializers.CharField(max_length=100)
+
+
+class ExperimentDeployApi(APIView):
+    @extend_schema(request=DeploySerializer, responses={201: ModelVersionSerializer})
+    def post(self, request: Request, experiment_id: int) -> Response:
+        experiment = experiment_get(user=request.user, experiment_id=experiment_id)
+        serializer = DeploySerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        version = services.experiment_deploy(
+            user=request.user,  # type: ignore[arg-type]
+            experiment=experiment,
+            model_name=serializer.validated_data["model_name"],
+        )
+        return Response(ModelVersionSerializer(version).data, status=status.HTTP_201_CREATED)
+
+
+class PredictApi(APIView):
+    """TF Serving's REST predict, through the platform: same JSON in, same JSON out."""
+
+    throttle_classes = [ScopedRateThrottle]
+    throttle_scope = "inference"
+    parser_classes: list[Any] = []
+
+    @extend_schema(request=OpenApiTypes.OBJECT, responses=OpenApiTypes.OBJECT)
+    def post(
+        self, request: Request, name: str, version: int | None = None, label: str | None = None
+    ) -> HttpResponse:
+        declared = int(request.META.get("CONTENT_LENGTH") or 0)
+        if declared > settings.PLATFORM["MAX_PREDICT_BYTES"]:
+            # Refused before the body is read or anything reaches the model server.
+            raise PayloadTooLarge(
+                f"Request body is larger than {settings.PLATFORM['MAX_PREDICT_BYTES']} bytes."
+            )
+        model = selectors.model_get(user=request.user, name=name)
+        answer = inference_predict(model=model, version=version, label=label, body=request.body)
+        response = HttpResponse(answer.body, status=answer.status, content_type="application/json")
+        if answer.version is not None:
+            response["X-Model-Version"] = str(answer.version)
+        if answer.label:
+            response["X-Model-Label"] = answer.label
+        return response

@@ -2,8 +2,9 @@ from django.contrib.auth.models import AnonymousUser
 from django.db.models import Q, QuerySet
 
 from tfplatform.accounts.models import User
+from tfplatform.core.errors import Forbidden, NotFound
 from tfplatform.core.visibility import visible_to
-from tfplatform.modelregistry.models import ModelVersion, RegisteredModel
+from tfplatform.modelregistry.models import ModelLabel, ModelVersion, RegisteredModel
 
 
 def model_list(*, user: User | AnonymousUser) -> QuerySet[RegisteredModel]:
@@ -13,9 +14,35 @@ def model_list(*, user: User | AnonymousUser) -> QuerySet[RegisteredModel]:
     return RegisteredModel.objects.filter(Q(pk__in=own.values("pk")) | Q(public=True))
 
 
+def model_get(*, user: User | AnonymousUser, name: str) -> RegisteredModel:
+    model = model_list(user=user).filter(name=name).first()
+    if model is None:
+        # The same answer TF Serving gives for a model it does not serve: names reveal nothing.
+        raise NotFound(f"Servable not found for request: Latest({name})")
+    return model
+
+
+def model_get_for_change(*, user: User | AnonymousUser, name: str) -> RegisteredModel:
+    model = model_get(user=user, name=name)
+    if not visible_to(queryset=RegisteredModel.objects.filter(pk=model.pk), user=user).exists():
+        raise Forbidden("Only the model's owner, their team and staff can change it.")
+    return model
+
+
+def model_version_get(*, model: RegisteredModel, version: int) -> ModelVersion:
+    found = model.versions.filter(version=version).first()
+    if found is None:
+        raise NotFound(f"Model {model.name} has no version {version}.")
+    return found
+
+
 def model_version_list(*, user: User | AnonymousUser) -> QuerySet[ModelVersion]:
     return (
         ModelVersion.objects.filter(model__in=model_list(user=user))
         .select_related("model", "source_experiment")
         .prefetch_related("labels")
     )
+
+
+def model_label_versions(*, model: RegisteredModel) -> dict[str, int]:
+    return dict(ModelLabel.objects.filter(model=model).values_list("label", "version__version"))

@@ -1,14 +1,49 @@
-"""Writes of the model registry."""
+"""Writes of the model registry: deploy, labels, canary share, undeploy, bring your own model.
 
+Every change ends in `model_server_sync`, which sends the model server the complete list of
+models, versions and labels (TF Serving's HandleReloadConfigRequest replaces the whole list, so
+deploying one model never unloads another) and writes the same list to the config file.
+"""
+
+import tempfile
 from pathlib import Path
 
 from django.conf import settings
+from django.core.files.uploadedfile import UploadedFile
+from django.db import transaction
+
+from serving import layout
+from serving.archive import ArchiveError, extract_saved_model_zip
+from serving.client import ModelEntry, ModelServerError
+from tfplatform.accounts.models import User
+from tfplatform.core.errors import (
+    Conflict,
+    Forbidden,
+    InvalidInput,
+    NotFound,
+    PayloadTooLarge,
+    Unavailable,
+)
+from tfplatform.experiments.models import Experiment
+from tfplatform.modelregistry.models import ModelLabel, ModelVersion, RegisteredModel
+from tfplatform.modelregistry.server import (
+    LOAD_TIMEOUT_SECONDS,
+    model_config_write,
+    model_server_client,
+)
 
 EMPTY_MODEL_CONFIG = "model_config_list {\n}\n"
+SERVED_STATES = (ModelVersion.State.LOADING, ModelVersion.State.AVAILABLE)
+LABELS = ("stable", "canary")
+MAX_UPLOAD_BYTES = 500 * 1024 * 1024
+
+
+def model_base_path() -> Path:
+    return Path(settings.PLATFORM["MODEL_BASE_PATH"])
 
 
 def model_config_path() -> Path:
-    return Path(settings.PLATFORM["MODEL_BASE_PATH"]) / "models.config"
+    return model_base_path() / "models.config"
 
 
 def model_config_ensure() -> Path:
@@ -18,3 +53,201 @@ def model_config_ensure() -> Path:
     if not path.exists():
         path.write_text(EMPTY_MODEL_CONFIG)
     return path
+
+
+def model_server_entries() -> list[ModelEntry]:
+    entries = []
+    for model in RegisteredModel.objects.prefetch_related("versions", "labels__version"):
+        versions = tuple(
+            sorted(v.version for v in model.versions.all() if v.state in SERVED_STATES)
+        )
+        if not versions:
+            continue
+        labels = {
+            label.label: label.version.version
+            for label in model.labels.all()
+            if label.version.version in versions
+        }
+        entries.append(
+            ModelEntry(
+                name=model.name,
+                base_path=str(
+                    layout.model_path(model_base=model_base_path(), model_name=model.name)
+                ),
+                versions=versions,
+                labels=labels,
+            )
+        )
+    return entries
+
+
+def model_server_sync() -> None:
+    entries = model_server_entries()
+    model_config_write(entries=entries, path=model_config_ensure())
+    try:
+        model_server_client().reload_config(models=entries, timeout=LOAD_TIMEOUT_SECONDS)
+    except (ModelServerError, TimeoutError) as error:
+        raise Unavailable(f"The model server did not accept the new model list: {error}") from error
+
+
+def _model_for_writer(*, user: User, name: str) -> RegisteredModel:
+    """Get or create a registered model that `user` may add versions to."""
+    model, created = RegisteredModel.objects.get_or_create(
+        name=name, defaults={"owner": user, "team_id": user.team_id}
+    )
+    if not created and not model_can_change(user=user, model=model):
+        raise Conflict(f"The model name '{name}' is taken; choose another.")
+    return model
+
+
+def model_can_change(*, user: User, model: RegisteredModel) -> bool:
+    if user.is_staff or model.owner_id == user.pk:
+        return True
+    return model.team_id is not None and model.team_id == user.team_id
+
+
+def model_name_check(*, name: str) -> None:
+    try:
+        layout.model_path(model_base=model_base_path(), model_name=name)
+    except ValueError as error:
+        raise InvalidInput(
+            "model_name must be letters, digits, '.', '_' or '-', starting with a letter or digit.",
+            field="model_name",
+        ) from error
+
+
+def _version_publish(
+    *, user: User, name: str, source: Path, experiment: Experiment | None
+) -> ModelVersion:
+    model_name_check(name=name)
+    with transaction.atomic():
+        model = _model_for_writer(user=user, name=name)
+    try:
+        published = layout.publish_version(
+            source=source, model_base=model_base_path(), model_name=name
+        )
+    except ValueError as error:
+        raise InvalidInput(str(error)) from error
+    version = ModelVersion.objects.create(
+        model=model,
+        version=published.version,
+        source_experiment=experiment,
+        path=str(published.path),
+        state=ModelVersion.State.LOADING,
+    )
+    return _version_load(version=version)
+
+
+def _version_load(*, version: ModelVersion) -> ModelVersion:
+    try:
+        model_server_sync()
+        model_server_client().wait_available(
+            name=version.model.name, version=version.version, timeout=LOAD_TIMEOUT_SECONDS
+        )
+    except (ModelServerError, TimeoutError, Unavailable) as error:
+        ModelVersion.objects.filter(pk=version.pk).update(
+            state=ModelVersion.State.FAILED, error=str(error)[:2000]
+        )
+        model_server_sync_quietly()
+        raise Unavailable(
+            f"Version {version.version} of {version.model.name} did not load: {error}"
+        ) from error
+    ModelVersion.objects.filter(pk=version.pk).update(state=ModelVersion.State.AVAILABLE)
+    version.refresh_from_db()
+    if not version.model.labels.filter(label="stable").exists():
+        model_label_set(model=version.model, label="stable", version=version)
+    return version
+
+
+def model_server_sync_quietly() -> None:
+    try:
+        model_server_sync()
+    except Unavailable:
+        pass  # the failure that brought us here is what the caller reports
+
+
+def experiment_deploy(*, user: User, experiment: Experiment, model_name: str) -> ModelVersion:
+    export = str(experiment.results.get("export_path") or "")
+    if experiment.state != Experiment.State.COMPLETED or not export:
+        raise Conflict("Only a completed experiment with an exported model can be deployed.")
+    if not Path(export).is_dir():
+        raise Conflict("The experiment's exported model is no longer on disk.")
+    return _version_publish(user=user, name=model_name, source=Path(export), experiment=experiment)
+
+
+def model_register_upload(*, user: User, model_name: str, upload: UploadedFile) -> ModelVersion:
+    """Bring your own model: a zipped SavedModel, checked before anything is extracted."""
+    if upload.size is not None and upload.size > MAX_UPLOAD_BYTES:
+        raise PayloadTooLarge(f"The archive is larger than {MAX_UPLOAD_BYTES // 2**20} MiB.")
+    model_name_check(name=model_name)
+    with tempfile.TemporaryDirectory() as scratch:
+        archive = Path(scratch) / "upload.zip"
+        with archive.open("wb") as handle:
+            for chunk in upload.chunks():
+                handle.write(chunk)
+        try:
+            root = extract_saved_model_zip(
+                archive=archive, destination=Path(scratch) / "model", max_bytes=MAX_UPLOAD_BYTES
+            )
+        except ArchiveError as error:
+            raise InvalidInput(str(error), field="file") from error
+        return _version_publish(user=user, name=model_name, source=root, experiment=None)
+
+
+def model_register_path(*, user: User, model_name: str, path: str) -> ModelVersion:
+    if not user.is_staff:
+        raise Forbidden("Only staff may register a model from a path on the server.")
+    source = Path(path)
+    if not source.is_absolute() or not source.is_dir():
+        raise InvalidInput("path must be an absolute path to a SavedModel directory.", field="path")
+    return _version_publish(user=user, name=model_name, source=source, experiment=None)
+
+
+def model_label_set(*, model: RegisteredModel, label: str, version: ModelVersion) -> None:
+    """Promote or roll back: point `label` at `version` (which must be loaded)."""
+    if label not in LABELS:
+        raise InvalidInput(f"label must be one of: {', '.join(LABELS)}.", field="label")
+    if version.model_id != model.pk:
+        raise NotFound("Model version not found.")
+    if version.state != ModelVersion.State.AVAILABLE:
+        raise Conflict(f"Version {version.version} is {version.state}, not available.")
+    ModelLabel.objects.update_or_create(model=model, label=label, defaults={"version": version})
+    model_server_sync()
+
+
+def model_label_remove(*, model: RegisteredModel, label: str) -> None:
+    if label == "stable":
+        raise Conflict("The stable label can be moved but not removed.")
+    deleted, _ = ModelLabel.objects.filter(model=model, label=label).delete()
+    if not deleted:
+        raise NotFound(f"The model has no '{label}' label.")
+    model_server_sync()
+
+
+def model_settings_update(
+    *, model: RegisteredModel, public: bool | None = None, canary_percent: int | None = None
+) -> RegisteredModel:
+    if canary_percent is not None:
+        if not 0 <= canary_percent <= 100:
+            raise InvalidInput("canary_percent must be between 0 and 100.", field="canary_percent")
+        model.canary_percent = canary_percent
+    if public is not None:
+        model.public = public
+    model.save(update_fields=["canary_percent", "public"])
+    return model
+
+
+def model_version_undeploy(*, version: ModelVersion) -> ModelVersion:
+    """Stop serving one version; its files stay, so it can be registered again later."""
+    if (
+        version.labels.filter(label="stable").exists()
+        and version.model.versions.filter(state=ModelVersion.State.AVAILABLE)
+        .exclude(pk=version.pk)
+        .exists()
+    ):
+        raise Conflict("Move the stable label to another version before undeploying this one.")
+    version.labels.all().delete()
+    ModelVersion.objects.filter(pk=version.pk).update(state=ModelVersion.State.UNLOADED)
+    model_server_sync()
+    version.refresh_from_db()
+    return version

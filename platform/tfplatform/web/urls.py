@@ -19,4 +19,12 @@ urlpatterns = [
         views.experiment_cancel_action,
         name="experiment-cancel",
     ),
+    path(
+        "experiments/<int:experiment_id>/deploy/",
+        views.experiment_deploy_action,
+        name="experiment-deploy",
+    ),
+    path("models/", views.model_list_page, name="model-list"),
+    path("models/<str:name>/", views.model_detail_page, name="model-detail"),
+    path("models/<str:name>/action/", views.model_action, name="model-action"),
 ]

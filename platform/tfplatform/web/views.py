@@ -1,10 +1,13 @@
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from tfplatform.core.errors import NotFound, PlatformError
 from tfplatform.experiments import selectors, services
+from tfplatform.modelregistry import selectors as model_selectors
+from tfplatform.modelregistry import services as model_services
 from tfplatform.web.forms import ExperimentForm
 
 ACTIVE_STATES = ("queued", "scheduled", "running")
@@ -66,8 +69,6 @@ def experiment_cancel_action(request: HttpRequest, experiment_id: int) -> HttpRe
     try:
         services.experiment_cancel(experiment=experiment)
     except PlatformError as error:
-        from django.contrib import messages
-
         messages.error(request, error.message)
     return redirect("experiment-detail", experiment_id=experiment.pk)
 
@@ -76,8 +77,6 @@ def _experiment_or_404(request: HttpRequest, experiment_id: int) -> selectors.Ex
     try:
         return selectors.experiment_get(user=request.user, experiment_id=experiment_id)
     except NotFound as error:
-        from django.http import Http404
-
         raise Http404(error.message) from error
 
 
@@ -100,3 +99,81 @@ def healthz(request: HttpRequest) -> JsonResponse:
     with connection.cursor() as cursor:
         cursor.execute("SELECT 1")
     return JsonResponse({"status": "ok"})
+
+
+@login_required
+def model_list_page(request: HttpRequest) -> HttpResponse:
+    models = model_selectors.model_list(user=request.user).prefetch_related("versions", "labels")
+    return render(request, "models/list.html", {"models": models})
+
+
+@login_required
+def model_detail_page(request: HttpRequest, name: str) -> HttpResponse:
+    try:
+        model = model_selectors.model_get(user=request.user, name=name)
+    except NotFound as error:
+        raise Http404(error.message) from error
+    labels = model_selectors.model_label_versions(model=model)
+    versions = [
+        {"version": v, "labels": [label for label, n in labels.items() if n == v.version]}
+        for v in model.versions.order_by("-version")
+    ]
+    context = {
+        "model": model,
+        "versions": versions,
+        "labels": labels,
+        "can_change": model_services.model_can_change(user=request.user, model=model),  # type: ignore[arg-type]
+    }
+    return render(request, "models/detail.html", context)
+
+
+@login_required
+@require_POST
+def model_action(request: HttpRequest, name: str) -> HttpResponse:
+    """Promote, roll back, set the canary share or undeploy, from the model page's buttons."""
+    try:
+        model = model_selectors.model_get_for_change(user=request.user, name=name)
+        action = request.POST.get("action", "")
+        if action in ("promote", "canary"):
+            version = model_selectors.model_version_get(
+                model=model, version=int(request.POST.get("version", "0"))
+            )
+            label = "stable" if action == "promote" else "canary"
+            model_services.model_label_set(model=model, label=label, version=version)
+            messages.success(request, f"Version {version.version} is now {label}.")
+        elif action == "canary_percent":
+            model_services.model_settings_update(
+                model=model, canary_percent=int(request.POST.get("canary_percent", "0"))
+            )
+            messages.success(request, "Canary share saved.")
+        elif action == "undeploy":
+            version = model_selectors.model_version_get(
+                model=model, version=int(request.POST.get("version", "0"))
+            )
+            model_services.model_version_undeploy(version=version)
+            messages.success(request, f"Version {version.version} undeployed.")
+        else:
+            messages.error(request, "Unknown action.")
+    except NotFound as error:
+        raise Http404(error.message) from error
+    except (PlatformError, ValueError) as error:
+        messages.error(request, getattr(error, "message", str(error)))
+    return redirect("model-detail", name=name)
+
+
+@login_required
+@require_POST
+def experiment_deploy_action(request: HttpRequest, experiment_id: int) -> HttpResponse:
+    experiment = _experiment_or_404(request, experiment_id)
+    name = request.POST.get("model_name", "").strip()
+    try:
+        version = model_services.experiment_deploy(
+            user=request.user,  # type: ignore[arg-type]
+            experiment=experiment,
+            model_name=name,
+        )
+    except PlatformError as error:
+        messages.error(request, error.message)
+        return redirect("experiment-detail", experiment_id=experiment.pk)
+    messages.success(request, f"Deployed as {name} version {version.version}.")
+    return redirect("model-detail", name=name)

@@ -68,3 +68,86 @@ def test_experiment_trains_end_to_end_through_celery(worker_node: tuple[str, Pat
     trial = experiment.trials.get()
     assert trial.state == "completed"
     assert not trial.allocations.filter(released_at__isnull=True).exists()
+
+
+WRONG_SHAPE_MODULE = b"""
+import tf_keras as keras
+
+def build_model(hparams):
+    # digits has 10 classes; 3 outputs is the user's mistake.
+    return keras.Sequential([keras.Input(shape=(64,)), keras.layers.Dense(3, activation="softmax")])
+"""
+
+
+def _submit(client: APIClient, **fields: object) -> int:
+    response = client.post("/api/v1/experiments/", fields, format="multipart")
+    assert response.status_code == 201, response.json()
+    return int(response.json()["id"])
+
+
+def _state(experiment_id: int) -> str:
+    return str(Experiment.objects.values_list("state", flat=True).get(pk=experiment_id))
+
+
+def test_user_code_error_fails_fast_with_the_error_and_is_not_retried(
+    worker_node: tuple[str, Path],
+) -> None:
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    _, log = worker_node
+    client = APIClient()
+    client.force_authenticate(UserFactory())
+    experiment_id = _submit(
+        client,
+        name="wrong shape",
+        model="upload",
+        dataset="digits",
+        max_restarts=3,
+        model_file=SimpleUploadedFile("wrong.py", WRONG_SHAPE_MODULE),
+        hyperparameters='{"epochs": 2}',
+    )
+    live.wait_for(
+        lambda: _state(experiment_id) == "failed",
+        timeout=180,
+        what="the experiment to fail",
+        log=log,
+    )
+    body = client.get(f"/api/v1/experiments/{experiment_id}/").json()
+    assert "shape" in body["error"].lower() or "3" in body["error"], body["error"]
+    assert len(body["trials"]) == 1
+    assert body["trials"][0]["retryable"] is False
+
+
+def test_cancel_stops_a_running_experiment(worker_node: tuple[str, Path]) -> None:
+    import time
+
+    _, log = worker_node
+    client = APIClient()
+    client.force_authenticate(UserFactory())
+    experiment_id = _submit(
+        client,
+        name="long",
+        model="mlp",
+        dataset="digits",
+        hyperparameters='{"epochs": 500, "batch_size": 8}',
+    )
+    live.wait_for(
+        lambda: (
+            Experiment.objects.get(pk=experiment_id).trials.filter(metrics__name="loss").exists()
+        ),
+        timeout=180,
+        what="training to start",
+        log=log,
+    )
+    started = time.monotonic()
+    assert client.post(f"/api/v1/experiments/{experiment_id}/cancel/").status_code == 202
+    live.wait_for(
+        lambda: _state(experiment_id) == "canceled",
+        timeout=60,
+        what="the cancel to take effect",
+        log=log,
+    )
+    assert time.monotonic() - started < 45
+    trial = Experiment.objects.get(pk=experiment_id).trials.get()
+    assert trial.state == "canceled"
+    assert not trial.allocations.filter(released_at__isnull=True).exists()

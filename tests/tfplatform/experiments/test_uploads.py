@@ -23,7 +23,9 @@ def post(files: dict[str, SimpleUploadedFile], **fields: object) -> object:
     client = APIClient()
     client.force_authenticate(UserFactory())
     data = {
-        "name": "upload", "model": "mlp", "dataset": "digits",
+        "name": "upload",
+        "model": "mlp",
+        "dataset": "digits",
         "hyperparameters": json.dumps({"epochs": 1}),
         **{k: json.dumps(v) if isinstance(v, dict) else v for k, v in fields.items()},
         **files,
@@ -54,12 +56,20 @@ def test_module_without_build_model_is_400() -> None:
 
 def test_valid_module_and_npz_upload_are_stored() -> None:
     rng = np.random.default_rng(0)
-    data = npz_bytes(x_train=rng.random((20, 4)), y_train=rng.integers(0, 2, 20),
-                     x_test=rng.random((5, 4)), y_test=rng.integers(0, 2, 5))
+    data = npz_bytes(
+        x_train=rng.random((20, 4)),
+        y_train=rng.integers(0, 2, 20),
+        x_test=rng.random((5, 4)),
+        y_test=rng.integers(0, 2, 5),
+    )
     response = post(
-        {"model_file": SimpleUploadedFile("model.py", GOOD_MODULE),
-         "dataset_file": SimpleUploadedFile("data.npz", data)},
-        model="upload", dataset="upload", resources={"workers": 1},
+        {
+            "model_file": SimpleUploadedFile("model.py", GOOD_MODULE),
+            "dataset_file": SimpleUploadedFile("data.npz", data),
+        },
+        model="upload",
+        dataset="upload",
+        resources={"workers": 1},
     )
     assert response.status_code == 201, response.json()
     experiment = Experiment.objects.get()
@@ -68,8 +78,9 @@ def test_valid_module_and_npz_upload_are_stored() -> None:
 
 
 def test_npz_with_mismatched_lengths_is_400() -> None:
-    data = npz_bytes(x_train=np.zeros((20, 4)), y_train=np.zeros(19),
-                     x_test=np.zeros((5, 4)), y_test=np.zeros(5))
+    data = npz_bytes(
+        x_train=np.zeros((20, 4)), y_train=np.zeros(19), x_test=np.zeros((5, 4)), y_test=np.zeros(5)
+    )
     response = post({"dataset_file": SimpleUploadedFile("d.npz", data)}, dataset="upload")
     assert response.status_code == 400
     assert "dataset_file" in response.json()
@@ -88,8 +99,9 @@ def test_csv_without_label_column_named_is_400_and_with_bad_name_too() -> None:
     assert response.status_code == 400
     assert "label_column" in response.json()["error"]
     csv.seek(0)
-    response = post({"dataset_file": csv}, dataset="upload",
-                     hyperparameters={"label_column": "nope"})
+    response = post(
+        {"dataset_file": csv}, dataset="upload", hyperparameters={"label_column": "nope"}
+    )
     assert response.status_code == 400
     assert "nope" in response.json()["error"]
 

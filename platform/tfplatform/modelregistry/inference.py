@@ -1,0 +1,61 @@
+"""Inference through the platform: pick the version (canary share), forward TF Serving JSON."""
+
+import random
+from dataclasses import dataclass
+
+from django.conf import settings
+
+from serving.client import ModelServerError
+from tfplatform.core.errors import PayloadTooLarge, Unavailable
+from tfplatform.modelregistry.models import RegisteredModel
+from tfplatform.modelregistry.selectors import model_label_versions
+from tfplatform.modelregistry.server import model_server_client
+
+
+@dataclass(frozen=True)
+class InferenceAnswer:
+    status: int
+    body: bytes
+    version: int | None
+    label: str | None
+
+
+def inference_route(
+    *, model: RegisteredModel, version: int | None, label: str | None
+) -> tuple[int | None, str | None]:
+    """The version to ask for: explicit version, then label, then canary share, then stable."""
+    if version is not None:
+        return version, None
+    labels = model_label_versions(model=model)
+    if label is not None:
+        # An unknown label goes to the server as a label, so the caller gets TF Serving's error.
+        return labels.get(label), label
+    if (
+        "canary" in labels
+        and model.canary_percent
+        and random.uniform(0, 100) < model.canary_percent
+    ):  # noqa: S311 - traffic split, not security
+        return labels["canary"], "canary"
+    if "stable" in labels:
+        return labels["stable"], "stable"
+    return None, None
+
+
+def inference_predict(
+    *, model: RegisteredModel, version: int | None, label: str | None, body: bytes
+) -> InferenceAnswer:
+    if len(body) > settings.PLATFORM["MAX_PREDICT_BYTES"]:
+        raise PayloadTooLarge(
+            f"Request body is larger than {settings.PLATFORM['MAX_PREDICT_BYTES']} bytes."
+        )
+    chosen, chosen_label = inference_route(model=model, version=version, label=label)
+    try:
+        status, answer = model_server_client().predict_rest(
+            name=model.name,
+            version=chosen,
+            label=None if chosen is not None else chosen_label,
+            body=body,
+        )
+    except ModelServerError as error:
+        raise Unavailable(f"The model server is unavailable: {error.message}") from error
+    return InferenceAnswer(status=status, body=answer, version=chosen, label=chosen_label)

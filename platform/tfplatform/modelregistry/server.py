@@ -1,0 +1,29 @@
+"""The one place the platform talks to the model server (embedded or tensorflow/serving)."""
+
+from functools import lru_cache
+from pathlib import Path
+
+from django.conf import settings
+from google.protobuf import text_format
+
+from serving.client import ModelEntry, ModelServerClient, model_server_config
+
+LOAD_TIMEOUT_SECONDS = 120.0
+
+
+def model_server_client() -> ModelServerClient:
+    """A process-wide client: its gRPC channel and HTTP connection pool are reused."""
+    return _client(settings.PLATFORM["TF_SERVING_GRPC"], settings.PLATFORM["TF_SERVING_REST"])
+
+
+@lru_cache(maxsize=4)
+def _client(grpc_target: str, rest_url: str) -> ModelServerClient:
+    return ModelServerClient(grpc_target=grpc_target, rest_url=rest_url)
+
+
+def model_config_write(*, entries: list[ModelEntry], path: Path) -> None:
+    """Keep the config file equal to what the server was told, so a restart serves the same."""
+    text = text_format.MessageToString(model_server_config(entries))
+    staging = path.with_suffix(".tmp")
+    staging.write_text(text or "model_config_list {\n}\n")
+    staging.replace(path)

@@ -1,0 +1,264 @@
+"""Deploying and predicting through the platform against the embedded TF Serving server."""
+
+import io
+import json
+import threading
+import time
+import zipfile
+from typing import Any
+
+import pytest
+import requests
+from rest_framework.test import APIClient
+
+from tests.conftest import peer_data_or_skip
+from tests.factories import TeamFactory, UserFactory
+from tests.tfplatform.modelregistry.conftest import HALF_PLUS_THREE, HALF_PLUS_TWO, saved_model_zip
+from tfplatform.modelregistry.models import ModelVersion
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def api(user: Any) -> APIClient:
+    client = APIClient()
+    client.force_authenticate(user)
+    return client
+
+
+def register(client: APIClient, name: str, source: str = HALF_PLUS_TWO) -> dict[str, Any]:
+    response = client.post(
+        "/api/v1/models/", {"model_name": name, "file": saved_model_zip(source)}, format="multipart"
+    )
+    assert response.status_code == 201, response.content
+    return dict(response.json())
+
+
+def predict(client: APIClient, url: str, body: Any) -> Any:
+    data = body if isinstance(body, bytes) else json.dumps(body)
+    return client.post(url, data=data, content_type="application/json")
+
+
+def test_bring_your_own_model_then_predict_like_tf_serving(model_server: dict[str, Any]) -> None:
+    owner = UserFactory()
+    client = api(owner)
+    version = register(client, "half")
+    assert version["version"] == 1 and version["state"] == "available"
+    assert version["labels"] == ["stable"]
+
+    response = predict(client, "/api/v1/models/half:predict", {"instances": [1.0, 2.0, 5.0]})
+    assert response.status_code == 200
+    assert response.json() == {"predictions": [2.5, 3.0, 4.5]}
+    assert response["X-Model-Version"] == "1"
+    columnar = predict(client, "/api/v1/models/half/versions/1:predict", {"inputs": [1.0, 2.0]})
+    assert columnar.json() == {"outputs": [2.5, 3.0]}
+    labelled = predict(client, "/api/v1/models/half/labels/stable:predict", {"instances": [4.0]})
+    assert labelled.json() == {"predictions": [4.0]}
+
+    direct = requests.post(
+        f"{model_server['rest']}/v1/models/half:predict",
+        json={"instances": [1.0, 2.0, 5.0]},
+        timeout=10,
+    )
+    assert direct.json() == response.json()
+    config = (model_server["base"] / "models.config").read_text()
+    assert 'name: "half"' in config
+
+
+def test_user_b_cannot_predict_or_change_a_private_model(model_server: dict[str, Any]) -> None:
+    alice_client = api(UserFactory())
+    register(alice_client, "private")
+    bob = api(UserFactory())
+    denied = predict(bob, "/api/v1/models/private:predict", {"instances": [1.0]})
+    assert denied.status_code == 404 and "error" in denied.json()
+    assert bob.get("/api/v1/models/private/").status_code == 404
+    assert (
+        bob.post(
+            "/api/v1/models/private/labels/", {"label": "stable", "version": 1}, format="json"
+        ).status_code
+        == 404
+    )
+    assert bob.get("/api/v1/models/").json()["results"] == []
+    # Taking over the name by registering a version is refused too.
+    taken = bob.post(
+        "/api/v1/models/",
+        {"model_name": "private", "file": saved_model_zip(HALF_PLUS_THREE)},
+        format="multipart",
+    )
+    assert taken.status_code == 409
+    assert ModelVersion.objects.filter(model__name="private").count() == 1
+
+    assert (
+        alice_client.patch("/api/v1/models/private/", {"public": True}, format="json").status_code
+        == 200
+    )
+    allowed = predict(bob, "/api/v1/models/private:predict", {"instances": [1.0]})
+    assert allowed.json() == {"predictions": [2.5]}
+    assert bob.patch("/api/v1/models/private/", {"public": False}, format="json").status_code == 403
+
+
+def test_team_member_can_predict(model_server: dict[str, Any]) -> None:
+    team = TeamFactory()
+    register(api(UserFactory(team=team)), "teamed")
+    answer = predict(
+        api(UserFactory(team=team)), "/api/v1/models/teamed:predict", {"instances": [2.0]}
+    )
+    assert answer.json() == {"predictions": [3.0]}
+
+
+@pytest.mark.parametrize(
+    ("url", "body", "status", "text"),
+    [
+        ("/api/v1/models/half:predict", {"instances": ["a"]}, 400, ""),
+        ("/api/v1/models/half:predict", {"instances": [1.0], "inputs": [1.0]}, 400, "instances"),
+        ("/api/v1/models/half:predict", b"{not json", 400, ""),
+        ("/api/v1/models/nope:predict", {"instances": [1.0]}, 404, ""),
+        ("/api/v1/models/half/versions/9:predict", {"instances": [1.0]}, 404, ""),
+        ("/api/v1/models/half/labels/nolabel:predict", {"instances": [1.0]}, 400, ""),
+    ],
+)
+def test_bad_inference_input_is_4xx_with_tf_serving_error(
+    model_server: dict[str, Any], url: str, body: Any, status: int, text: str
+) -> None:
+    client = api(UserFactory(is_staff=True))
+    register(client, "half")
+    response = predict(client, url, body)
+    assert response.status_code == status, response.content
+    assert "error" in response.json()
+    assert text in response.json()["error"]
+
+
+def test_body_over_the_cap_is_413_before_the_model_server(
+    model_server: dict[str, Any], settings: Any
+) -> None:
+    settings.PLATFORM = {**settings.PLATFORM, "MAX_PREDICT_BYTES": 1000}
+    client = api(UserFactory())
+    register(client, "capped")
+    response = predict(client, "/api/v1/models/capped:predict", {"instances": [1.0] * 1000})
+    assert response.status_code == 413
+    assert "larger than 1000 bytes" in response.json()["error"]
+
+
+def test_zip_with_traversal_or_links_is_rejected(model_server: dict[str, Any]) -> None:
+    client = api(UserFactory())
+    for name, member in (
+        ("dotdot.zip", "../evil/saved_model.pb"),
+        ("abs.zip", "/etc/saved_model.pb"),
+    ):
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w") as archive:
+            archive.writestr(member, b"x")
+        buffer.seek(0)
+        buffer.name = name
+        response = client.post(
+            "/api/v1/models/", {"model_name": "evil", "file": buffer}, format="multipart"
+        )
+        assert response.status_code == 400, response.content
+        assert "error" in response.json()
+    link = io.BytesIO()
+    with zipfile.ZipFile(link, "w") as archive:
+        info = zipfile.ZipInfo("saved_model.pb")
+        info.external_attr = 0o120777 << 16
+        archive.writestr(info, "/etc/passwd")
+    link.seek(0)
+    link.name = "link.zip"
+    response = client.post(
+        "/api/v1/models/", {"model_name": "evil", "file": link}, format="multipart"
+    )
+    assert response.status_code == 400
+    assert not (model_server["base"] / "evil").exists() or not any(
+        (model_server["base"] / "evil").iterdir()
+    )
+
+
+def test_only_staff_register_from_a_server_path(model_server: dict[str, Any]) -> None:
+    path = str(peer_data_or_skip() / "tf-serving-testdata" / HALF_PLUS_TWO / "00000123")
+    body = {"model_name": "frompath", "path": path}
+    assert api(UserFactory()).post("/api/v1/models/", body, format="json").status_code == 403
+    staff = api(UserFactory(is_staff=True))
+    assert staff.post("/api/v1/models/", body, format="json").status_code == 201
+    assert predict(staff, "/api/v1/models/frompath:predict", {"instances": [0.0]}).json() == {
+        "predictions": [2.0]
+    }
+
+
+def test_deploying_another_model_unloads_nothing(model_server: dict[str, Any]) -> None:
+    client = api(UserFactory())
+    register(client, "first")
+    register(client, "second", HALF_PLUS_THREE)
+    assert predict(client, "/api/v1/models/first:predict", {"instances": [0.0]}).json() == {
+        "predictions": [2.0]
+    }
+    assert predict(client, "/api/v1/models/second:predict", {"instances": [0.0]}).json() == {
+        "predictions": [3.0]
+    }
+
+
+def test_canary_share_routes_traffic_and_says_which_version(model_server: dict[str, Any]) -> None:
+    client = api(UserFactory())
+    register(client, "canaried")
+    register(client, "canaried", HALF_PLUS_THREE)
+    assert (
+        client.post(
+            "/api/v1/models/canaried/labels/", {"label": "canary", "version": 2}, format="json"
+        ).status_code
+        == 200
+    )
+    assert (
+        client.patch("/api/v1/models/canaried/", {"canary_percent": 50}, format="json").status_code
+        == 200
+    )
+    seen: dict[str, set[float]] = {"1": set(), "2": set()}
+    for _ in range(60):
+        response = predict(client, "/api/v1/models/canaried:predict", {"instances": [0.0]})
+        seen[response["X-Model-Version"]].add(response.json()["predictions"][0])
+    assert seen == {"1": {2.0}, "2": {3.0}}
+
+
+def test_version_swap_and_rollback_under_load_lose_no_request(
+    model_server: dict[str, Any], live_server: Any
+) -> None:
+    owner = UserFactory()
+    client = api(owner)
+    register(client, "swapped")
+    token = APIClient().post(
+        "/api/v1/auth/token/",
+        {"username": owner.username, "password": "correct-horse-battery-staple"},
+        format="json",
+    )
+    headers = {"Authorization": f"Token {token.json()['token']}"}
+    url = f"{live_server.url}/api/v1/models/swapped:predict"
+    failures: list[str] = []
+    answers: list[float] = []
+    stop = threading.Event()
+
+    def hammer() -> None:
+        session = requests.Session()
+        deadline = time.monotonic() + 120
+        while not stop.is_set() and time.monotonic() < deadline:
+            response = session.post(url, json={"instances": [0.0]}, headers=headers, timeout=30)
+            if response.status_code != 200:
+                failures.append(f"{response.status_code} {response.text}")
+            else:
+                answers.append(response.json()["predictions"][0])
+
+    threads = [threading.Thread(target=hammer) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    try:
+        time.sleep(0.5)
+        register(client, "swapped", HALF_PLUS_THREE)  # version 2, not yet stable
+        for version in (2, 1, 2):  # promote, roll back, promote again
+            response = client.post(
+                "/api/v1/models/swapped/labels/",
+                {"label": "stable", "version": version},
+                format="json",
+            )
+            assert response.status_code == 200, response.content
+            time.sleep(0.5)
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join()
+    assert failures == []
+    assert {2.0, 3.0} <= set(answers)
+    assert len(answers) > 20
