@@ -126,7 +126,7 @@ class ModelDetailApi(APIView):
 
 
 class LabelSerializer(StrictInputSerializer):
-    label = serializers.ChoiceField(choices=services.LABELS)
+    label = serializers.ChoiceField(choices=services.LABELS)  # type: ignore[assignment]
     version = serializers.IntegerField(min_value=1)
 
 

@@ -5,6 +5,7 @@ models, versions and labels (TF Serving's HandleReloadConfigRequest replaces the
 deploying one model never unloads another) and writes the same list to the config file.
 """
 
+import contextlib
 import tempfile
 from pathlib import Path
 
@@ -160,10 +161,9 @@ def _version_load(*, version: ModelVersion) -> ModelVersion:
 
 
 def model_server_sync_quietly() -> None:
-    try:
+    # The failure that brought us here is what the caller reports.
+    with contextlib.suppress(Unavailable):
         model_server_sync()
-    except Unavailable:
-        pass  # the failure that brought us here is what the caller reports
 
 
 def experiment_deploy(*, user: User, experiment: Experiment, model_name: str) -> ModelVersion:
