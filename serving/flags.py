@@ -10,6 +10,7 @@ import argparse
 import logging
 import signal
 import sys
+import time
 from pathlib import Path
 from types import FrameType
 
@@ -158,24 +159,29 @@ def run(argv: list[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname).1s %(name)s] %(message)s"
     )
+    logging.getLogger("tensorflow").propagate = False  # TF's logger has its own handler
     args = parser().parse_args(argv)
     if args.version:
         print(f"TensorFlow ModelServer: {_VERSION}")
         return 0
+    received: list[int] = []
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        # Only record it: locks, logging and thread joins are unsafe inside a signal handler.
+        received.append(signum)
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
     try:
         _, server = options_from_args(args)
         server.start()
     except (ValueError, OSError, ServingError) as exc:
         log.error("%s", exc)
         return 1
-
-    def stop(signum: int, frame: FrameType | None) -> None:
-        log.info("Received signal %d, shutting down", signum)
-        server.stop()
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
-    server.wait()
+    while not received:
+        time.sleep(0.2)
+    log.info("Received signal %d, shutting down", received[0])
+    server.stop()
     return 0
 
 

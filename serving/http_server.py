@@ -26,6 +26,7 @@ _ORIGIN = re.compile(r"https?://")
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    request_queue_size = 1024  # the stdlib's backlog of 5 refuses bursts of new clients
 
     def __init__(self, address: tuple[str, int], api: RestApi, cors: bool) -> None:
         self.api = api
@@ -35,6 +36,7 @@ class _Server(ThreadingHTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    timeout = 120  # closes idle keep-alive connections, each of which holds a thread
     server: _Server
 
     def log_message(self, format: str, *args: Any) -> None:

@@ -22,6 +22,7 @@ from tensorflow_serving.apis import (
 
 from serving import tensors as T
 from serving.batching import Runner
+from serving.classify_regress import Classes, classifications, regressions, serialized_examples
 from serving.errors import Code, ServingError, invalid_argument
 from serving.manager import ModelManager
 from serving.servable import Servable
@@ -32,8 +33,6 @@ CLASSIFY_METHOD = "tensorflow/serving/classify"
 REGRESS_METHOD = "tensorflow/serving/regress"
 SIGNATURE_DEF_FIELD = "signature_def"
 
-Classes = list[tuple[str, float]]
-
 
 def _join(names: Any) -> str:
     return ",".join(sorted(names))
@@ -41,14 +40,6 @@ def _join(names: Any) -> str:
 
 def _debug(message: Any) -> str:
     return str(text_format.MessageToString(message))
-
-
-def _shape(array: np.ndarray) -> str:
-    return "[" + ",".join(str(size) for size in array.shape) + "]"
-
-
-def _dtype_enum_name(array: np.ndarray) -> str:
-    return "DT_" + T.dtype_name(T.dtype_of(array)).upper()
 
 
 class Inference:
@@ -208,7 +199,7 @@ class Inference:
             timeout_ms=timeout_ms,
         )
         found = dict(zip(wanted, outputs, strict=True))
-        return _classifications(found.get("classes"), found.get("scores"), len(examples))
+        return classifications(found.get("classes"), found.get("scores"), len(examples))
 
     def run_regress(
         self,
@@ -232,7 +223,7 @@ class Inference:
             fetches=[signature.outputs["outputs"].name],
             timeout_ms=timeout_ms,
         )
-        return _regressions(output, len(examples))
+        return regressions(output, len(examples))
 
     # ---- Metadata and status ------------------------------------------------------------
 
@@ -350,90 +341,3 @@ def _output_aliases(
             raise invalid_argument(f"duplicate output tensor alias: {alias}")
         aliases.append(alias)
     return aliases or sorted(signature.outputs)
-
-
-def serialized_examples(request_input: input_pb2.Input) -> np.ndarray:
-    """InputToSerializedExampleTensor: a 1-D string tensor of serialized tf.Examples."""
-    kind = request_input.WhichOneof("kind")
-    if kind == "example_list":
-        serialized = [e.SerializeToString() for e in request_input.example_list.examples]
-    elif kind == "example_list_with_context":
-        listed = request_input.example_list_with_context
-        # Concatenated protos merge on parse, so each example inherits the context features.
-        context = listed.context.SerializeToString()
-        serialized = [context + e.SerializeToString() for e in listed.examples]
-    else:
-        serialized = []
-    if not serialized:
-        raise invalid_argument("Input is empty.")
-    array: Any = np.empty(len(serialized), dtype=object)
-    array[:] = serialized
-    return array
-
-
-def _check_class_tensor(array: np.ndarray, name: str, dtype_enum: str, count: int) -> None:
-    if array.ndim != 2:
-        raise invalid_argument(
-            f"Expected Tensor shape: [batch_size num_classes] but got {_shape(array)}"
-        )
-    if _dtype_enum_name(array) != dtype_enum:
-        raise invalid_argument(
-            f"Expected {name} Tensor of {dtype_enum}. Got: {_dtype_enum_name(array)}"
-        )
-    if array.shape[0] != count:
-        raise invalid_argument(
-            f"Expected {name} output batch size of {count}. Got: {array.shape[0]}"
-        )
-
-
-def _classifications(
-    classes: np.ndarray | None, scores: np.ndarray | None, count: int
-) -> list[Classes]:
-    """PostProcessClassificationResult."""
-    if classes is not None:
-        _check_class_tensor(classes, "classes", "DT_STRING", count)
-    if scores is not None:
-        _check_class_tensor(scores, "scores", "DT_FLOAT", count)
-    if classes is not None and scores is not None and classes.shape[1] != scores.shape[1]:
-        raise invalid_argument(
-            "Tensors class and score should match in dim_size(1). Got "
-            f"{classes.shape[1]} vs. {scores.shape[1]}"
-        )
-    width = (classes if classes is not None else scores).shape[1]  # type: ignore[union-attr]
-    result = []
-    for row in range(count):
-        result.append(
-            [
-                (
-                    _label(classes[row, c]) if classes is not None else "",
-                    float(scores[row, c]) if scores is not None else 0.0,
-                )
-                for c in range(width)
-            ]
-        )
-    return result
-
-
-def _label(value: Any) -> str:
-    raw = value if isinstance(value, bytes) else str(value).encode("utf-8")
-    return raw.decode("utf-8", "replace")  # proto string fields must hold valid UTF-8
-
-
-def _regressions(output: np.ndarray, count: int) -> list[float]:
-    """PostProcessRegressionResult."""
-    if not (output.ndim == 1 or (output.ndim == 2 and output.shape[1] == 1)):
-        raise invalid_argument(
-            "Expected output Tensor shape to be either [batch_size] or [batch_size, 1] but got "
-            f"{_shape(output)}"
-        )
-    if output.shape[0] != count:
-        raise invalid_argument(
-            f"Input batch size did not match output batch size: {count} vs. {output.shape[0]}"
-        )
-    if _dtype_enum_name(output) != "DT_FLOAT":
-        raise invalid_argument(
-            f"Expected output Tensor of DT_FLOAT.  Got: {_dtype_enum_name(output)}"
-        )
-    if output.size != count:
-        raise invalid_argument(f"Expected output batch size to be {count}.  Got: {output.size}")
-    return [float(value) for value in output.ravel()]

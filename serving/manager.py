@@ -84,13 +84,17 @@ class ModelManager:
         self._serving: dict[str, dict[int, Servable]] = {}
         self._labels: dict[str, dict[str, int]] = {}
         self._states: dict[str, dict[int, VersionState]] = {}
+        # Failed loads are not retried while the version stays wanted (as in TF Serving);
+        # once it drops out of the aspired set, wanting it again means loading it again.
+        self._failed: set[tuple[str, int]] = set()
         self._stop = threading.Event()
         self._poller: threading.Thread | None = None
 
     # ---- configuration -------------------------------------------------------------------
 
     def reload_config(self, config: model_server_config_pb2.ModelServerConfig) -> None:
-        """ServerCore::ReloadConfig; returns once new models are loaded, raises ServingError."""
+        """ServerCore::ReloadConfig. Unlike TF Serving, which waits only for newly added models,
+        every load and unload this config implies is done before returning."""
         if config.WhichOneof("config") is None:
             log.info("Taking no action for empty config.")
             return
@@ -183,6 +187,7 @@ class ModelManager:
             aspired: set[int] = set()
             if model is not None:
                 aspired = self._aspired(model)
+            self._failed = {(n, v) for n, v in self._failed if n != name or v in aspired}
             errors = self._load_missing(name, aspired, Path(model.base_path) if model else None)
             self._unload_unaspired(name, aspired)
             if name in new_models and errors and not self._serving.get(name):
@@ -210,30 +215,30 @@ class ModelManager:
         errors: list[tuple[int, ServingError]] = []
         with self._lock:
             serving = dict(self._serving.get(name, {}))
-            states = dict(self._states.get(name, {}))
         for version in sorted(aspired, reverse=True):
-            state = states.get(version)
-            if version in serving or (state and state.state == "END" and state.error):
-                continue  # loaded, or failed before: TF Serving does not retry a failed load
+            if version in serving or (name, version) in self._failed:
+                continue
             assert base is not None
             self._set_state(name, version, VersionState("LOADING"))
             try:
                 path = layout.version_path(model_path=base, version=version)
                 servable = self._factory(name, version, path)
             except ServingError as exc:
-                log.error("Loading servable %s version %d failed: %s", name, version, exc)
-                self._set_state(name, version, VersionState("END", exc))
-                errors.append((version, exc))
-                continue
+                error = exc
             except (OSError, ValueError) as exc:
                 error = ServingError(Code.NOT_FOUND, str(exc))
-                self._set_state(name, version, VersionState("END", error))
-                errors.append((version, error))
+            else:
+                serving[version] = servable
+                self._publish(name, dict(serving))
+                self._set_state(name, version, VersionState("AVAILABLE"))
+                log.info(
+                    "Successfully loaded servable version {name: %s version: %d}", name, version
+                )
                 continue
-            serving[version] = servable
-            self._publish(name, dict(serving))
-            self._set_state(name, version, VersionState("AVAILABLE"))
-            log.info("Successfully loaded servable version {name: %s version: %d}", name, version)
+            log.error("Loading servable %s version %d failed: %s", name, version, error)
+            self._set_state(name, version, VersionState("END", error))
+            self._failed.add((name, version))
+            errors.append((version, error))
         return errors
 
     def _unload_unaspired(self, name: str, aspired: set[int]) -> None:

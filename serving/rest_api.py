@@ -15,7 +15,7 @@ from urllib.parse import unquote_to_bytes
 from google.protobuf import json_format
 from tensorflow_serving.apis import get_model_metadata_pb2, get_model_status_pb2, model_pb2
 
-from serving import json_tensor, rjson
+from serving import json_request, json_response, rjson
 from serving.errors import ServingError, invalid_argument
 from serving.inference import DEFAULT_SIGNATURE, SIGNATURE_DEF_FIELD, Inference
 
@@ -102,7 +102,7 @@ class RestApi:
                     )
                 return {k: v.dtype for k, v in servable.signatures[name].inputs.items()}
 
-            request = json_tensor.parse_predict(document, input_dtypes=input_dtypes)
+            request = json_request.parse_predict(document, input_dtypes=input_dtypes)
             _, outputs = self._inference.run_predict(
                 servable=held[0],
                 signature_name=request.signature_name,
@@ -110,10 +110,10 @@ class RestApi:
                 output_filter=(),
                 timeout_ms=self._timeout_ms,
             )
-        return json_tensor.predict_json(outputs, row_format=request.row_format)
+        return json_response.predict_json(outputs, row_format=request.row_format)
 
     def _classify_regress(self, spec: model_pb2.ModelSpec, body: bytes, verb: str) -> bytes:
-        signature_name, request_input = json_tensor.parse_examples(rjson.parse_object(body))
+        signature_name, request_input = json_request.parse_examples(rjson.parse_object(body))
         with self._inference.manager.handle(spec) as servable:
             if verb == "classify":
                 results = self._inference.run_classify(
@@ -122,14 +122,14 @@ class RestApi:
                     request_input=request_input,
                     timeout_ms=self._timeout_ms,
                 )
-                return json_tensor.classify_json(results)
+                return json_response.classify_json(results)
             values = self._inference.run_regress(
                 servable=servable,
                 signature_name=signature_name,
                 request_input=request_input,
                 timeout_ms=self._timeout_ms,
             )
-        return json_tensor.regress_json(values)
+        return json_response.regress_json(values)
 
     def _status(self, spec: model_pb2.ModelSpec) -> bytes:
         request = get_model_status_pb2.GetModelStatusRequest(model_spec=spec)

@@ -102,6 +102,23 @@ def strategy_build(*, plan: StrategyPlan) -> Any:
     raise ValueError(f"unknown strategy {plan.name}")
 
 
+def strategy_finish(*, plan: StrategyPlan, is_chief: bool) -> None:
+    """Keeps every process of a synchronous cluster alive until all are past their collectives.
+
+    A worker leaving right after its last all-reduce can still owe a peer data (peers fetch
+    buffers lazily), which fails that peer with "Connection reset by peer". So all workers meet
+    at a coordination-service barrier; the chief hosts that service, so it lingers briefly for
+    the barrier's replies to reach the others before it exits.
+    """
+    if plan.name != MULTI_WORKER:
+        return
+    from tensorflow.python.eager import context
+
+    context.context().wait_at_barrier("training.trial.finished", timeout_in_ms=600_000)
+    if is_chief:
+        time.sleep(1.0)
+
+
 def parameter_server_task_serve(
     *, stop_requested: Callable[[], bool], after_start: Callable[[], None]
 ) -> None:

@@ -40,6 +40,7 @@ from training.strategy import (
     StrategyPlan,
     parameter_server_task_serve,
     strategy_build,
+    strategy_finish,
     strategy_plan,
 )
 from training.tfenv import keras
@@ -90,9 +91,10 @@ def trial_run(*, spec: TrialSpec, cluster: ClusterPlan, task: TaskAddress, event
                         is_chief=is_chief)
         if is_chief:
             events.emit("result", final_metrics=result, epochs_completed=1)
-        return
-    _train(spec=spec, hparams=hparams, strategy=strategy, plan=plan, is_chief=is_chief,
-           task=task, events=events, flag=flag)
+    else:
+        _train(spec=spec, hparams=hparams, strategy=strategy, plan=plan, is_chief=is_chief,
+               task=task, events=events, flag=flag)
+    strategy_finish(plan=plan, is_chief=is_chief)
 
 
 def _train(*, spec: TrialSpec, hparams: dict[str, Any], strategy: Any, plan: StrategyPlan,

@@ -60,7 +60,12 @@ def wait_ready(process: subprocess.Popen[str], url: str, timeout: float = 90) ->
 
 def stop(process: subprocess.Popen[str]) -> int:
     process.send_signal(signal.SIGTERM)
-    return process.wait(timeout=30)
+    try:
+        return process.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        output = process.stdout.read() if process.stdout else ""
+        raise AssertionError(f"server ignored SIGTERM:\n{output}") from None
 
 
 def grpc_predict(port: int, name: str, value: float) -> tuple[float, int]:

@@ -23,6 +23,7 @@ from tensorflow_serving.config import model_server_config_pb2
 
 from serving import layout
 from serving.client import ModelEntry, ModelServerClient, ModelServerError
+from serving.errors import Code, ServingError
 from serving.server import ModelServer
 from serving.tensors import to_proto
 
@@ -344,3 +345,22 @@ def test_reload_rejects_configs_tf_serving_rejects(
         with pytest.raises(ModelServerError, match="Illegal to list model a multiple times"):
             client.reload_config(models=twice)
     assert states(server, "a") == {123: "AVAILABLE"}
+
+
+def test_labels_in_the_startup_config_need_the_allow_flag(
+    model_base: Path, start_server: Callable[..., ModelServer]
+) -> None:
+    # As in TF Serving, labels are checked before anything loads: at start-up nothing is
+    # AVAILABLE yet, so a config file with labels needs
+    # --allow_version_labels_for_unavailable_models to start.
+    labelled = one_model(
+        "two",
+        model_base / "two_versions",
+        "model_version_policy { specific { versions: 123 } }",
+        'version_labels { key: "stable" value: 123 }',
+    )
+    with pytest.raises(ServingError) as refused:
+        start_server(config=labelled)
+    assert refused.value.code == Code.FAILED_PRECONDITION
+    server = start_server(config=labelled, allow_version_labels_for_unavailable_models=True)
+    assert grpc_version(server, "two", version_label="stable") == 123

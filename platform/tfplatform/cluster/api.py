@@ -2,10 +2,16 @@ from typing import Any
 
 from django.db.models import QuerySet
 from drf_spectacular.utils import extend_schema_field
-from rest_framework import generics, serializers
+from drf_spectacular.utils import extend_schema
+from rest_framework import generics, permissions, serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
 
 from tfplatform.cluster.models import Allocation, Device, Node
 from tfplatform.cluster.selectors import node_list
+from tfplatform.cluster.services import node_set_state
+from tfplatform.core.errors import NotFound
 from tfplatform.experiments.selectors import experiment_list
 
 
@@ -75,3 +81,25 @@ class NodeListApi(generics.ListAPIView):
     def get_serializer_context(self) -> dict[str, Any]:
         visible = set(experiment_list(user=self.request.user).values_list("pk", flat=True))
         return {**super().get_serializer_context(), "visible_experiment_ids": visible}
+
+
+NODE_ACTIONS = {
+    "cordon": Node.State.CORDONED,
+    "drain": Node.State.DRAINING,
+    "enable": Node.State.READY,
+}
+
+
+class NodeStateApi(APIView):
+    """Staff: cordon (no new work), drain (cordon, then let running work finish), enable."""
+
+    permission_classes = [permissions.IsAdminUser]
+
+    @extend_schema(request=None, responses=NodeSerializer)
+    def post(self, request: Request, node_id: int, action: str) -> Response:
+        node = node_list().filter(pk=node_id).first()
+        if node is None or action not in NODE_ACTIONS:
+            raise NotFound("Node not found.")
+        node = node_set_state(node=node, state=NODE_ACTIONS[action])
+        context = {"request": request, "visible_experiment_ids": set()}
+        return Response(NodeSerializer(node_list().get(pk=node.pk), context=context).data)

@@ -1,12 +1,14 @@
 """Writes to the cluster inventory: node registration, heartbeats, cordon and drain."""
 
 import platform
+from datetime import timedelta
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from tfplatform.cluster.discovery import DeviceInfo
-from tfplatform.cluster.models import Device, Node
+from tfplatform.cluster.models import Allocation, Device, Node
 from tfplatform.core.errors import InvalidTransition
 
 
@@ -64,3 +66,34 @@ def node_set_state(*, node: Node, state: str) -> Node:
     Node.objects.filter(pk=node.pk).update(state=state)
     node.refresh_from_db()
     return node
+
+
+def nodes_mark_lost() -> list[int]:
+    """Nodes silent for longer than NODE_LOST_SECONDS are lost; their trials fail retryably."""
+    from tfplatform.experiments.execution import trial_fail_node_lost
+
+    cutoff = timezone.now() - timedelta(seconds=settings.PLATFORM["NODE_LOST_SECONDS"])
+    stale = list(
+        Node.objects.exclude(state=Node.State.LOST)
+        .filter(last_heartbeat__lt=cutoff)
+        .values_list("pk", flat=True)
+    )
+    for node_id in stale:
+        with transaction.atomic():
+            Node.objects.filter(pk=node_id).update(state=Node.State.LOST)
+        trial_ids = set(
+            Allocation.objects.filter(node_id=node_id, released_at__isnull=True).values_list(
+                "trial_id", flat=True
+            )
+        )
+        for trial_id in trial_ids:
+            trial_fail_node_lost(trial_id=trial_id)
+    return stale
+
+
+def nodes_finish_draining() -> None:
+    """A draining node whose last trial has ended becomes cordoned: drained."""
+    busy = Allocation.objects.filter(released_at__isnull=True).values("node_id")
+    Node.objects.filter(state=Node.State.DRAINING).exclude(pk__in=busy).update(
+        state=Node.State.CORDONED
+    )

@@ -5,6 +5,7 @@ Embedded defaults (SQLite, a filesystem Celery broker, the embedded model server
 TF_SERVING_GRPC/TF_SERVING_REST switch to production services.
 """
 
+import os
 import secrets
 import socket
 from pathlib import Path
@@ -93,7 +94,7 @@ DATABASES = {
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # A file, not memory, so the test suite's worker and scheduler processes share it.
-    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test-db.sqlite3")}
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test-db-{os.getpid()}.sqlite3")}
     # Several processes (web, worker, scheduler) share the file: wait for locks, don't fail.
     DATABASES["default"].setdefault("OPTIONS", {}).update(
         {"timeout": 30, "transaction_mode": "IMMEDIATE", "init_command": "PRAGMA journal_mode=WAL;"}

@@ -3,7 +3,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from tfplatform.accounts.api import TokenObtainApi
-from tfplatform.cluster.api import NodeListApi
+from tfplatform.cluster.api import NodeListApi, NodeStateApi
 from tfplatform.experiments import api as experiments_api
 from tfplatform.modelregistry import api as models_api
 
@@ -32,6 +32,11 @@ api_v1 = [
     ),
     path("environments/", experiments_api.EnvironmentListApi.as_view(), name="api-environments"),
     path("nodes/", NodeListApi.as_view(), name="api-nodes"),
+    path(
+        "nodes/<int:node_id>/<str:action>/",
+        NodeStateApi.as_view(),
+        name="api-node-state",
+    ),
     path("models/", models_api.ModelVersionListApi.as_view(), name="api-models"),
     path("models/<str:name>:predict", models_api.PredictApi.as_view(), name="api-predict"),
     path(

@@ -87,10 +87,7 @@ def trial_outcome_record(*, trial: Trial, outcome: TrialOutcome) -> None:
     trial.refresh_from_db()
     experiment = trial.experiment
     with transaction.atomic():
-        trial_set_placement(
-            trial=trial, placement={"devices": outcome.devices, **outcome.placement}
-        )
-        trial_finish(
+        finished = trial_finish(
             trial=trial,
             state=outcome.status,
             exit_reason=outcome.exit_reason,
@@ -98,6 +95,12 @@ def trial_outcome_record(*, trial: Trial, outcome: TrialOutcome) -> None:
             retryable=outcome.retryable,
         )
         allocations_release(trial_id=trial.pk)
+        if finished is None:
+            return  # already recorded, e.g. failed as node-lost while this worker was cut off
+        if outcome.devices or outcome.placement:
+            trial_set_placement(
+                trial=trial, placement={"devices": outcome.devices, **outcome.placement}
+            )
         results = {k: v for k, v in asdict(outcome).items() if k not in ("devices", "placement")}
         changes: dict[str, Any] = {"results": results}
         if outcome.strategy:
@@ -125,9 +128,32 @@ def trial_outcome_record(*, trial: Trial, outcome: TrialOutcome) -> None:
 def _restart_allowed(*, trial: Trial, outcome: TrialOutcome) -> bool:
     if outcome.status == "canceled":
         return True  # preemption never counts against max_restarts
-    return outcome.retryable and trial.restart_count < trial.experiment.max_restarts
+    failures = trial.experiment.trials.filter(state=Trial.State.FAILED).count()
+    return outcome.retryable and failures <= trial.experiment.max_restarts
 
 
 def _first_failure_code(outcome: TrialOutcome) -> int | None:
     codes = [code for code in outcome.exit_codes.values() if code not in (None, 0)]
     return codes[0] if codes else 0 if outcome.exit_codes else None
+
+
+def trial_fail_node_lost(*, trial_id: int) -> None:
+    """A node holding part of the trial went silent: the gang fails and may restart elsewhere."""
+    trial = (
+        Trial.objects.select_related("experiment")
+        .filter(pk=trial_id, state__in=[Trial.State.PENDING, Trial.State.RUNNING])
+        .first()
+    )
+    if trial is None:
+        allocations_release(trial_id=trial_id)
+        return
+    # Survivors of the gang on healthy nodes are told to stop; the gang restarts as a whole.
+    Trial.objects.filter(pk=trial_id, stop_reason="").update(stop_reason="node-lost")
+    trial_outcome_record(
+        trial=trial,
+        outcome=TrialOutcome(
+            status="failed",
+            retryable=True,
+            exit_reason="A node running this trial stopped sending heartbeats (node lost).",
+        ),
+    )

@@ -42,10 +42,11 @@ def trial_finish(
     exit_reason: str = "",
     exit_code: int | None = None,
     retryable: bool = False,
-) -> Trial:
+) -> Trial | None:
+    """Record how a trial ended; None when its end was already recorded (first word wins)."""
     if state not in (Trial.State.COMPLETED, Trial.State.FAILED, Trial.State.CANCELED):
         raise InvalidTransition(f"A trial cannot finish as {state}.")
-    Trial.objects.filter(pk=trial.pk).update(
+    claimed = Trial.objects.filter(pk=trial.pk, state__in=TRIAL_ACTIVE_STATES).update(
         state=state,
         exit_reason=exit_reason,
         exit_code=exit_code,
@@ -53,7 +54,7 @@ def trial_finish(
         finished_at=timezone.now(),
     )
     trial.refresh_from_db()
-    return trial
+    return trial if claimed else None
 
 
 def trial_append_log(*, trial: Trial, text: str) -> None:

@@ -19,3 +19,54 @@ def test_nodes_list_shows_devices_and_holders_only_to_those_who_may_see() -> Non
     assert held["experiment"] == experiment.pk and held["name"] == "secret-project"
     hidden = stranger.get("/api/v1/nodes/").json()["results"][0]["devices"][0]["held_by"]
     assert hidden == {"experiment": None, "name": "in use", "task": "worker"}
+
+
+def test_only_staff_cordon_drain_and_enable() -> None:
+    node = NodeFactory()
+    user, staff = APIClient(), APIClient()
+    user.force_authenticate(UserFactory())
+    staff.force_authenticate(UserFactory(is_staff=True))
+    assert user.post(f"/api/v1/nodes/{node.pk}/cordon/").status_code == 403
+    for action, state in (("cordon", "cordoned"), ("drain", "draining"), ("enable", "ready")):
+        response = staff.post(f"/api/v1/nodes/{node.pk}/{action}/")
+        assert response.status_code == 200
+        assert response.json()["state"] == state
+    assert staff.post(f"/api/v1/nodes/{node.pk}/explode/").status_code == 404
+
+
+def test_drained_node_becomes_cordoned_once_idle_and_lost_nodes_are_marked() -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from tfplatform.cluster.services import nodes_finish_draining, nodes_mark_lost
+
+    node = NodeFactory(state="draining")
+    silent = NodeFactory(last_heartbeat=timezone.now() - timedelta(minutes=10))
+    nodes_finish_draining()
+    assert nodes_mark_lost() == [silent.pk]
+    node.refresh_from_db()
+    silent.refresh_from_db()
+    assert (node.state, silent.state) == ("cordoned", "lost")
+
+
+def test_lost_node_fails_its_trial_retryably_and_requeues() -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from tfplatform.cluster.services import nodes_mark_lost
+
+    node = NodeFactory()
+    DeviceFactory(node=node, kind="cpu", index=0)
+    experiment = ExperimentFactory()
+    scheduler_pass()
+    node.last_heartbeat = timezone.now() - timedelta(minutes=10)
+    node.save()
+    nodes_mark_lost()
+    experiment.refresh_from_db()
+    trial = experiment.trials.get()
+    assert trial.state == "failed" and trial.retryable
+    assert experiment.state == "queued"
+    assert "node lost" in experiment.pending_reason
+    assert not trial.allocations.filter(released_at__isnull=True).exists()

@@ -8,6 +8,7 @@ from django.core.management.base import BaseCommand, CommandParser
 from django.db import close_old_connections
 
 from tfplatform.cluster.scheduler import scheduler_pass
+from tfplatform.cluster.services import nodes_finish_draining, nodes_mark_lost
 
 logger = logging.getLogger(__name__)
 
@@ -28,6 +29,10 @@ class Command(BaseCommand):
         self.stdout.write(f"Scheduler running every {options['interval']}s")
         while not stop.is_set():
             try:
+                lost = nodes_mark_lost()
+                if lost:
+                    logger.warning("Marked %d node(s) lost", len(lost))
+                nodes_finish_draining()
                 scheduled = scheduler_pass()
                 if scheduled:
                     logger.info("Scheduled %d experiment(s)", scheduled)
