@@ -1,8 +1,7 @@
 from typing import Any
 
 from django.db.models import QuerySet
-from drf_spectacular.utils import extend_schema_field
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import generics, permissions, serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
