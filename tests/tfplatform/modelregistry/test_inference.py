@@ -262,3 +262,45 @@ def test_version_swap_and_rollback_under_load_lose_no_request(
     assert failures == []
     assert {2.0, 3.0} <= set(answers)
     assert len(answers) > 20
+
+
+def test_model_server_restarts_from_the_written_config_with_labels(
+    model_server: dict[str, Any], tmp_path: Any
+) -> None:
+    """The config file the platform writes brings a restarted server back to the same state."""
+    import sys
+
+    from tests import live
+
+    client = api(UserFactory())
+    register(client, "restartable")
+    register(client, "restartable", HALF_PLUS_THREE)
+    client.post("/api/v1/models/restartable/labels/", {"label": "canary", "version": 2},
+                format="json")
+    config = model_server["base"] / "models.config"
+    assert "version_labels" in config.read_text()
+    grpc_port, rest_port = live.free_port(), live.free_port()
+    log = tmp_path / "restarted.log"
+    process = live.start(
+        [sys.executable, "manage.py", "serve_models"],
+        env=live.child_env(
+            MODEL_BASE_PATH=str(model_server["base"]),
+            TF_SERVING_GRPC=f"127.0.0.1:{grpc_port}",
+            TF_SERVING_REST=f"http://127.0.0.1:{rest_port}",
+        ),
+        log=log,
+    )
+    try:
+        url = f"http://127.0.0.1:{rest_port}/v1/models/restartable/labels/canary:predict"
+
+        def answers() -> Any:
+            try:
+                return requests.post(url, json={"instances": [0.0]}, timeout=5).json()
+            except (requests.RequestException, ValueError):
+                return None
+
+        body = live.wait_for(lambda: (answers() or {}).get("predictions"), timeout=90,
+                             what="the restarted server", log=log)
+        assert body == [3.0]
+    finally:
+        live.stop(process)

@@ -24,6 +24,10 @@ class Command(BaseCommand):
             f"--rest_api_port={rest_port}",
             f"--model_config_file={config}",
             "--enable_batching",
+            # The config names labels; at start-up their versions are not loaded yet.
+            "--allow_version_labels_for_unavailable_models",
+            # Embedded serving is for this machine only; compose uses tensorflow/serving.
+            "--host=127.0.0.1",
         ]
         self.stdout.write(f"Model server: gRPC :{grpc_port}, REST :{rest_port}, config {config}")
         sys.stdout.flush()
