@@ -1,7 +1,6 @@
 """An experiment submitted through the API runs through a real Celery worker node."""
 
 import platform
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,21 +12,6 @@ from tfplatform.cluster.models import Node
 from tfplatform.experiments.models import Experiment
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
-
-
-@pytest.fixture
-def worker_node(tmp_path: Path) -> Iterator[tuple[str, Path]]:
-    name = f"pipeline-{tmp_path.name[-12:]}"
-    log = tmp_path / "worker.log"
-    process = live.worker_start(node=name, log=log, PLATFORM_WORK_DIR=str(tmp_path / "work"))
-    live.wait_for(
-        lambda: Node.objects.filter(hostname=name).exists(),
-        timeout=60,
-        what="node registration",
-        log=log,
-    )
-    yield name, log
-    live.stop(process)
 
 
 def test_worker_process_uses_the_standard_platform_module(worker_node: tuple[str, Path]) -> None:
