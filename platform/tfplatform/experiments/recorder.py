@@ -9,6 +9,7 @@ from training.spec import TrialEvent
 
 # Throughput arrives every few seconds; these are the names charts and benchmarks read.
 THROUGHPUT_KEYS = ("images_per_sec", "images_per_sec_per_replica")
+CHIEF_TASKS = ("", "worker:0", "chief:0")
 
 
 class TrialEventRecorder:
@@ -45,6 +46,8 @@ class TrialEventRecorder:
             )
 
     def _on_throughput(self, event: TrialEvent) -> None:
+        if event.task not in CHIEF_TASKS:
+            return  # every task reports the same global rate; one series is enough
         numbers = self._numbers(event.payload)
         self.throughput_step += 1
         epoch = int(numbers["epoch"]) if "epoch" in numbers else None

@@ -83,9 +83,17 @@ def model_check(*, model: str, upload: UploadedFile | None) -> None:
         return
     if upload is not None:
         raise InvalidInput("Set model to 'upload' when sending a model_file.", field="model")
+    if model.startswith("/"):
+        path = shared_path_check(value=model, field="model", suffixes=(".py",))
+        try:
+            catalog.user_module_validate(path=str(path))
+        except training_errors.InvalidInput as error:
+            raise InvalidInput(str(error), field="model") from error
+        return
     if model not in known:
         raise InvalidInput(
-            f"Unknown model '{model}'. Choose one of: {', '.join(known)}, or 'upload'.",
+            f"Unknown model '{model}'. Choose one of: {', '.join(known)}, 'upload', "
+            "or the path of a module in the shared folder.",
             field="model",
         )
 
@@ -100,27 +108,15 @@ def dataset_check(
         name = (upload.name or "").lower()
         if not name.endswith((".npz", ".csv")):
             raise InvalidInput("dataset_file must be a .npz or .csv file.", field="dataset_file")
-        if name.endswith(".csv") and not hyperparameters.get("label_column"):
-            raise InvalidInput(
-                "A CSV dataset needs hyperparameters.label_column naming the label column.",
-                field="hyperparameters",
-            )
         with _as_file(upload=upload, suffix=Path(name).suffix) as path:
-            spec = TrialSpec(
-                trial_id="upload-check",
-                model="upload",
-                dataset=str(path),
-                work_dir=str(path.parent),
-                label_column=str(hyperparameters.get("label_column", "")),
-                hyperparameters=hyperparameters,
-            )
-            try:
-                catalog.dataset_validate(spec=spec)
-            except training_errors.InvalidInput as error:
-                raise InvalidInput(str(error), field="dataset_file") from error
+            _dataset_file_check(path=path, hyperparameters=hyperparameters, field="dataset_file")
         return
     if upload is not None:
         raise InvalidInput("Set dataset to 'upload' when sending a dataset_file.", field="dataset")
+    if dataset.startswith("/"):
+        path = shared_path_check(value=dataset, field="dataset", suffixes=(".npz", ".csv"))
+        _dataset_file_check(path=path, hyperparameters=hyperparameters, field="dataset")
+        return
     if dataset not in catalog.BUILTIN_DATASETS:
         raise InvalidInput(
             f"Unknown dataset '{dataset}'. Choose one of: "
@@ -146,3 +142,34 @@ def _as_file(*, upload: UploadedFile, suffix: str) -> Iterator[Path]:
                 handle.write(chunk)
         upload.seek(0)
         yield path
+
+
+def _dataset_file_check(*, path: Path, hyperparameters: dict[str, Any], field: str) -> None:
+    if path.suffix == ".csv" and not hyperparameters.get("label_column"):
+        raise InvalidInput(
+            "A CSV dataset needs hyperparameters.label_column naming the label column.",
+            field="hyperparameters",
+        )
+    spec = TrialSpec(
+        trial_id="upload-check",
+        model="upload",
+        dataset=str(path),
+        work_dir=str(path.parent),
+        label_column=str(hyperparameters.get("label_column", "")),
+        hyperparameters=hyperparameters,
+    )
+    try:
+        catalog.dataset_validate(spec=spec)
+    except training_errors.InvalidInput as error:
+        raise InvalidInput(str(error), field=field) from error
+
+
+def shared_path_check(*, value: str, field: str, suffixes: tuple[str, ...]) -> Path:
+    """A module or dataset referenced by path must live in the shared folder staff manage."""
+    shared = Path(settings.PLATFORM["SHARED_DIR"]).resolve()
+    path = Path(value).resolve()  # resolves '..' and links before the containment check
+    if not path.is_relative_to(shared) or not path.is_file():
+        raise InvalidInput(f"{value} is not a file in the shared folder {shared}.", field=field)
+    if path.suffix not in suffixes:
+        raise InvalidInput(f"{value} must end in {' or '.join(suffixes)}.", field=field)
+    return path

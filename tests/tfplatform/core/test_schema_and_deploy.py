@@ -45,7 +45,7 @@ def test_api_docs_page_uses_no_cdn() -> None:
 
 def test_production_settings_pass_deploy_check() -> None:
     env = {
-        **os.environ,
+        **{k: v for k, v in os.environ.items() if k != "DJANGO_ALLOW_ASYNC_UNSAFE"},
         "DJANGO_DEBUG": "false",
         "DJANGO_SECURE": "true",
         "DJANGO_STATIC_MANIFEST": "true",

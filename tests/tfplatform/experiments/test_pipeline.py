@@ -135,3 +135,63 @@ def test_cancel_stops_a_running_experiment(worker_node: tuple[str, Path]) -> Non
     trial = Experiment.objects.get(pk=experiment_id).trials.get()
     assert trial.state == "canceled"
     assert not trial.allocations.filter(released_at__isnull=True).exists()
+
+
+def test_killed_trial_process_restarts_and_resumes_without_repeating_epochs(
+    worker_node: tuple[str, Path],
+) -> None:
+    import os
+    import signal
+    import subprocess
+
+    _, log = worker_node
+    client = APIClient()
+    client.force_authenticate(UserFactory())
+    experiment_id = _submit(
+        client,
+        name="resumable",
+        model="mlp",
+        dataset="digits",
+        max_restarts=2,
+        hyperparameters='{"epochs": 6, "batch_size": 16}',
+    )
+
+    def epochs_done() -> int:
+        return (
+            Experiment.objects.get(pk=experiment_id)
+            .trials.filter(metrics__name="val_accuracy")
+            .count()
+        )
+
+    live.wait_for(lambda: epochs_done() >= 2, timeout=180, what="two epochs", log=log)
+    pids = subprocess.run(
+        [
+            "pgrep",
+            "-f",
+            f"experiment-{experiment_id}/attempts/.*training.worker|"
+            f"training.worker.*experiment-{experiment_id}/",
+        ],
+        capture_output=True,
+        text=True,
+    ).stdout.split()
+    assert pids, "the trial process was not found"
+    for pid in pids:
+        os.kill(int(pid), signal.SIGKILL)
+    live.wait_for(
+        lambda: _state(experiment_id) in ("completed", "failed"),
+        timeout=240,
+        what="the restarted experiment to finish",
+        log=log,
+    )
+    experiment = Experiment.objects.get(pk=experiment_id)
+    assert experiment.state == "completed", experiment.error
+    trials = list(experiment.trials.order_by("restart_count"))
+    assert [t.state for t in trials] == ["failed", "completed"]
+    assert trials[0].retryable
+    epochs = [
+        m["epoch"]
+        for m in client.get(
+            f"/api/v1/experiments/{experiment_id}/metrics/?name=val_accuracy"
+        ).json()
+    ]
+    assert epochs == list(range(1, 7)), epochs

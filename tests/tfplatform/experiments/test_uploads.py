@@ -1,5 +1,6 @@
 import io
 import json
+from typing import Any
 
 import numpy as np
 import pytest
@@ -110,3 +111,34 @@ def test_not_a_dataset_file_type_is_400() -> None:
     response = post({"dataset_file": SimpleUploadedFile("d.exe", b"MZ")}, dataset="upload")
     assert response.status_code == 400
     assert ".npz or .csv" in response.json()["error"]
+
+
+def test_model_and_dataset_by_path_only_from_the_shared_folder(
+    settings: Any, tmp_path: Any
+) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    settings.PLATFORM = {**settings.PLATFORM, "SHARED_DIR": shared}
+    (shared / "model.py").write_bytes(GOOD_MODULE)
+    (tmp_path / "outside.py").write_bytes(GOOD_MODULE)
+    rng = np.random.default_rng(1)
+    (shared / "data.npz").write_bytes(
+        npz_bytes(
+            x_train=rng.random((10, 3)),
+            y_train=rng.integers(0, 2, 10),
+            x_test=rng.random((4, 3)),
+            y_test=rng.integers(0, 2, 4),
+        )
+    )
+    client = APIClient()
+    client.force_authenticate(UserFactory())
+    body = {
+        "name": "by path",
+        "model": str(shared / "model.py"),
+        "dataset": str(shared / "data.npz"),
+    }
+    assert client.post("/api/v1/experiments/", body, format="json").status_code == 201
+    for model in (str(tmp_path / "outside.py"), f"{shared}/../outside.py", "/etc/passwd"):
+        response = client.post("/api/v1/experiments/", {**body, "model": model}, format="json")
+        assert response.status_code == 400, model
+        assert "shared folder" in response.json()["model"][0]

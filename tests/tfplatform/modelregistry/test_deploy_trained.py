@@ -17,7 +17,7 @@ from tfplatform.experiments.models import Experiment
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
-MODULE = b'''
+MODULE = b"""
 import tf_keras as keras
 
 
@@ -28,7 +28,7 @@ def build_model(hparams):
         keras.layers.Dense(32, activation="relu"),
         keras.layers.Dense(hparams["num_classes"], activation="softmax"),
     ])
-'''
+"""
 
 
 def test_trained_model_deploys_and_answers_like_keras_everywhere(
@@ -38,26 +38,39 @@ def test_trained_model_deploys_and_answers_like_keras_everywhere(
     owner = UserFactory()
     client = APIClient()
     client.force_authenticate(owner)
-    created = client.post("/api/v1/experiments/", {
-        "name": "deployable", "model": "upload", "dataset": "digits",
-        "model_file": SimpleUploadedFile("digits_model.py", MODULE),
-        "hyperparameters": json.dumps({"epochs": 3, "batch_size": 32, "learning_rate": 0.01}),
-    }, format="multipart")
+    created = client.post(
+        "/api/v1/experiments/",
+        {
+            "name": "deployable",
+            "model": "upload",
+            "dataset": "digits",
+            "model_file": SimpleUploadedFile("digits_model.py", MODULE),
+            "hyperparameters": json.dumps({"epochs": 3, "batch_size": 32, "learning_rate": 0.01}),
+        },
+        format="multipart",
+    )
     assert created.status_code == 201, created.content
     experiment_id = created.json()["id"]
     live.wait_for(
         lambda: Experiment.objects.get(pk=experiment_id).state in ("completed", "failed"),
-        timeout=240, what="training", log=log,
+        timeout=240,
+        what="training",
+        log=log,
     )
     experiment = Experiment.objects.get(pk=experiment_id)
     assert experiment.state == "completed", experiment.error
 
     stranger = APIClient()
     stranger.force_authenticate(UserFactory())
-    assert stranger.post(f"/api/v1/experiments/{experiment_id}/deploy/",
-                         {"model_name": "digits"}, format="json").status_code == 404
-    deployed = client.post(f"/api/v1/experiments/{experiment_id}/deploy/",
-                           {"model_name": "digits"}, format="json")
+    assert (
+        stranger.post(
+            f"/api/v1/experiments/{experiment_id}/deploy/", {"model_name": "digits"}, format="json"
+        ).status_code
+        == 404
+    )
+    deployed = client.post(
+        f"/api/v1/experiments/{experiment_id}/deploy/", {"model_name": "digits"}, format="json"
+    )
     assert deployed.status_code == 201, deployed.content
     assert deployed.json()["state"] == "available" and deployed.json()["version"] == 1
     assert (model_server["base"] / "digits" / "1" / "saved_model.pb").is_file()
@@ -65,21 +78,28 @@ def test_trained_model_deploys_and_answers_like_keras_everywhere(
     from sklearn.datasets import load_digits
 
     pixels = load_digits().data[:16].astype("float32")  # raw 0..16 values, no client scaling
-    expected = keras_outputs(module=MODULE, export=experiment.results["export_path"],
-                             pixels=pixels, tmp_path=tmp_path)
+    expected = keras_outputs(
+        module=MODULE, export=experiment.results["export_path"], pixels=pixels, tmp_path=tmp_path
+    )
 
-    platform = client.post("/api/v1/models/digits:predict",
-                           data=json.dumps({"instances": pixels.tolist()}),
-                           content_type="application/json")
+    platform = client.post(
+        "/api/v1/models/digits:predict",
+        data=json.dumps({"instances": pixels.tolist()}),
+        content_type="application/json",
+    )
     assert platform.status_code == 200, platform.content
     assert platform["X-Model-Version"] == "1"
     from_platform = np.array([row["probabilities"] for row in platform.json()["predictions"]])
     np.testing.assert_allclose(from_platform, expected, atol=1e-5)
     assert [row["class_id"] for row in platform.json()["predictions"]] == list(
-        expected.argmax(axis=1))
+        expected.argmax(axis=1)
+    )
 
-    direct = requests.post(f"{model_server['rest']}/v1/models/digits:predict",
-                           json={"inputs": pixels.tolist()}, timeout=30).json()
+    direct = requests.post(
+        f"{model_server['rest']}/v1/models/digits:predict",
+        json={"inputs": pixels.tolist()},
+        timeout=30,
+    ).json()
     np.testing.assert_allclose(np.array(direct["outputs"]["probabilities"]), expected, atol=1e-5)
 
     grpc_client = ModelServerClient(grpc_target=model_server["grpc"], rest_url=model_server["rest"])
@@ -93,9 +113,11 @@ def test_trained_model_deploys_and_answers_like_keras_everywhere(
     assert set(signature.inputs) == {"inputs"}
     assert set(signature.outputs) == {"probabilities", "class_id"}
 
-    wrong = client.post("/api/v1/models/digits:predict",
-                        data=json.dumps({"instances": [[1.0, 2.0]]}),
-                        content_type="application/json")
+    wrong = client.post(
+        "/api/v1/models/digits:predict",
+        data=json.dumps({"instances": [[1.0, 2.0]]}),
+        content_type="application/json",
+    )
     assert wrong.status_code == 400
     assert "error" in wrong.json()
 

@@ -275,8 +275,9 @@ def test_model_server_restarts_from_the_written_config_with_labels(
     client = api(UserFactory())
     register(client, "restartable")
     register(client, "restartable", HALF_PLUS_THREE)
-    client.post("/api/v1/models/restartable/labels/", {"label": "canary", "version": 2},
-                format="json")
+    client.post(
+        "/api/v1/models/restartable/labels/", {"label": "canary", "version": 2}, format="json"
+    )
     config = model_server["base"] / "models.config"
     assert "version_labels" in config.read_text()
     grpc_port, rest_port = live.free_port(), live.free_port()
@@ -299,8 +300,62 @@ def test_model_server_restarts_from_the_written_config_with_labels(
             except (requests.RequestException, ValueError):
                 return None
 
-        body = live.wait_for(lambda: (answers() or {}).get("predictions"), timeout=90,
-                             what="the restarted server", log=log)
+        body = live.wait_for(
+            lambda: (answers() or {}).get("predictions"),
+            timeout=90,
+            what="the restarted server",
+            log=log,
+        )
         assert body == [3.0]
     finally:
         live.stop(process)
+
+
+def test_inference_is_rate_limited(model_server: dict[str, Any], monkeypatch: Any) -> None:
+    from rest_framework.throttling import ScopedRateThrottle
+
+    monkeypatch.setitem(ScopedRateThrottle.THROTTLE_RATES, "inference", "3/min")
+    client = api(UserFactory())
+    register(client, "limited")
+    codes = [
+        predict(client, "/api/v1/models/limited:predict", {"instances": [1.0]}).status_code
+        for _ in range(5)
+    ]
+    assert codes == [200, 200, 200, 429, 429]
+
+
+def test_model_page_promotes_rolls_back_and_undeploys(model_server: dict[str, Any]) -> None:
+    from django.test import Client
+
+    owner = UserFactory()
+    client = api(owner)
+    register(client, "paged")
+    register(client, "paged", HALF_PLUS_THREE)
+    page = Client()
+    page.force_login(owner)
+    html = page.get("/models/paged/").content.decode()
+    assert "Make stable" in html and "Try it" in html
+    action = "/models/paged/action/"
+    page.post(action, {"action": "promote", "version": 2})
+    assert client.get("/api/v1/models/paged/").json()["labels"] == {"stable": 2}
+    page.post(action, {"action": "promote", "version": 1})  # roll back
+    assert client.get("/api/v1/models/paged/").json()["labels"] == {"stable": 1}
+    page.post(action, {"action": "canary", "version": 2})
+    page.post(action, {"action": "canary_percent", "canary_percent": 25})
+    detail = client.get("/api/v1/models/paged/").json()
+    assert detail["labels"] == {"stable": 1, "canary": 2} and detail["canary_percent"] == 25
+    page.post(action, {"action": "undeploy", "version": 2})
+    detail = client.get("/api/v1/models/paged/").json()
+    assert detail["labels"] == {"stable": 1}
+    assert [v["state"] for v in detail["versions"]] == ["unloaded", "available"]
+    assert (
+        predict(client, "/api/v1/models/paged/versions/2:predict", {"instances": [1.0]}).status_code
+        == 404
+    )
+    assert predict(client, "/api/v1/models/paged:predict", {"instances": [0.0]}).json() == {
+        "predictions": [2.0]
+    }
+    stranger = Client()
+    stranger.force_login(UserFactory())
+    assert stranger.get("/models/paged/").status_code == 404
+    assert stranger.post(action, {"action": "undeploy", "version": 1}).status_code == 404

@@ -15,7 +15,7 @@ ARTIFACTS = Path(__file__).resolve().parents[3] / "test-artifacts" / "screenshot
 
 
 @pytest.fixture
-def browser() -> Iterator[object]:
+def browser(monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
     if not shutil.which(CHROMIUM):
         if os.environ.get("CI"):
             pytest.fail("CI needs Debian's chromium at /usr/bin/chromium (make browser)")
@@ -23,7 +23,7 @@ def browser() -> Iterator[object]:
     from playwright.sync_api import sync_playwright
 
     # Playwright's sync API runs an event loop in this thread; the ORM calls here are sync.
-    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as playwright:
         instance = playwright.chromium.launch(
