@@ -12,6 +12,8 @@ class Node(models.Model):
     hostname = models.CharField(max_length=200, unique=True)
     # The Celery queue this node's worker consumes; trials for the node are sent there.
     queue = models.CharField(max_length=200, unique=True)
+    # Where the node's TF tasks are reached by peers of a multi-node gang (host name or IP).
+    address = models.CharField(max_length=200, default="127.0.0.1")
     state = models.CharField(max_length=20, choices=State.choices, default=State.READY)
     cpu_count = models.PositiveIntegerField(default=1)
     memory_bytes = models.BigIntegerField(default=0)
@@ -63,6 +65,8 @@ class Allocation(models.Model):
     # Which task of the TF cluster this allocation serves (worker 0, ps 1, chief 0, ...).
     task_type = models.CharField(max_length=20, default="worker")
     task_index = models.PositiveIntegerField(default=0)
+    # Set when the node's worker takes up its part of the trial; guards against redelivery.
+    started_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     released_at = models.DateTimeField(null=True, blank=True)
 

@@ -54,6 +54,22 @@ def node_register(
     return node
 
 
+def node_recover_after_restart(*, node: Node) -> list[int]:
+    """A worker that just started supervises nothing: trials it held died with the old one."""
+    from tfplatform.experiments.execution import trial_fail_orphaned
+
+    trial_ids = sorted(
+        set(
+            Allocation.objects.filter(node=node, released_at__isnull=True).values_list(
+                "trial_id", flat=True
+            )
+        )
+    )
+    for trial_id in trial_ids:
+        trial_fail_orphaned(trial_id=trial_id, reason="The worker node restarted mid-trial.")
+    return trial_ids
+
+
 def node_heartbeat(*, hostname: str) -> None:
     Node.objects.filter(hostname=hostname).update(last_heartbeat=timezone.now())
     Node.objects.filter(hostname=hostname, state=Node.State.LOST).update(state=Node.State.READY)
@@ -70,7 +86,7 @@ def node_set_state(*, node: Node, state: str) -> Node:
 
 def nodes_mark_lost() -> list[int]:
     """Nodes silent for longer than NODE_LOST_SECONDS are lost; their trials fail retryably."""
-    from tfplatform.experiments.execution import trial_fail_node_lost
+    from tfplatform.experiments.execution import trial_fail_orphaned
 
     cutoff = timezone.now() - timedelta(seconds=settings.PLATFORM["NODE_LOST_SECONDS"])
     stale = list(
@@ -87,7 +103,10 @@ def nodes_mark_lost() -> list[int]:
             )
         )
         for trial_id in trial_ids:
-            trial_fail_node_lost(trial_id=trial_id)
+            trial_fail_orphaned(
+                trial_id=trial_id,
+                reason="A node running this trial stopped sending heartbeats (node lost).",
+            )
     return stale
 
 

@@ -137,8 +137,8 @@ def _first_failure_code(outcome: TrialOutcome) -> int | None:
     return codes[0] if codes else 0 if outcome.exit_codes else None
 
 
-def trial_fail_node_lost(*, trial_id: int) -> None:
-    """A node holding part of the trial went silent: the gang fails and may restart elsewhere."""
+def trial_fail_orphaned(*, trial_id: int, reason: str) -> None:
+    """Its supervisor is gone (node lost, worker restarted): the gang fails and may restart."""
     trial = (
         Trial.objects.select_related("experiment")
         .filter(pk=trial_id, state__in=[Trial.State.PENDING, Trial.State.RUNNING])
@@ -148,12 +148,7 @@ def trial_fail_node_lost(*, trial_id: int) -> None:
         allocations_release(trial_id=trial_id)
         return
     # Survivors of the gang on healthy nodes are told to stop; the gang restarts as a whole.
-    Trial.objects.filter(pk=trial_id, stop_reason="").update(stop_reason="node-lost")
+    Trial.objects.filter(pk=trial_id, stop_reason="").update(stop_reason="orphaned")
     trial_outcome_record(
-        trial=trial,
-        outcome=TrialOutcome(
-            status="failed",
-            retryable=True,
-            exit_reason="A node running this trial stopped sending heartbeats (node lost).",
-        ),
+        trial=trial, outcome=TrialOutcome(status="failed", retryable=True, exit_reason=reason)
     )

@@ -70,3 +70,17 @@ def test_lost_node_fails_its_trial_retryably_and_requeues() -> None:
     assert experiment.state == "queued"
     assert "node lost" in experiment.pending_reason
     assert not trial.allocations.filter(released_at__isnull=True).exists()
+
+
+def test_restarted_worker_releases_what_its_previous_life_held() -> None:
+    from tfplatform.cluster.services import node_recover_after_restart
+
+    node = NodeFactory()
+    DeviceFactory(node=node, kind="cpu", index=0)
+    experiment = ExperimentFactory()
+    scheduler_pass()
+    assert node_recover_after_restart(node=node) == [experiment.trials.get().pk]
+    experiment.refresh_from_db()
+    assert experiment.state == "queued"
+    assert "restarted" in experiment.pending_reason
+    assert scheduler_pass() == 1  # the freed slot is used again

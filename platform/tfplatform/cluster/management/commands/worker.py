@@ -7,7 +7,11 @@ from django.core.management.base import BaseCommand, CommandParser
 from django.db import close_old_connections
 
 from tfplatform.cluster.discovery import devices_discover, memory_total_bytes
-from tfplatform.cluster.services import node_heartbeat, node_register
+from tfplatform.cluster.services import (
+    node_heartbeat,
+    node_recover_after_restart,
+    node_register,
+)
 from tfplatform.config.celery import app
 
 
@@ -45,6 +49,9 @@ class Command(BaseCommand):
             devices=devices,
         )
         self.stdout.write(f"Node {hostname}: {len(devices)} device(s), queue {node.queue}")
+        recovered = node_recover_after_restart(node=node)
+        if recovered:
+            self.stdout.write(f"Requeued {len(recovered)} trial(s) this node held before restarting")
         stop = threading.Event()
         threading.Thread(
             target=_heartbeat_loop, kwargs={"hostname": hostname, "stop": stop}, daemon=True
