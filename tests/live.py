@@ -44,6 +44,9 @@ def start(args: list[str], *, env: dict[str, str], log: Path) -> subprocess.Pope
     )
 
 
+WORKER_ARGS = [sys.executable, "manage.py", "worker"]
+
+
 def worker_start(
     *, node: str, log: Path, gpu_slots: int = 0, cpu_slots: int = 1, **env: str
 ) -> subprocess.Popen[bytes]:

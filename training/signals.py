@@ -12,6 +12,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+# The supervisor's pid, handed to each task: comparing with it (not with the parent pid seen at
+# start-up) also catches a supervisor that died while the task was still starting.
+SUPERVISOR_PID_ENV = "PLATFORM_SUPERVISOR_PID"
+
 
 class Preempted(Exception):
     """SIGTERM arrived: stop now; the last completed epoch is safely checkpointed."""
@@ -42,3 +46,27 @@ class StopFlag:
     def check(self) -> None:
         if self.requested:
             raise Preempted(f"stopped by signal {signal.Signals(self.signals[0]).name}")
+
+
+def orphan_watch(*, interval_seconds: float = 1.0, grace_seconds: float = 30.0) -> None:
+    """SIGTERM ourselves when the supervisor dies (we get re-parented), so no task outlives it.
+
+    Trial tasks run in their own session so a stop reaches the whole task; that also means a
+    SIGKILLed supervisor would leave them running, holding devices nobody accounts for.
+    """
+    import os
+    import threading
+
+    parent = int(os.environ.get(SUPERVISOR_PID_ENV) or os.getppid())
+
+    def watch() -> None:
+        while True:
+            time.sleep(interval_seconds)
+            if os.getppid() != parent:
+                os.kill(os.getpid(), signal.SIGTERM)
+                # A task stuck in a collective with a dead peer never reaches a safe point.
+                time.sleep(grace_seconds)
+                os.kill(os.getpid(), signal.SIGKILL)
+                return
+
+    threading.Thread(target=watch, name="orphan-watch", daemon=True).start()

@@ -31,6 +31,7 @@ from training.cluster import LOCALHOST, ClusterPlan, TaskAddress, cluster_plan, 
 from training.errors import InvalidInput
 from training.events import EventTail
 from training.outcome import OutcomeBuilder, exit_describe
+from training.signals import SUPERVISOR_PID_ENV
 from training.spec import TrialEvent, TrialOutcome, TrialSpec
 from training.worker import EXIT_OK, EXIT_USER_ERROR
 
@@ -63,6 +64,7 @@ def _environment(*, spec: TrialSpec, plan: ClusterPlan, task: TaskAddress) -> di
     env["TF_USE_LEGACY_KERAS"] = "1"
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     env["PYTHONUNBUFFERED"] = "1"
+    env[SUPERVISOR_PID_ENV] = str(os.getpid())
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
     # Empty hides every GPU: a CPU task must not grab GPU memory another trial was granted.
     gpus = gpu_ids_for(resources=spec.resources, task=task)

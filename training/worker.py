@@ -18,7 +18,7 @@ from pathlib import Path
 from training.cluster import ClusterPlan, cluster_plan
 from training.errors import InvalidInput, UserCodeError, traceback_tail
 from training.events import EventWriter
-from training.signals import Preempted, StopFlag
+from training.signals import Preempted, StopFlag, orphan_watch
 from training.spec import TrialSpec
 
 # sysexits.h codes, so they cannot be confused with Python's own 1 or argparse's 2.
@@ -62,6 +62,7 @@ def _failure(*, exc: BaseException, spec: TrialSpec) -> tuple[int, str]:
 def main(argv: list[str] | None = None) -> int:
     flag = StopFlag()
     flag.install()
+    orphan_watch()
     args = _arguments(argv)
     spec = TrialSpec.from_json(Path(args.spec).read_text())
     cluster = (

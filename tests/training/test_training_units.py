@@ -140,3 +140,42 @@ def test_records_round_trip_through_json() -> None:
     outcome = TrialOutcome(status="completed", retryable=False, exit_reason="completed",
                            final_metrics={"val_accuracy": 0.9}, time_to_target_seconds=math.pi)
     assert TrialOutcome.from_json(outcome.to_json()) == outcome
+
+
+def test_trial_task_stops_when_its_supervisor_dies(tmp_path: Path) -> None:
+    """A task whose supervisor is SIGKILLed must not keep running unaccounted for."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = tmp_path / "parent.py"
+    script.write_text(
+        "import subprocess, sys, time\n"
+        "import os\n"
+        "os.environ['PLATFORM_SUPERVISOR_PID'] = str(os.getpid())\n"
+        "child = subprocess.Popen([sys.executable, '-c', "
+        "'from training.signals import orphan_watch, StopFlag\\n"
+        "import time\\nflag = StopFlag(); flag.install(); orphan_watch(interval_seconds=0.2)\\n"
+        "while not flag.requested: time.sleep(0.05)\\n'], start_new_session=True)\n"
+        "print(child.pid, flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True,
+                              cwd=root, env={**os.environ, "PYTHONPATH": str(root)})
+    assert parent.stdout is not None
+    child = int(parent.stdout.readline())
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        stat = Path(f"/proc/{child}/stat")
+        # Gone, or a zombie: this sandbox's init may be slow to reap adopted children.
+        if not stat.exists() or stat.read_text().rsplit(")", 1)[1].split()[0] == "Z":
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(child, signal.SIGKILL)
+        raise AssertionError("the orphaned task kept running")

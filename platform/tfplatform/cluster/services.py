@@ -17,13 +17,19 @@ def node_queue_name(*, hostname: str) -> str:
 
 
 def node_register(
-    *, hostname: str, cpu_count: int, memory_bytes: int, devices: list[DeviceInfo]
+    *,
+    hostname: str,
+    cpu_count: int,
+    memory_bytes: int,
+    devices: list[DeviceInfo],
+    address: str = "127.0.0.1",
 ) -> Node:
     """Create or refresh a node and make its device rows match what it reports now."""
     with transaction.atomic():
         node, _ = Node.objects.select_for_update().get_or_create(
             hostname=hostname, defaults={"queue": node_queue_name(hostname=hostname)}
         )
+        node.address = address
         node.cpu_count = cpu_count
         node.memory_bytes = memory_bytes
         node.os_info = f"{platform.platform()} / Python {platform.python_version()}"

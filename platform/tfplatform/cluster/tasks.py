@@ -7,9 +7,3 @@ from tfplatform.cluster.scheduler import scheduler_pass
 def scheduler_wake() -> int:
     """Run a scheduling pass now instead of at the scheduler loop's next tick."""
     return scheduler_pass()
-
-
-def trial_dispatch(*, trial_id: int, queue: str) -> None:
-    from tfplatform.experiments.tasks import trial_run
-
-    trial_run.apply_async(args=[trial_id], queue=queue)

@@ -213,6 +213,7 @@ CELERY_TASK_ALWAYS_EAGER = False
 
 PLATFORM = {
     "NODE_NAME": env.str("PLATFORM_NODE_NAME", default=socket.gethostname()),
+    "NODE_ADDRESS": env.str("PLATFORM_NODE_ADDRESS", default="127.0.0.1"),
     "MODEL_BASE_PATH": Path(env.str("MODEL_BASE_PATH", default=str(VAR_DIR / "models"))),
     "DATASETS_DIR": Path(env.str("DATASETS_DIR", default=str(VAR_DIR / "datasets"))),
     # Modules and datasets referenced by path must live here (staff put them in place).
@@ -225,6 +226,10 @@ PLATFORM = {
     "SCHEDULER_INTERVAL_SECONDS": env.float("PLATFORM_SCHEDULER_INTERVAL", default=1.0),
     # Accelerator slots declared for this node; for CPU-only machines each is a logical CPU device.
     "DECLARED_GPU_SLOTS": env.int("PLATFORM_GPU_SLOTS", default=0),
+    # Ports of TF tasks in gangs spanning nodes: [base, base + 2 * span), below Linux's
+    # ephemeral range so outgoing connections never hold them.
+    "TASK_PORT_BASE": env.int("PLATFORM_TASK_PORT_BASE", default=20000),
+    "TASK_PORT_SPAN": 5000,
     "MAX_WORKERS": 64,
     "MAX_GPUS_PER_WORKER": 16,
     "MAX_PARAMETER_SERVERS": 16,

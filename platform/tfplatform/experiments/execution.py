@@ -8,11 +8,19 @@ from typing import Any
 from django.conf import settings
 from django.db import close_old_connections, transaction
 
+from tfplatform.cluster.models import Node
 from tfplatform.cluster.scheduler import allocations_release
 from tfplatform.experiments.models import Experiment, Trial
 from tfplatform.experiments.recorder import TrialEventRecorder
 from tfplatform.experiments.services import experiment_transition
-from tfplatform.experiments.trials import trial_finish, trial_set_placement, trial_start
+from tfplatform.experiments.gang import trial_cluster_plan, trial_part_claim
+from tfplatform.experiments.trials import (
+    TRIAL_ACTIVE_STATES,
+    trial_finish,
+    trial_set_placement,
+    trial_start,
+)
+from training.cluster import LOCALHOST
 from training.spec import Resources, TrialOutcome, TrialSpec
 from training.supervisor import trial_supervise
 
@@ -53,19 +61,34 @@ def trial_spec_build(*, trial: Trial) -> TrialSpec:
     )
 
 
-def trial_execute(*, trial_id: int) -> None:
-    trial = trial_start(trial_id=trial_id)
-    if trial is None:
+def trial_execute(*, trial_id: int, node_id: int | None = None) -> None:
+    """Run this node's part of the trial: all of it, or its tasks of a multi-node gang."""
+    trial = Trial.objects.select_related("experiment").filter(pk=trial_id).first()
+    if trial is None or trial.state not in TRIAL_ACTIVE_STATES:
+        logger.info("Trial %s is not active; ignoring its message.", trial_id)
+        return
+    node = Node.objects.filter(pk=node_id).first() if node_id is not None else None
+    if node is not None and not trial_part_claim(trial_id=trial.pk, node_id=node.pk):
+        logger.info("Trial %s already runs on %s; ignoring a duplicate delivery.", trial_id, node)
+        return
+    started = trial_start(trial_id=trial.pk)
+    if node is None and started is None:
         logger.info("Trial %s is already taken; ignoring a duplicate delivery.", trial_id)
         return
+    plan = trial_cluster_plan(trial=trial)
+    local_host = node.address if plan is not None and node is not None else LOCALHOST
+    chief_here = plan is None or plan.chief.host == local_host
     experiment = trial.experiment
     try:
-        experiment_transition(experiment=experiment, to=State.RUNNING)
+        if Experiment.objects.filter(pk=experiment.pk, state=State.SCHEDULED).exists():
+            experiment_transition(experiment=experiment, to=State.RUNNING)
         outcome = trial_supervise(
             spec=trial_spec_build(trial=trial),
             on_event=TrialEventRecorder(trial=trial),
             should_cancel=lambda: _stop_requested(trial_id=trial.pk),
             grace_seconds=STOP_GRACE_SECONDS,
+            cluster=plan,
+            local_host=local_host,
         )
     except Exception as error:
         logger.exception("Trial %s could not run", trial_id)
@@ -74,11 +97,15 @@ def trial_execute(*, trial_id: int) -> None:
         )
     finally:
         close_old_connections()
-    trial_outcome_record(trial=trial, outcome=outcome)
+    if chief_here or outcome.status == "failed":
+        # The chief's part speaks for the gang; any other part only reports its own failure.
+        trial_outcome_record(trial=trial, outcome=outcome)
 
 
 def _stop_requested(*, trial_id: int) -> bool:
-    return Trial.objects.filter(pk=trial_id).exclude(stop_reason="").exists()
+    # A finished trial stops the rest of its gang too (parameter servers never exit alone).
+    trial = Trial.objects.filter(pk=trial_id).values("stop_reason", "state").first()
+    return trial is None or bool(trial["stop_reason"]) or trial["state"] not in TRIAL_ACTIVE_STATES
 
 
 def trial_outcome_record(*, trial: Trial, outcome: TrialOutcome) -> None:

@@ -4,20 +4,19 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('cluster', '0001_initial'),
+        ("cluster", "0001_initial"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='allocation',
-            name='started_at',
+            model_name="allocation",
+            name="started_at",
             field=models.DateTimeField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='node',
-            name='address',
-            field=models.CharField(default='127.0.0.1', max_length=200),
+            model_name="node",
+            name="address",
+            field=models.CharField(default="127.0.0.1", max_length=200),
         ),
     ]

@@ -31,6 +31,11 @@ class Command(BaseCommand):
         )
         parser.add_argument("--concurrency", type=int, default=None)
         parser.add_argument(
+            "--address",
+            default=settings.PLATFORM["NODE_ADDRESS"],
+            help="Host name or IP other nodes reach this node's TF tasks at.",
+        )
+        parser.add_argument(
             "--scheduler-queue",
             action="store_true",
             default=True,
@@ -47,11 +52,14 @@ class Command(BaseCommand):
             cpu_count=os.cpu_count() or 1,
             memory_bytes=memory_total_bytes(),
             devices=devices,
+            address=options["address"],
         )
         self.stdout.write(f"Node {hostname}: {len(devices)} device(s), queue {node.queue}")
         recovered = node_recover_after_restart(node=node)
         if recovered:
-            self.stdout.write(f"Requeued {len(recovered)} trial(s) this node held before restarting")
+            self.stdout.write(
+                f"Requeued {len(recovered)} trial(s) this node held before restarting"
+            )
         stop = threading.Event()
         threading.Thread(
             target=_heartbeat_loop, kwargs={"hostname": hostname, "stop": stop}, daemon=True

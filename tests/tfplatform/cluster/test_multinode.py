@@ -1,0 +1,87 @@
+"""Gangs across worker nodes: two real Celery worker processes as two nodes on loopback."""
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from rest_framework.test import APIClient
+
+from tests import live
+from tests.factories import UserFactory
+from tfplatform.cluster.models import Allocation, Node
+from tfplatform.experiments.models import Experiment
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+
+@pytest.fixture
+def two_nodes(tmp_path: Path) -> Iterator[dict[str, object]]:
+    """Nodes on 127.0.0.1 and 127.0.0.2: one machine, but peers reach each by its own address."""
+    work = str(tmp_path / "work")  # shared storage, as the compose work volume is
+    nodes: dict[str, object] = {}
+    for name, address in (("node-a", "127.0.0.1"), ("node-b", "127.0.0.2")):
+        log = tmp_path / f"{name}.log"
+        process = live.start(
+            [
+                *live.WORKER_ARGS,
+                "--node",
+                f"{name}-{tmp_path.name[-6:]}",
+                "--cpu-slots",
+                "1",
+                "--gpu-slots",
+                "0",
+                "--address",
+                address,
+            ],
+            env=live.child_env(PLATFORM_WORK_DIR=work),
+            log=log,
+        )
+        nodes[name] = {"process": process, "log": log, "address": address}
+    live.wait_for(
+        lambda: Node.objects.count() == 2, timeout=60, what="two nodes", log=tmp_path / "node-b.log"
+    )
+    yield nodes
+    for node in nodes.values():
+        live.stop(node["process"])  # type: ignore[index]
+
+
+def test_two_worker_experiment_is_gang_scheduled_across_both_nodes(
+    two_nodes: dict[str, object],
+) -> None:
+    client = APIClient()
+    client.force_authenticate(UserFactory())
+    response = client.post(
+        "/api/v1/experiments/",
+        {
+            "name": "across nodes",
+            "model": "mlp",
+            "dataset": "digits",
+            "hyperparameters": {"epochs": 3, "batch_size": 32, "learning_rate": 0.01},
+            "resources": {"workers": 2, "gpus_per_worker": 0, "parameter_servers": 0},
+        },
+        format="json",
+    )
+    assert response.status_code == 201
+    experiment_id = response.json()["id"]
+    log = two_nodes["node-a"]["log"]  # type: ignore[index]
+    live.wait_for(
+        lambda: Experiment.objects.get(pk=experiment_id).state in ("completed", "failed"),
+        timeout=300,
+        what="the gang to finish",
+        log=log,
+    )
+    experiment = Experiment.objects.get(pk=experiment_id)
+    assert experiment.state == "completed", (experiment.error, log.read_text()[-3000:])
+    assert experiment.strategy == "MultiWorkerMirroredStrategy"
+    trial = experiment.trials.get()
+    hosts = set(Allocation.objects.filter(trial=trial).values_list("node__address", flat=True))
+    assert hosts == {"127.0.0.1", "127.0.0.2"}
+    assert not Allocation.objects.filter(trial=trial, released_at__isnull=True).exists()
+    assert Allocation.objects.filter(trial=trial, started_at__isnull=True).count() == 0
+    epochs = [
+        m["epoch"]
+        for m in client.get(
+            f"/api/v1/experiments/{experiment_id}/metrics/?name=val_accuracy"
+        ).json()
+    ]
+    assert epochs == [1, 2, 3]
