@@ -2,7 +2,7 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from tfplatform.cluster.models import Allocation, Device, Node
+from tfplatform.cluster.models import Allocation, Device, Node, UtilizationSample
 from tfplatform.cluster.services import node_set_state
 
 
@@ -64,3 +64,28 @@ class AllocationAdmin(admin.ModelAdmin):
         "released_at",
     )
     list_filter = ("node",)
+
+
+@admin.register(UtilizationSample)
+class UtilizationSampleAdmin(admin.ModelAdmin):
+    """History written by the scheduler: browsable, never edited by hand."""
+
+    list_display = (
+        "recorded_at",
+        "gpus_used",
+        "gpus_total",
+        "cpu_slots_used",
+        "cpu_slots_total",
+        "queued",
+        "running",
+    )
+    date_hierarchy = "recorded_at"
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: object | None = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: object | None = None) -> bool:
+        return False

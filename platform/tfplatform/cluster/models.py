@@ -1,5 +1,6 @@
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone
 
 
 class Node(models.Model):
@@ -83,3 +84,22 @@ class Allocation(models.Model):
 
     def __str__(self) -> str:
         return f"{self.device or self.node} → trial {self.trial_id}"
+
+
+class UtilizationSample(models.Model):
+    """Cluster-wide capacity and load at one moment; the console charts a series of these."""
+
+    # Not auto_now_add: pruning and backfills need to set the time explicitly.
+    recorded_at = models.DateTimeField(default=timezone.now, db_index=True)
+    gpus_total = models.PositiveIntegerField(default=0)
+    gpus_used = models.PositiveIntegerField(default=0)
+    cpu_slots_total = models.PositiveIntegerField(default=0)
+    cpu_slots_used = models.PositiveIntegerField(default=0)
+    queued = models.PositiveIntegerField(default=0)
+    running = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["recorded_at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.recorded_at:%Y-%m-%d %H:%M:%S}: {self.gpus_used}/{self.gpus_total} GPUs"

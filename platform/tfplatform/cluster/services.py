@@ -64,11 +64,12 @@ def node_recover_after_restart(*, node: Node) -> list[int]:
     """A worker that just started supervises nothing: trials it held died with the old one."""
     from tfplatform.experiments.execution import trial_fail_orphaned
 
+    # Parts not started yet are still waiting in this node's queue: the new worker runs them.
     trial_ids = sorted(
         set(
-            Allocation.objects.filter(node=node, released_at__isnull=True).values_list(
-                "trial_id", flat=True
-            )
+            Allocation.objects.filter(
+                node=node, released_at__isnull=True, started_at__isnull=False
+            ).values_list("trial_id", flat=True)
         )
     )
     for trial_id in trial_ids:

@@ -10,10 +10,10 @@ from django.db import close_old_connections, transaction
 
 from tfplatform.cluster.models import Node
 from tfplatform.cluster.scheduler import allocations_release
+from tfplatform.experiments.gang import trial_cluster_plan, trial_part_claim
 from tfplatform.experiments.models import Experiment, Trial
 from tfplatform.experiments.recorder import TrialEventRecorder
 from tfplatform.experiments.services import experiment_transition
-from tfplatform.experiments.gang import trial_cluster_plan, trial_part_claim
 from tfplatform.experiments.trials import (
     TRIAL_ACTIVE_STATES,
     trial_finish,

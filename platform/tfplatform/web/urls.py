@@ -2,7 +2,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import path
 from django.views.generic import RedirectView
 
-from tfplatform.web import views
+from tfplatform.web import cluster_views, views
 
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name="experiment-list"), name="home"),
@@ -27,4 +27,10 @@ urlpatterns = [
     path("models/", views.model_list_page, name="model-list"),
     path("models/<str:name>/", views.model_detail_page, name="model-detail"),
     path("models/<str:name>/action/", views.model_action, name="model-action"),
+    path("cluster/", cluster_views.cluster_page, name="cluster"),
+    path(
+        "cluster/nodes/<int:node_id>/state/",
+        cluster_views.cluster_node_action,
+        name="cluster-node-state",
+    ),
 ]

@@ -85,3 +85,74 @@ def test_two_worker_experiment_is_gang_scheduled_across_both_nodes(
         ).json()
     ]
     assert epochs == [1, 2, 3]
+
+
+def test_killed_node_mid_training_resumes_from_checkpoint_when_it_returns(
+    two_nodes: dict[str, object], tmp_path: Path
+) -> None:
+    import os
+    import signal
+
+    client = APIClient()
+    client.force_authenticate(UserFactory())
+    response = client.post(
+        "/api/v1/experiments/",
+        {
+            "name": "survives a node",
+            "model": "mlp",
+            "dataset": "digits",
+            "max_restarts": 3,
+            "hyperparameters": {"epochs": 8, "batch_size": 16, "learning_rate": 0.01},
+            "resources": {"workers": 2, "gpus_per_worker": 0, "parameter_servers": 0},
+        },
+        format="json",
+    )
+    experiment_id = response.json()["id"]
+    node_b: dict[str, object] = two_nodes["node-b"]  # type: ignore[assignment]
+    log_a = two_nodes["node-a"]["log"]  # type: ignore[index]
+
+    def epochs() -> list[int]:
+        return [
+            m["epoch"]
+            for m in client.get(
+                f"/api/v1/experiments/{experiment_id}/metrics/?name=val_accuracy"
+            ).json()
+        ]
+
+    live.wait_for(lambda: len(epochs()) >= 2, timeout=240, what="two epochs", log=log_a)
+    process = node_b["process"]
+    os.killpg(process.pid, signal.SIGKILL)  # type: ignore[attr-defined]
+    process.wait()  # type: ignore[attr-defined]
+    live.wait_for(
+        lambda: Experiment.objects.get(pk=experiment_id).trials.filter(state="failed").exists(),
+        timeout=120,
+        what="the gang to notice the dead node",
+        log=log_a,
+    )
+    name = Node.objects.get(address="127.0.0.2").hostname
+    node_b["process"] = live.start(
+        [
+            *live.WORKER_ARGS,
+            "--node",
+            name,
+            "--cpu-slots",
+            "1",
+            "--gpu-slots",
+            "0",
+            "--address",
+            "127.0.0.2",
+        ],
+        env=live.child_env(PLATFORM_WORK_DIR=str(tmp_path / "work")),
+        log=tmp_path / "node-b-again.log",
+    )
+    live.wait_for(
+        lambda: Experiment.objects.get(pk=experiment_id).state in ("completed", "failed"),
+        timeout=300,
+        what="the resumed gang to finish",
+        log=log_a,
+    )
+    experiment = Experiment.objects.get(pk=experiment_id)
+    assert experiment.state == "completed", experiment.error
+    states = list(experiment.trials.order_by("restart_count").values_list("state", flat=True))
+    assert states.count("completed") == 1 and states[-1] == "completed"
+    assert epochs() == list(range(1, 9))  # resumed, not restarted: no epoch twice

@@ -73,12 +73,17 @@ def test_lost_node_fails_its_trial_retryably_and_requeues() -> None:
 
 
 def test_restarted_worker_releases_what_its_previous_life_held() -> None:
+    from django.utils import timezone
+
+    from tfplatform.cluster.models import Allocation
     from tfplatform.cluster.services import node_recover_after_restart
 
     node = NodeFactory()
     DeviceFactory(node=node, kind="cpu", index=0)
     experiment = ExperimentFactory()
     scheduler_pass()
+    assert node_recover_after_restart(node=node) == []  # its message is still queued for us
+    Allocation.objects.update(started_at=timezone.now())
     assert node_recover_after_restart(node=node) == [experiment.trials.get().pk]
     experiment.refresh_from_db()
     assert experiment.state == "queued"

@@ -1,6 +1,7 @@
 import logging
 import signal
 import threading
+import time
 from typing import Any
 
 from django.conf import settings
@@ -9,6 +10,7 @@ from django.db import close_old_connections
 
 from tfplatform.cluster.scheduler import scheduler_pass
 from tfplatform.cluster.services import nodes_finish_draining, nodes_mark_lost
+from tfplatform.cluster.utilization import SAMPLE_SECONDS, utilization_record
 
 logger = logging.getLogger(__name__)
 
@@ -27,6 +29,8 @@ class Command(BaseCommand):
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: stop.set())
         self.stdout.write(f"Scheduler running every {options['interval']}s")
+        # Monotonic, so a wall-clock jump neither floods nor starves the utilization history.
+        next_sample = time.monotonic()
         while not stop.is_set():
             try:
                 lost = nodes_mark_lost()
@@ -36,6 +40,9 @@ class Command(BaseCommand):
                 scheduled = scheduler_pass()
                 if scheduled:
                     logger.info("Scheduled %d experiment(s)", scheduled)
+                if time.monotonic() >= next_sample:
+                    next_sample = time.monotonic() + SAMPLE_SECONDS
+                    utilization_record()
             except Exception:
                 # One bad pass (a lost database connection, say) must not end the loop.
                 logger.exception("Scheduler pass failed")
