@@ -33,7 +33,7 @@ lint: install
 	$(VENV)/bin/ruff check .
 
 typecheck: install
-	$(VENV)/bin/mypy platform/tfplatform training serving manage.py
+	$(VENV)/bin/mypy platform/tfplatform training serving bench manage.py
 
 pytest: install browser
 	$(VENV)/bin/pytest

@@ -1,0 +1,73 @@
+"""Celery dispatch overhead: a no-op task's round trip through the configured broker, divided by
+a raw Redis round trip (LPUSH to a list a consumer thread BRPOPs and answers), both measured in
+the same run against the same Redis.
+"""
+
+import statistics
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+
+import redis
+from celery import Celery
+from celery.contrib.testing.worker import start_worker
+
+
+@dataclass(frozen=True)
+class DispatchResult:
+    broker: str
+    celery_ms: list[float]
+    redis_ms: list[float]
+
+    @property
+    def ratio(self) -> float:
+        return statistics.median(self.celery_ms) / statistics.median(self.redis_ms)
+
+
+def _raw_redis_round_trips(*, url: str, count: int) -> list[float]:
+    client = redis.Redis.from_url(url)
+    request, reply = f"bench:req:{uuid.uuid4().hex}", f"bench:rep:{uuid.uuid4().hex}"
+
+    def echo() -> None:
+        server = redis.Redis.from_url(url)
+        for _ in range(count):
+            _, body = server.brpop([request])  # type: ignore[misc]
+            server.lpush(reply, body)
+
+    thread = threading.Thread(target=echo, daemon=True)
+    thread.start()
+    samples = []
+    for index in range(count):
+        started = time.perf_counter()
+        client.lpush(request, str(index))
+        client.brpop([reply])
+        samples.append((time.perf_counter() - started) * 1000)
+    thread.join(timeout=5)
+    return samples
+
+
+def dispatch_measure(*, broker_url: str, redis_url: str, count: int = 300) -> DispatchResult:
+    app = Celery("bench", broker=broker_url, backend=redis_url)
+    app.conf.update(task_acks_late=True, worker_prefetch_multiplier=1, result_expires=60)
+
+    @app.task(name="bench.noop")
+    def noop() -> None:
+        return None
+
+    queue = f"bench-{uuid.uuid4().hex[:8]}"
+    app.conf.task_default_queue = queue
+    samples = []
+    with start_worker(
+        app, pool="solo", perform_ping_check=False, queues=[queue], loglevel="WARNING"
+    ):
+        noop.delay().get(timeout=30)  # warm: connections and queues exist before timing
+        for _ in range(count):
+            started = time.perf_counter()
+            noop.delay().get(timeout=30)
+            samples.append((time.perf_counter() - started) * 1000)
+    return DispatchResult(
+        broker=broker_url.split("://")[0],
+        celery_ms=samples,
+        redis_ms=_raw_redis_round_trips(url=redis_url, count=count),
+    )
