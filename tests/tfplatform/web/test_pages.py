@@ -115,3 +115,32 @@ def test_admin_registers_every_model() -> None:
     ]
     missing = [m.__name__ for m in ours if not admin.site.is_registered(m)]
     assert missing == []
+
+
+def test_form_uploads_a_model_module_and_rejects_a_broken_one() -> None:
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    user = UserFactory()
+    client = logged_in(user)
+    module = b"def build_model(hparams):\n    import tf_keras\n    return tf_keras.Sequential()\n"
+    response = client.post(
+        "/experiments/new/",
+        {
+            **FORM,
+            "model": "upload",
+            "model_file": SimpleUploadedFile("mine.py", module),
+        },
+    )
+    assert response.status_code == 302
+    assert Experiment.objects.get(owner=user).model_file.read() == module
+    broken = client.post(
+        "/experiments/new/",
+        {
+            **FORM,
+            "model": "upload",
+            "model_file": SimpleUploadedFile("bad.py", b"def build_model(:\n"),
+        },
+    )
+    assert broken.status_code == 200
+    assert "SyntaxError" in broken.content.decode()
+    assert Experiment.objects.filter(owner=user).count() == 1
