@@ -4,24 +4,54 @@ Placement rule: each task of the TF cluster (worker i with k accelerators, or a 
 server) needs either k free GPU devices on one node or, with k = 0, one CPU slot. Nodes are
 chosen best-fit (the node whose free block is the smallest that still fits) so large blocks
 stay whole for large jobs.
+
+Queued experiments are considered by priority, then age. One that cannot start now:
+
+1. waits for trials that are already stopping (preempted, canceled) if their devices would
+   let it start;
+2. otherwise preempts: if strictly-lower-priority live trials hold what it lacks, the fewest
+   of the lowest priority are asked to stop (reason "preempted"). It allocates only after
+   they released their devices, on a later pass;
+3. otherwise, if it is the first such experiment (the head of the queue), it gets a backfill
+   reservation: the devices it will get once the live trials expected to end first (stopping
+   ones, then the oldest) let go.
+
+In all three cases the devices it is waiting for are reserved for it, and experiments after it
+start only on devices outside every reservation: backfilling never delays the head, and
+nobody slips into devices freed by a preemption. Reservations last one pass and are rebuilt
+from the database on the next, so none can go stale. A quota-blocked experiment neither
+reserves nor preempts.
+
+A pass reads the cluster in a handful of queries and decides in memory; only the decisions
+(allocations, stop requests, changed pending reasons) are written.
 """
 
 import logging
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime
 from functools import partial
 
 from django.db import connection, transaction
 from django.utils import timezone
 
 from tfplatform.cluster import selectors
-from tfplatform.cluster.models import Allocation, Device, Node
-from tfplatform.experiments.models import Experiment
+from tfplatform.cluster.models import Allocation, Device
+from tfplatform.core.errors import InvalidTransition
+from tfplatform.experiments.models import Experiment, Trial
 from tfplatform.experiments.services import experiment_transition
-from tfplatform.experiments.trials import trial_create
+from tfplatform.experiments.trials import TRIAL_ACTIVE_STATES, trial_create, trial_request_stop
 
 logger = logging.getLogger(__name__)
 ADVISORY_LOCK_KEY = 7_305_001
+PREEMPTED = "preempted"
+REASON_MAX_CHARS = 300  # Experiment.pending_reason's max_length
+NODES_NAMED = 3
+REASONS_PER_STATEMENT = 5_000  # two parameters each, well below PostgreSQL's 65,535
+
+# node id → device kind → free device ids (in device index order)
+FreeMap = dict[int, dict[str, list[int]]]
+Shape = tuple[int, int, int]
 
 
 @dataclass(frozen=True)
@@ -38,32 +68,64 @@ class Placement:
     need: TaskNeed
 
 
+@dataclass
+class Holder:
+    """A live trial and the devices it holds on schedulable nodes."""
+
+    trial_id: int
+    priority: int
+    since: datetime
+    stop_reason: str
+    devices: list[tuple[int, str, int]] = field(default_factory=list)  # (node, kind, device)
+
+
+@dataclass
+class ClusterView:
+    """What one pass knows about the cluster, updated in memory as it decides."""
+
+    hostnames: dict[int, str]
+    free: FreeMap  # free and not reserved: what may be allocated now
+    idle: FreeMap  # free, reserved or not
+    holders: dict[int, Holder]
+    device_holder: dict[int, Holder]
+    team_gpus: dict[int, int]
+    reserved: set[int] = field(default_factory=set)
+
+
 def experiment_task_needs(*, experiment: Experiment) -> list[TaskNeed]:
     needs = [TaskNeed("worker", i, experiment.gpus_per_worker) for i in range(experiment.workers)]
     needs += [TaskNeed("ps", i, 0) for i in range(experiment.parameter_servers)]
     return sorted(needs, key=lambda need: -need.gpus)
 
 
-def gang_place(
-    *, needs: list[TaskNeed], free: dict[int, dict[str, list[int]]]
-) -> list[Placement] | None:
+def _need_kind(*, need: TaskNeed) -> tuple[str, int]:
+    return (Device.Kind.GPU, need.gpus) if need.gpus else (Device.Kind.CPU, 1)
+
+
+def gang_place(*, needs: list[TaskNeed], free: FreeMap) -> list[Placement] | None:
     """Place every task or none; `free` maps node id → device kind → free device ids."""
-    remaining = {
-        node: {kind: list(ids) for kind, ids in kinds.items()} for node, kinds in free.items()
-    }
+    # Counts of what this gang already took, instead of copying the map: called ~1,000
+    # times a pass, so it stays O(tasks × nodes).
+    taken: dict[tuple[int, str], int] = defaultdict(int)
     placements = []
     for need in needs:
-        kind, count = (Device.Kind.GPU, need.gpus) if need.gpus else (Device.Kind.CPU, 1)
-        fitting = [node for node, kinds in remaining.items() if len(kinds.get(kind, [])) >= count]
-        if not fitting:
+        kind, count = _need_kind(need=need)
+        best: tuple[int, int] | None = None
+        for node, kinds in free.items():
+            left = len(kinds.get(kind, ())) - taken[node, kind]
+            if left >= count and (best is None or (left, node) < best):
+                best = (left, node)
+        if best is None:
             return None
-        node = min(fitting, key=lambda n: (len(remaining[n][kind]), n))
-        taken, remaining[node][kind] = remaining[node][kind][:count], remaining[node][kind][count:]
-        placements.append(Placement(node_id=node, device_ids=tuple(taken), need=need))
+        node = best[1]
+        start = taken[node, kind]
+        taken[node, kind] += count
+        device_ids = tuple(free[node][kind][start : start + count])
+        placements.append(Placement(node_id=node, device_ids=device_ids, need=need))
     return placements
 
 
-def pending_reason(*, needs: list[TaskNeed], free: dict[int, dict[str, list[int]]]) -> str:
+def pending_reason(*, needs: list[TaskNeed], free: FreeMap) -> str:
     gpu_need = max((need.gpus for need in needs), default=0)
     if not free:
         return "No worker node is online and accepting work."
@@ -73,70 +135,369 @@ def pending_reason(*, needs: list[TaskNeed], free: dict[int, dict[str, list[int]
     return "Waiting for a free CPU slot on a worker node."
 
 
-def _free_map() -> dict[int, dict[str, list[int]]]:
-    free: dict[int, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
-    for device in selectors.devices_free().order_by("node_id", "kind", "index"):
-        free[device.node_id][device.kind].append(device.pk)
-    for node_id in selectors.nodes_schedulable().values_list("pk", flat=True):
-        free[node_id]
-    return free
-
-
 def scheduler_pass() -> int:
     """Run one pass; returns how many experiments were scheduled."""
-    from tfplatform.cluster.tasks import trial_dispatch
+    from tfplatform.cluster.dispatch import trial_dispatch
 
-    scheduled: list[tuple[int, str]] = []
     with transaction.atomic():
-        if connection.vendor == "postgresql":
-            # Two schedulers never interleave: the second waits for the first's transaction.
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT pg_advisory_xact_lock(%s)", [ADVISORY_LOCK_KEY])
-        free = _free_map()
-        queued = Experiment.objects.filter(state=Experiment.State.QUEUED).select_related("team")
-        team_gpus: dict[int, int] = {}
-        position = 0
-        for experiment in queued.order_by("-priority", "created_at", "id"):
-            needs = experiment_task_needs(experiment=experiment)
-            reason = _quota_block(experiment=experiment, team_gpus=team_gpus)
-            placements = None if reason else gang_place(needs=needs, free=free)
-            if placements is None:
-                reason = reason or pending_reason(needs=needs, free=free)
-                position += 1
-                text = f"{reason} Queue position {position}."
-                if experiment.pending_reason != text:
-                    Experiment.objects.filter(pk=experiment.pk).update(pending_reason=text)
-                continue
-            trial = trial_create(experiment=experiment)
-            for placement in placements:
-                _allocate(trial_id=trial.pk, placement=placement)
-                kinds = free[placement.node_id]
-                for kind in kinds:
-                    kinds[kind] = [d for d in kinds[kind] if d not in placement.device_ids]
-            if experiment.team_id is not None:
-                team_gpus[experiment.team_id] = (
-                    team_gpus.get(experiment.team_id, 0) + experiment.gpus_requested
-                )
+        _serialize_schedulers()
+        decider = _Pass(view=_cluster_view())
+        for experiment in _queued_experiments():
+            decider.consider(experiment=experiment)
+        if decider.reasons_changed:
+            _pending_reasons_save(experiments=decider.reasons_changed)
+        for trial_id in decider.scheduled:
+            transaction.on_commit(partial(trial_dispatch, trial_id=trial_id))
+    return len(decider.scheduled)
+
+
+def _serialize_schedulers() -> None:
+    # Two schedulers never interleave: the second waits for the first's transaction. SQLite
+    # needs nothing here: its transactions begin IMMEDIATE, taking the single write lock.
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [ADVISORY_LOCK_KEY])
+
+
+def _queued_experiments() -> list[Experiment]:
+    return list(
+        Experiment.objects.filter(state=Experiment.State.QUEUED)
+        .select_related("team")
+        .only(
+            "state",
+            "priority",
+            "created_at",
+            "workers",
+            "gpus_per_worker",
+            "parameter_servers",
+            "pending_reason",
+            "team__gpu_quota",
+        )
+        .order_by("-priority", "created_at", "id")
+    )
+
+
+def _cluster_view() -> ClusterView:
+    """Schedulable nodes, their devices, and who holds what: three queries for the pass."""
+    hostnames = dict(selectors.nodes_schedulable().values_list("pk", "hostname"))
+    holders: dict[int, Holder] = {}
+    device_holder: dict[int, Holder] = {}
+    team_gpus: dict[int, int] = defaultdict(int)
+    live = Allocation.objects.filter(released_at__isnull=True).values_list(
+        "device_id",
+        "node_id",
+        "device__kind",
+        "trial_id",
+        "trial__state",
+        "trial__stop_reason",
+        "trial__experiment__priority",
+        "trial__experiment__team_id",
+        "created_at",
+    )
+    for device, node, kind, trial, state, stop, priority, team, since in live:
+        if kind == Device.Kind.GPU and team is not None:
+            team_gpus[team] += 1  # quota counts GPUs held anywhere, lost nodes included
+        if device is None or node not in hostnames:
+            continue
+        # An ended trial whose devices are not yet released is as good as stopping.
+        stop = stop or ("" if state in TRIAL_ACTIVE_STATES else "ended")
+        holder = holders.setdefault(
+            trial, Holder(trial_id=trial, priority=priority, since=since, stop_reason=stop)
+        )
+        holder.since = min(holder.since, since)
+        holder.devices.append((node, kind, device))
+        device_holder[device] = holder
+    free: FreeMap = {node: defaultdict(list) for node in hostnames}
+    idle: FreeMap = {node: defaultdict(list) for node in hostnames}
+    devices = Device.objects.filter(node_id__in=list(hostnames)).order_by(
+        "node_id", "kind", "index"
+    )
+    for device, node, kind in devices.values_list("pk", "node_id", "kind"):
+        if device not in device_holder:
+            free[node][kind].append(device)
+            idle[node][kind].append(device)
+    return ClusterView(
+        hostnames=hostnames,
+        free=free,
+        idle=idle,
+        holders=holders,
+        device_holder=device_holder,
+        team_gpus=team_gpus,
+    )
+
+
+class _Pass:
+    """The decisions of one pass, made in queue order against one ClusterView."""
+
+    def __init__(self, *, view: ClusterView) -> None:
+        self.view = view
+        self.scheduled: list[int] = []
+        self.reasons_changed: list[Experiment] = []
+        self.position = 0
+        self.head_reserved = False
+        # Within a pass capacity only shrinks, so a shape that could not start cannot later;
+        # one that could not wait (even by preempting) cannot at an equal or lower priority.
+        self.cannot_start: set[Shape] = set()
+        self.cannot_wait: dict[Shape, int] = {}
+
+    def consider(self, *, experiment: Experiment) -> None:
+        needs = experiment_task_needs(experiment=experiment)
+        reason = _quota_block(experiment=experiment, team_gpus=self.view.team_gpus)
+        if not reason:
+            placements = self._place_now(experiment=experiment, needs=needs)
+            if placements is not None:
+                self._start(experiment=experiment, placements=placements)
+                return
+            reason = self._wait(experiment=experiment, needs=needs)
+        self.position += 1
+        text = f"{reason} Queue position {self.position}."[:REASON_MAX_CHARS]
+        if experiment.pending_reason != text:
+            experiment.pending_reason = text
+            self.reasons_changed.append(experiment)
+
+    def _place_now(
+        self, *, experiment: Experiment, needs: list[TaskNeed]
+    ) -> list[Placement] | None:
+        shape = _shape(experiment=experiment)
+        if shape in self.cannot_start:
+            return None
+        placements = gang_place(needs=needs, free=self.view.free)
+        if placements is None:
+            self.cannot_start.add(shape)
+        return placements
+
+    def _start(self, *, experiment: Experiment, placements: list[Placement]) -> None:
+        try:
+            # First, so an experiment canceled meanwhile is skipped before anything is made;
+            # the transition rolls back its own savepoint when it refuses.
             experiment_transition(
                 experiment=experiment, to=Experiment.State.SCHEDULED, pending_reason=""
             )
-            chief = next(
-                p for p in placements if p.need.task_type == "worker" and p.need.task_index == 0
+        except InvalidTransition:
+            logger.info("Experiment %s left the queue while being scheduled", experiment.pk)
+            return
+        trial = trial_create(experiment=experiment)
+        _allocate(trial_id=trial.pk, placements=placements)
+        _take(view=self.view, placements=placements)
+        if experiment.team_id is not None:
+            self.view.team_gpus[experiment.team_id] += experiment.gpus_requested
+        self.scheduled.append(trial.pk)
+
+    def _wait(self, *, experiment: Experiment, needs: list[TaskNeed]) -> str:
+        """Why it waits; reserves what it waits for when that is known."""
+        plan = self._plan_wait(experiment=experiment, needs=needs)
+        if plan is not None:
+            placements, victims = plan
+            self._preempt(victims=victims)
+            _reserve(view=self.view, placements=placements)
+            return _waiting_text(view=self.view, placements=placements)
+        base = pending_reason(needs=needs, free=self.view.free)
+        reservation = self._reserve_head(needs=needs)
+        if reservation:
+            return f"{base} {reservation}"
+        if self.view.reserved and gang_place(needs=needs, free=self.view.idle):
+            return f"{base} Free devices are reserved for experiments ahead of it."
+        return base
+
+    def _reserve_head(self, *, needs: list[TaskNeed]) -> str:
+        """The backfill reservation of the first experiment that must wait for running ones."""
+        if self.head_reserved:
+            return ""
+        placements = _plan_backfill(view=self.view, needs=needs)
+        if placements is None:
+            return ""  # fits nowhere even with every device released: it blocks nobody
+        self.head_reserved = True
+        _reserve(view=self.view, placements=placements)
+        return _reservation_text(view=self.view, placements=placements)
+
+    def _plan_wait(
+        self, *, experiment: Experiment, needs: list[TaskNeed]
+    ) -> tuple[list[Placement], list[Holder]] | None:
+        """Devices to wait for from stopping trials, plus lower-priority trials to preempt."""
+        shape = _shape(experiment=experiment)
+        if self.cannot_wait.get(shape, experiment.priority - 1) >= experiment.priority:
+            return None
+        kinds = {_need_kind(need=need)[0] for need in needs}
+        usable = [
+            h
+            for h in self.view.holders.values()
+            if _unreserved(view=self.view, holder=h, kinds=kinds)
+        ]
+        stopping = [h for h in usable if h.stop_reason]
+        if stopping:
+            placements = gang_place(needs=needs, free=_map_with(view=self.view, holders=stopping))
+            if placements is not None:
+                return placements, []
+        candidates = sorted(
+            (h for h in usable if not h.stop_reason and h.priority < experiment.priority),
+            key=lambda h: (
+                h.priority,
+                -_unreserved(view=self.view, holder=h, kinds=kinds),
+                -h.since.timestamp(),
+            ),
+        )
+        found = _fewest_holders(view=self.view, needs=needs, base=stopping, ordered=candidates)
+        if found is None:
+            self.cannot_wait[shape] = experiment.priority
+            return None
+        return found
+
+    def _preempt(self, *, victims: list[Holder]) -> None:
+        if not victims:
+            return
+        for trial in Trial.objects.filter(pk__in=[victim.trial_id for victim in victims]):
+            trial_request_stop(trial=trial, reason=PREEMPTED)
+        for victim in victims:
+            victim.stop_reason = PREEMPTED
+        # Victims' devices outside the reservation become "stopping" capacity for others.
+        self.cannot_wait.clear()
+        logger.info("Preempting trial(s) %s", ", ".join(str(v.trial_id) for v in victims))
+
+
+def _shape(*, experiment: Experiment) -> Shape:
+    return (experiment.workers, experiment.gpus_per_worker, experiment.parameter_servers)
+
+
+def _unreserved(*, view: ClusterView, holder: Holder, kinds: set[str]) -> int:
+    return sum(1 for _, k, device in holder.devices if k in kinds and device not in view.reserved)
+
+
+def _map_with(*, view: ClusterView, holders: list[Holder]) -> FreeMap:
+    """The unreserved free devices plus the unreserved devices these holders would release."""
+    result: FreeMap = {
+        node: {k: list(ids) for k, ids in kinds.items()} for node, kinds in view.free.items()
+    }
+    for holder in holders:
+        for node, kind, device in holder.devices:
+            if device not in view.reserved:
+                result[node].setdefault(kind, []).append(device)
+    return result
+
+
+def _fewest_holders(
+    *, view: ClusterView, needs: list[TaskNeed], base: list[Holder], ordered: list[Holder]
+) -> tuple[list[Placement], list[Holder]] | None:
+    """The shortest prefix of `ordered` that, with `base`, fits the gang; then pruned."""
+    placements = gang_place(needs=needs, free=_map_with(view=view, holders=base + ordered))
+    if not ordered or placements is None:
+        return None
+    # Fit only grows with the devices added (tasks of one kind have one size), so bisect.
+    low, high = 0, len(ordered)
+    while low < high:
+        middle = (low + high) // 2
+        found = gang_place(needs=needs, free=_map_with(view=view, holders=base + ordered[:middle]))
+        if found is None:
+            low = middle + 1
+        else:
+            high, placements = middle, found
+    chosen = ordered[:high]
+    # Drop any member the others can do without, latest in the order (least wanted) first.
+    for holder in reversed(ordered[:high]):
+        rest = [h for h in chosen if h is not holder]
+        found = gang_place(needs=needs, free=_map_with(view=view, holders=base + rest))
+        if found is not None:
+            chosen, placements = rest, found
+    return placements, chosen
+
+
+def _plan_backfill(*, view: ClusterView, needs: list[TaskNeed]) -> list[Placement] | None:
+    """Where the head will start: the devices freed first, stopping trials before the oldest."""
+    kinds = {_need_kind(need=need)[0] for need in needs}
+    ordered = sorted(
+        (h for h in view.holders.values() if _unreserved(view=view, holder=h, kinds=kinds)),
+        key=lambda h: (not h.stop_reason, h.since, h.trial_id),
+    )
+    found = _fewest_holders(view=view, needs=needs, base=[], ordered=ordered)
+    return found[0] if found is not None else None
+
+
+def _take(*, view: ClusterView, placements: list[Placement]) -> None:
+    for placement in placements:
+        taken = set(placement.device_ids)
+        for pool in (view.free, view.idle):
+            kinds = pool[placement.node_id]
+            for kind in kinds:
+                kinds[kind] = [d for d in kinds[kind] if d not in taken]
+
+
+def _reserve(*, view: ClusterView, placements: list[Placement]) -> None:
+    for placement in placements:
+        view.reserved.update(placement.device_ids)
+        taken = set(placement.device_ids)
+        kinds = view.free[placement.node_id]
+        for kind in kinds:
+            kinds[kind] = [d for d in kinds[kind] if d not in taken]
+
+
+def _holders_of(*, view: ClusterView, placements: list[Placement]) -> list[Holder]:
+    found = {
+        holder.trial_id: holder
+        for placement in placements
+        for device in placement.device_ids
+        if (holder := view.device_holder.get(device)) is not None
+    }
+    return list(found.values())
+
+
+def _nodes_text(*, view: ClusterView, placements: list[Placement]) -> str:
+    nodes = sorted({view.hostnames[p.node_id] for p in placements})
+    more = f" and {len(nodes) - NODES_NAMED} more" if len(nodes) > NODES_NAMED else ""
+    return ", ".join(nodes[:NODES_NAMED]) + more
+
+
+def _plural(*, count: int, word: str) -> str:
+    return f"{count} {word}" + ("" if count == 1 else "s")
+
+
+def _waiting_text(*, view: ClusterView, placements: list[Placement]) -> str:
+    holders = _holders_of(view=view, placements=placements)
+    preempted = sum(1 for h in holders if h.stop_reason == PREEMPTED)
+    nodes = _nodes_text(view=view, placements=placements)
+    if preempted:
+        trials = _plural(count=preempted, word="lower-priority trial")
+        return f"Waiting for devices: preempting {trials}; devices on {nodes} are reserved for it."
+    trials = _plural(count=len(holders), word="stopping trial")
+    return f"Waiting for {trials} to release devices; devices on {nodes} are reserved for it."
+
+
+def _reservation_text(*, view: ClusterView, placements: list[Placement]) -> str:
+    trials = _plural(count=len(_holders_of(view=view, placements=placements)), word="running trial")
+    nodes = _nodes_text(view=view, placements=placements)
+    return (
+        f"It has a reservation on {nodes} (waiting for {trials} to end); "
+        "smaller jobs may start meanwhile only on other devices."
+    )
+
+
+def _pending_reasons_save(*, experiments: list[Experiment]) -> None:
+    """Write the reasons that changed; most of the queue's do, as positions move up.
+
+    Raw SQL because bulk_update's CASE expression for ~1,000 rows costs more than all the
+    scheduling decisions. An experiment that left the queue meanwhile keeps its own reason.
+    """
+    table = connection.ops.quote_name(Experiment._meta.db_table)
+    queued = Experiment.State.QUEUED.value
+    with connection.cursor() as cursor:
+        if connection.vendor != "postgresql":
+            # In-process SQLite: one prepared statement run per row is the fastest.
+            sql = f"UPDATE {table} SET pending_reason = %s WHERE id = %s AND state = %s"  # noqa: S608
+            cursor.executemany(sql, [(e.pending_reason, e.pk, queued) for e in experiments])
+            return
+        # A server: one statement per batch, not one round trip per row.
+        for start in range(0, len(experiments), REASONS_PER_STATEMENT):
+            batch = experiments[start : start + REASONS_PER_STATEMENT]
+            values = ", ".join(["(%s, %s)"] * len(batch))
+            cursor.execute(
+                f"UPDATE {table} AS e SET pending_reason = v.reason FROM (VALUES {values})"  # noqa: S608
+                " AS v(id, reason) WHERE e.id = v.id AND e.state = %s",
+                [*(x for e in batch for x in (e.pk, e.pending_reason)), queued],
             )
-            queue = Node.objects.values_list("queue", flat=True).get(pk=chief.node_id)
-            scheduled.append((trial.pk, queue))
-        for trial_id, queue in scheduled:
-            transaction.on_commit(partial(trial_dispatch, trial_id=trial_id, queue=queue))
-    return len(scheduled)
 
 
 def _quota_block(*, experiment: Experiment, team_gpus: dict[int, int]) -> str:
     if experiment.team is None or experiment.gpus_requested == 0:
         return ""
-    team_id = experiment.team.pk
-    if team_id not in team_gpus:
-        team_gpus[team_id] = selectors.gpus_in_use_by_team(team_id=team_id)
-    in_use, quota = team_gpus[team_id], experiment.team.gpu_quota
+    in_use, quota = team_gpus.get(experiment.team.pk, 0), experiment.team.gpu_quota
     if in_use + experiment.gpus_requested > quota:
         return (
             f"Team quota of {quota} GPUs: {in_use} in use, this needs {experiment.gpus_requested}."
@@ -144,7 +505,7 @@ def _quota_block(*, experiment: Experiment, team_gpus: dict[int, int]) -> str:
     return ""
 
 
-def _allocate(*, trial_id: int, placement: Placement) -> None:
+def _allocate(*, trial_id: int, placements: list[Placement]) -> None:
     now = timezone.now()
     Allocation.objects.bulk_create(
         [
@@ -156,6 +517,7 @@ def _allocate(*, trial_id: int, placement: Placement) -> None:
                 task_index=placement.need.task_index,
                 created_at=now,
             )
+            for placement in placements
             for device_id in placement.device_ids
         ]
     )

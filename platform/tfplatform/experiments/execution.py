@@ -13,7 +13,7 @@ from tfplatform.cluster.scheduler import allocations_release
 from tfplatform.experiments.gang import trial_cluster_plan, trial_part_claim
 from tfplatform.experiments.models import Experiment, Trial
 from tfplatform.experiments.recorder import TrialEventRecorder
-from tfplatform.experiments.services import experiment_transition
+from tfplatform.experiments.services import experiment_start, experiment_transition
 from tfplatform.experiments.trials import (
     TRIAL_ACTIVE_STATES,
     trial_finish,
@@ -80,8 +80,7 @@ def trial_execute(*, trial_id: int, node_id: int | None = None) -> None:
     chief_here = plan is None or plan.chief.host == local_host
     experiment = trial.experiment
     try:
-        if Experiment.objects.filter(pk=experiment.pk, state=State.SCHEDULED).exists():
-            experiment_transition(experiment=experiment, to=State.RUNNING)
+        experiment_start(experiment=experiment)
         outcome = trial_supervise(
             spec=trial_spec_build(trial=trial),
             on_event=TrialEventRecorder(trial=trial),

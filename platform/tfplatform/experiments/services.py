@@ -117,6 +117,14 @@ def experiment_transition(*, experiment: Experiment, to: str, **changes: Any) ->
     return experiment
 
 
+def experiment_start(*, experiment: Experiment) -> None:
+    """Scheduled → running, once: every part of a multi-node gang calls this as it starts."""
+    with transaction.atomic():
+        current = Experiment.objects.select_for_update().get(pk=experiment.pk)
+        if current.state == State.SCHEDULED:
+            experiment_transition(experiment=current, to=State.RUNNING)
+
+
 def experiment_cancel(*, experiment: Experiment) -> Experiment:
     """Cancel now if nothing runs yet; otherwise ask the running trial to stop."""
     from tfplatform.experiments.trials import trial_request_stop

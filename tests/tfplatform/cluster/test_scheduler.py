@@ -3,7 +3,11 @@ import pytest
 from tests.factories import DeviceFactory, ExperimentFactory, NodeFactory, TeamFactory, UserFactory
 from tfplatform.cluster.models import Allocation
 from tfplatform.cluster.scheduler import scheduler_pass
-from tfplatform.experiments.models import Experiment
+from tfplatform.experiments.execution import trial_outcome_record
+from tfplatform.experiments.models import Experiment, Trial
+from tfplatform.experiments.services import experiment_transition
+from tfplatform.experiments.trials import trial_request_stop, trial_start
+from training.spec import TrialOutcome
 
 pytestmark = pytest.mark.django_db
 
@@ -92,3 +96,221 @@ def test_cordoned_node_gets_no_work() -> None:
     assert scheduler_pass() == 0
     experiment.refresh_from_db()
     assert experiment.state == "queued"
+
+
+# Backfill, preemption and pending reasons. Trials start, end and are preempted through the
+# same services a worker node uses; only the training itself is left out.
+
+
+def started(experiment: Experiment) -> Trial:
+    """The experiment's live trial, taken up as its worker node would."""
+    trial = experiment.trials.get(state__in=["pending", "running"])
+    trial_start(trial_id=trial.pk)
+    experiment_transition(experiment=experiment, to=Experiment.State.RUNNING)
+    return trial
+
+
+def running(**kwargs: object) -> Trial:
+    experiment = ExperimentFactory(**kwargs)
+    assert scheduler_pass() == 1
+    return started(experiment)
+
+
+def ended(trial: Trial, *, status: str = "completed") -> None:
+    trial_outcome_record(
+        trial=trial, outcome=TrialOutcome(status=status, retryable=False, exit_reason=status)
+    )
+
+
+def held_by(experiment: Experiment) -> set[tuple[str, int]]:
+    return set(
+        Allocation.objects.filter(
+            trial__experiment=experiment, released_at__isnull=True
+        ).values_list("node__hostname", "device__index")
+    )
+
+
+def reason(experiment: Experiment) -> str:
+    experiment.refresh_from_db()
+    return experiment.pending_reason
+
+
+def test_small_job_backfills_only_outside_the_heads_reservation() -> None:
+    node_with(gpus=4, cpus=0, hostname="a")
+    first = running(gpus_per_worker=2)
+    node_with(gpus=3, cpus=0, hostname="b")
+    head = ExperimentFactory(gpus_per_worker=4)
+    small = ExperimentFactory(gpus_per_worker=1)
+    pair = ExperimentFactory(gpus_per_worker=2)
+    late = ExperimentFactory(gpus_per_worker=1)
+
+    assert scheduler_pass() == 2
+    # Best fit alone would have put the small job in a's two free GPUs: the head's reservation.
+    assert {node for node, _ in held_by(small)} == {"b"}
+    assert {node for node, _ in held_by(pair)} == {"b"}
+    assert held_by(head) == set()
+    assert "It has a reservation on a (waiting for 1 running trial to end)" in reason(head)
+    assert reason(head).endswith("Queue position 1.")
+    assert "Free devices are reserved for experiments ahead of it." in reason(late)
+    assert held_by(late) == set()
+
+    ended(first)
+    assert scheduler_pass() == 1
+    assert held_by(head) == {("a", 0), ("a", 1), ("a", 2), ("a", 3)}
+    assert Experiment.objects.get(pk=late.pk).state == "queued"
+
+
+def test_head_that_fits_nowhere_reserves_nothing() -> None:
+    node_with(gpus=2, cpus=0)
+    running(gpus_per_worker=1)
+    impossible = ExperimentFactory(gpus_per_worker=8)
+    small = ExperimentFactory(gpus_per_worker=1)
+    assert scheduler_pass() == 1
+    assert Experiment.objects.get(pk=small.pk).state == "scheduled"
+    assert reason(impossible) == (
+        "Needs 8 GPUs on one node; the largest free block is 1. Queue position 1."
+    )
+
+
+def test_reservation_waits_for_the_trial_expected_to_end_first() -> None:
+    node_with(gpus=2, cpus=0, hostname="old")
+    node_with(gpus=2, cpus=0, hostname="new")
+    running(gpus_per_worker=2)
+    running(gpus_per_worker=2)
+    head = ExperimentFactory(gpus_per_worker=2)
+    scheduler_pass()
+    # The oldest trial is expected to end first; both hold exactly what the head needs.
+    assert "reservation on old" in reason(head)
+
+
+def test_stopping_trial_is_waited_for_instead_of_preempting() -> None:
+    node_with(gpus=2, cpus=0, hostname="solo")
+    low = running(gpus_per_worker=2)
+    trial_request_stop(trial=low, reason="canceled")
+    urgent = ExperimentFactory(gpus_per_worker=2, priority=10)
+    scheduler_pass()
+    assert reason(urgent) == (
+        "Waiting for 1 stopping trial to release devices; devices on solo are reserved for it."
+        " Queue position 1."
+    )
+    low.refresh_from_db()
+    assert low.stop_reason == "canceled"
+
+
+def test_higher_priority_preempts_a_lower_priority_trial_and_starts_after_release() -> None:
+    node_with(gpus=2, cpus=0, hostname="solo")
+    low = running(gpus_per_worker=2)
+    urgent = ExperimentFactory(gpus_per_worker=2, priority=10)
+
+    assert scheduler_pass() == 0
+    low.refresh_from_db()
+    assert low.stop_reason == "preempted"
+    assert held_by(urgent) == set()  # nothing is taken before the victim lets go
+    expected = (
+        "Waiting for devices: preempting 1 lower-priority trial; devices on solo are reserved"
+        " for it. Queue position 1."
+    )
+    assert reason(urgent) == expected
+
+    assert scheduler_pass() == 0  # still waiting for the same victim: no further preemption
+    assert reason(urgent) == expected
+
+    ended(low, status="canceled")  # what the supervisor reports once the victim stopped
+    victim = Experiment.objects.get(pk=low.experiment_id)
+    assert victim.state == "queued"
+    assert scheduler_pass() == 1
+    assert held_by(urgent) == {("solo", 0), ("solo", 1)}
+    victim.refresh_from_db()
+    assert victim.state == "queued"
+    assert "Queue position 1" in victim.pending_reason
+
+
+def test_equal_priority_is_never_preempted() -> None:
+    node_with(gpus=2, cpus=0, hostname="solo")
+    peer = running(gpus_per_worker=2, priority=5)
+    waiting = ExperimentFactory(gpus_per_worker=2, priority=5)
+    scheduler_pass()
+    peer.refresh_from_db()
+    assert peer.stop_reason == ""
+    assert "It has a reservation on solo" in reason(waiting)
+
+
+def test_higher_priority_trial_is_never_preempted_by_lower() -> None:
+    node_with(gpus=2, cpus=0)
+    important = running(gpus_per_worker=2, priority=10)
+    ExperimentFactory(gpus_per_worker=2, priority=1)
+    scheduler_pass()
+    important.refresh_from_db()
+    assert important.stop_reason == ""
+
+
+def test_preempts_the_fewest_of_the_lowest_priority() -> None:
+    node_with(gpus=4, cpus=0)
+    one = running(gpus_per_worker=1)
+    two = running(gpus_per_worker=2)
+    higher = running(gpus_per_worker=1, priority=1)
+    urgent = ExperimentFactory(gpus_per_worker=2, priority=10)
+    scheduler_pass()
+    stops = dict(Trial.objects.values_list("pk", "stop_reason"))
+    assert (stops[one.pk], stops[two.pk], stops[higher.pk]) == ("", "preempted", "")
+    assert "preempting 1 lower-priority trial;" in reason(urgent)
+
+
+def test_preempts_on_the_node_with_the_lowest_priority_victim() -> None:
+    node_with(gpus=2, cpus=0, hostname="p2")
+    node_with(gpus=2, cpus=0, hostname="p1")
+    middle = running(gpus_per_worker=2, priority=2)
+    lowest = running(gpus_per_worker=2, priority=1)
+    ExperimentFactory(gpus_per_worker=2, priority=5)
+    scheduler_pass()
+    middle.refresh_from_db()
+    lowest.refresh_from_db()
+    assert (middle.stop_reason, lowest.stop_reason) == ("", "preempted")
+
+
+def test_devices_freed_for_a_preemptor_are_not_backfilled() -> None:
+    node_with(gpus=4, cpus=0, hostname="solo")
+    low = running(gpus_per_worker=2)
+    urgent = ExperimentFactory(gpus_per_worker=4, priority=10)
+    small = ExperimentFactory(gpus_per_worker=1)
+    assert scheduler_pass() == 0
+    low.refresh_from_db()
+    assert low.stop_reason == "preempted"
+    assert "Free devices are reserved for experiments ahead of it." in reason(small)
+    ended(low, status="canceled")
+    assert scheduler_pass() == 1
+    assert len(held_by(urgent)) == 4
+
+
+def test_quota_blocked_experiment_neither_preempts_nor_reserves() -> None:
+    node_with(gpus=2, cpus=0)
+    team = TeamFactory(gpu_quota=1)
+    low = running(gpus_per_worker=1)
+    blocked = ExperimentFactory(owner=UserFactory(team=team), gpus_per_worker=2, priority=10)
+    small = ExperimentFactory(gpus_per_worker=1)
+    assert scheduler_pass() == 1
+    low.refresh_from_db()
+    assert low.stop_reason == ""
+    assert reason(blocked).startswith("Team quota of 1 GPUs: 0 in use, this needs 2.")
+    assert Experiment.objects.get(pk=small.pk).state == "scheduled"
+
+
+def test_preempted_gang_spanning_nodes_frees_both() -> None:
+    node_with(gpus=1, cpus=0, hostname="x")
+    node_with(gpus=1, cpus=0, hostname="y")
+    low = running(workers=2, gpus_per_worker=1)
+    urgent = ExperimentFactory(workers=2, gpus_per_worker=1, priority=3)
+    scheduler_pass()
+    assert "preempting 1 lower-priority trial; devices on x, y are reserved" in reason(urgent)
+    ended(low, status="canceled")
+    assert scheduler_pass() == 1
+    assert {node for node, _ in held_by(urgent)} == {"x", "y"}
+
+
+def test_long_reasons_fit_the_column() -> None:
+    for index in range(5):
+        node_with(gpus=1, cpus=0, hostname=f"{'n' * 150}-{index}")
+    running(workers=5, gpus_per_worker=1)
+    head = ExperimentFactory(workers=5, gpus_per_worker=1)
+    scheduler_pass()
+    assert 0 < len(reason(head)) <= 300

@@ -1,0 +1,194 @@
+"""Two real scheduler processes on one database: no device handed out twice, quotas and gangs
+hold, while trials start, end and are preempted through the services a worker node uses.
+
+Training itself is left out (50 real trainings would take far too long here; the end-to-end
+path is tested in experiments/test_pipeline.py): this process plays every worker node.
+"""
+
+import random
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from django.db.models import Count, Q
+from django.utils import timezone
+
+from tests import live
+from tests.factories import DeviceFactory, ExperimentFactory, NodeFactory, TeamFactory, UserFactory
+from tfplatform.accounts.models import User
+from tfplatform.cluster.models import Allocation, Node
+from tfplatform.experiments.execution import trial_outcome_record
+from tfplatform.experiments.models import Experiment, Trial
+from tfplatform.experiments.services import experiment_transition
+from tfplatform.experiments.trials import trial_start
+from training.spec import TrialOutcome
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+SEED = 7305
+EXPERIMENTS = 50
+FIRST_WAVE = 38  # low priority; the rest arrive urgent once the cluster is busy
+NODE_GPUS = (4, 4, 2, 2, 1, 0)
+CPU_SLOTS = 2
+TEAM_QUOTAS = (3, 4, 6)
+TIMEOUT_SECONDS = 60
+LIVE = (Trial.State.PENDING, Trial.State.RUNNING)
+
+
+@dataclass(frozen=True)
+class Job:
+    owner: User
+    workers: int
+    gpus_per_worker: int
+    parameter_servers: int
+    seconds: float
+
+
+def declare_cluster() -> None:
+    for gpus in NODE_GPUS:
+        node = NodeFactory()
+        for index in range(gpus):
+            DeviceFactory(node=node, kind="gpu", index=index)
+        for index in range(CPU_SLOTS):
+            DeviceFactory(node=node, kind="cpu", index=index)
+
+
+def random_jobs(*, rng: random.Random) -> list[Job]:
+    owners = [UserFactory(team=TeamFactory(gpu_quota=quota)) for quota in TEAM_QUOTAS]
+    owners.append(UserFactory())  # no team, no quota
+    jobs = []
+    for _ in range(EXPERIMENTS):
+        owner = rng.choice(owners)
+        gpus = rng.choice((0, 1, 1, 2, 4))
+        workers = rng.choice((1, 1, 2, 3))
+        quota = owner.team.gpu_quota if owner.team else 8
+        while workers > 1 and workers * gpus > quota:
+            workers -= 1  # every job must fit its team's quota, or it could never finish
+        gpus = min(gpus, quota)
+        parameter_servers = rng.choice((0, 0, 1)) if workers > 1 else 0
+        jobs.append(Job(owner, workers, gpus, parameter_servers, rng.uniform(0.2, 1.2)))
+    return jobs
+
+
+def submit(job: Job, *, priority: int) -> Experiment:
+    return ExperimentFactory(
+        owner=job.owner,
+        workers=job.workers,
+        gpus_per_worker=job.gpus_per_worker,
+        parameter_servers=job.parameter_servers,
+        priority=priority,
+    )
+
+
+def check_invariants() -> None:
+    """Each check is one statement, so it sees one consistent state of the database."""
+    held = Allocation.objects.filter(released_at__isnull=True)
+    doubled = held.exclude(device=None).values("device").annotate(n=Count("id")).filter(n__gt=1)
+    assert list(doubled) == [], "a device has two live allocations"
+
+    per_team = (
+        held.filter(device__kind="gpu", trial__experiment__team__isnull=False)
+        .values("trial__experiment__team__name", "trial__experiment__team__gpu_quota")
+        .annotate(n=Count("id"))
+    )
+    for row in per_team:
+        assert row["n"] <= row["trial__experiment__team__gpu_quota"], f"over quota: {row}"
+
+    live_allocation = Q(trials__allocations__released_at__isnull=True)
+    experiments = Experiment.objects.annotate(
+        gpus=Count("trials__allocations", filter=live_allocation & gpu_kind(), distinct=True),
+        cpus=Count("trials__allocations", filter=live_allocation & ~gpu_kind(), distinct=True),
+        live_trials=Count("trials", filter=Q(trials__state__in=LIVE), distinct=True),
+    )
+    for experiment in experiments:
+        if experiment.state in (Experiment.State.SCHEDULED, Experiment.State.RUNNING):
+            gpu_workers = experiment.workers if experiment.gpus_per_worker else 0
+            expected = (
+                experiment.gpus_requested,
+                experiment.workers - gpu_workers + experiment.parameter_servers,
+                1,
+            )
+        else:
+            expected = (0, 0, 0)  # queued or ended: holds nothing, runs nothing
+        found = (experiment.gpus, experiment.cpus, experiment.live_trials)
+        assert found == expected, f"{experiment} ({experiment.state}): gang {found} != {expected}"
+
+
+def gpu_kind() -> Q:
+    return Q(trials__allocations__device__kind="gpu")
+
+
+def cluster_busy() -> bool:
+    """Urgent jobs arrive while lower-priority ones hold the devices (or nothing is left)."""
+    states = Experiment.objects.values_list("state", flat=True)
+    return (
+        states.filter(state=Experiment.State.RUNNING).count() >= 4
+        or not states.filter(state=Experiment.State.QUEUED).exists()
+    )
+
+
+def play_worker_nodes(*, seconds: dict[int, float]) -> None:
+    """One round of what worker nodes do: take up trials, stop preempted ones, finish."""
+    now = timezone.now()
+    for trial in Trial.objects.filter(state__in=LIVE).select_related("experiment"):
+        if trial.stop_reason:
+            # The supervisor stopped every process; a preempted trial's experiment requeues.
+            end(trial, status="canceled")
+        elif trial.state == Trial.State.PENDING:
+            trial_start(trial_id=trial.pk)
+            experiment_transition(experiment=trial.experiment, to=Experiment.State.RUNNING)
+        elif (
+            trial.started_at
+            and (now - trial.started_at).total_seconds() > seconds[trial.experiment_id]
+        ):
+            end(trial, status="completed")
+
+
+def end(trial: Trial, *, status: str) -> None:
+    trial_outcome_record(
+        trial=trial, outcome=TrialOutcome(status=status, retryable=False, exit_reason=status)
+    )
+
+
+def start_scheduler(*, log: Path) -> subprocess.Popen[bytes]:
+    # An in-memory broker: dispatch messages would otherwise pile up for nodes that are
+    # only rows in this test's database.
+    env = live.child_env(CELERY_BROKER_URL="memory://", PLATFORM_LOG_LEVEL="INFO")
+    args = [sys.executable, "manage.py", "scheduler", "--interval", "0.1"]
+    return live.start(args, env=env, log=log)
+
+
+def test_two_schedulers_never_double_allocate(tmp_path: Path) -> None:
+    rng = random.Random(SEED)
+    declare_cluster()
+    jobs = random_jobs(rng=rng)
+    seconds: dict[int, float] = {}
+    for job in jobs[:FIRST_WAVE]:
+        seconds[submit(job, priority=rng.choice((0, 1))).pk] = job.seconds
+    logs = [tmp_path / "scheduler-a.log", tmp_path / "scheduler-b.log"]
+    schedulers = [start_scheduler(log=log) for log in logs]
+    try:
+        deadline = time.monotonic() + TIMEOUT_SECONDS
+        while Experiment.objects.filter(state=Experiment.State.COMPLETED).count() < EXPERIMENTS:
+            assert time.monotonic() < deadline, "timed out: " + logs[0].read_text()[-2000:]
+            Node.objects.update(last_heartbeat=timezone.now())
+            check_invariants()
+            if len(seconds) < EXPERIMENTS and cluster_busy():
+                job = jobs[len(seconds)]
+                seconds[submit(job, priority=5).pk] = job.seconds
+            play_worker_nodes(seconds=seconds)
+            check_invariants()
+            time.sleep(0.05)
+        assert all(process.poll() is None for process in schedulers), "a scheduler died"
+    finally:
+        codes = [live.stop(process) for process in schedulers]
+    text = "\n".join(log.read_text() for log in logs)
+    assert codes == [0, 0], text[-4000:]
+    assert "Traceback" not in text, text[-4000:]
+    assert not Allocation.objects.filter(released_at__isnull=True).exists()
+    assert Trial.objects.filter(stop_reason="preempted", state="canceled").exists()
+    for log in logs:
+        assert "Scheduled" in log.read_text(), f"{log.name} never scheduled anything"
