@@ -53,10 +53,14 @@ class _Task:
 def _attempt_dir(*, work_dir: str) -> Path:
     root = Path(work_dir) / "attempts"
     root.mkdir(parents=True, exist_ok=True)
-    numbers = [int(p.name) for p in root.iterdir() if p.name.isdigit()]
-    path = root / f"{max(numbers, default=0) + 1:03d}"
-    path.mkdir()
-    return path
+    while True:
+        numbers = [int(p.name) for p in root.iterdir() if p.name.isdigit()]
+        path = root / f"{max(numbers, default=0) + 1:03d}"
+        try:
+            path.mkdir()
+        except FileExistsError:
+            continue  # the other nodes of a gang share work_dir and start at the same moment
+        return path
 
 
 def _environment(*, spec: TrialSpec, plan: ClusterPlan, task: TaskAddress) -> dict[str, str]:

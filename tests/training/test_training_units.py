@@ -179,3 +179,13 @@ def test_trial_task_stops_when_its_supervisor_dies(tmp_path: Path) -> None:
     else:
         os.kill(child, signal.SIGKILL)
         raise AssertionError("the orphaned task kept running")
+
+
+def test_attempt_dirs_are_distinct_when_gang_parts_start_together(tmp_path: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from training.supervisor import _attempt_dir
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        paths = list(pool.map(lambda _: _attempt_dir(work_dir=str(tmp_path)), range(40)))
+    assert len(set(paths)) == 40

@@ -156,3 +156,59 @@ def test_killed_node_mid_training_resumes_from_checkpoint_when_it_returns(
     states = list(experiment.trials.order_by("restart_count").values_list("state", flat=True))
     assert states.count("completed") == 1 and states[-1] == "completed"
     assert epochs() == list(range(1, 9))  # resumed, not restarted: no epoch twice
+
+
+def test_cancel_stops_every_process_of_a_multi_node_gang(
+    two_nodes: dict[str, object], tmp_path: Path
+) -> None:
+    import subprocess
+    import time
+
+    client = APIClient()
+    client.force_authenticate(UserFactory())
+    response = client.post(
+        "/api/v1/experiments/",
+        {
+            "name": "cancel across nodes",
+            "model": "mlp",
+            "dataset": "digits",
+            "hyperparameters": {"epochs": 500, "batch_size": 8},
+            "resources": {"workers": 2, "gpus_per_worker": 0, "parameter_servers": 0},
+        },
+        format="json",
+    )
+    experiment_id = response.json()["id"]
+    log = two_nodes["node-a"]["log"]  # type: ignore[index]
+    live.wait_for(
+        lambda: (
+            Experiment.objects.get(pk=experiment_id).trials.filter(metrics__name="loss").exists()
+        ),
+        timeout=240,
+        what="the gang to train",
+        log=log,
+    )
+    work = f"experiment-{experiment_id}/attempts/"
+
+    def tasks() -> list[str]:
+        found = subprocess.run(
+            ["pgrep", "-f", f"training.worker.*{work}"], capture_output=True, text=True
+        ).stdout.split()
+        return [
+            pid
+            for pid in found
+            if Path(f"/proc/{pid}/stat").exists()
+            and Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+        ]
+
+    assert len(tasks()) == 2  # one task on each node
+    started = time.monotonic()
+    assert client.post(f"/api/v1/experiments/{experiment_id}/cancel/").status_code == 202
+    live.wait_for(
+        lambda: Experiment.objects.get(pk=experiment_id).state == "canceled",
+        timeout=60,
+        what="the cancel",
+        log=log,
+    )
+    live.wait_for(lambda: not tasks(), timeout=30, what="every task to exit", log=log)
+    assert time.monotonic() - started < 45
+    assert not Allocation.objects.filter(released_at__isnull=True).exists()

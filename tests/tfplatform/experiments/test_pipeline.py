@@ -195,3 +195,52 @@ def test_killed_trial_process_restarts_and_resumes_without_repeating_epochs(
         ).json()
     ]
     assert epochs == list(range(1, 7)), epochs
+
+
+def test_higher_priority_preempts_and_the_preempted_experiment_resumes(
+    worker_node: tuple[str, Path],
+) -> None:
+    _, log = worker_node
+    client = APIClient()
+    client.force_authenticate(UserFactory())
+    low = _submit(
+        client,
+        name="low",
+        model="mlp",
+        dataset="digits",
+        priority=0,
+        hyperparameters='{"epochs": 6, "batch_size": 16}',
+    )
+
+    def epochs(experiment_id: int) -> list[int]:
+        return [
+            m["epoch"]
+            for m in client.get(
+                f"/api/v1/experiments/{experiment_id}/metrics/?name=val_accuracy"
+            ).json()
+        ]
+
+    live.wait_for(lambda: len(epochs(low)) >= 2, timeout=180, what="two epochs", log=log)
+    high = _submit(
+        client,
+        name="high",
+        model="mlp",
+        dataset="digits",
+        priority=10,
+        hyperparameters='{"epochs": 2}',
+    )
+    live.wait_for(
+        lambda: _state(high) == "completed", timeout=240, what="the urgent experiment", log=log
+    )
+    live.wait_for(
+        lambda: _state(low) == "completed",
+        timeout=240,
+        what="the preempted experiment to resume and finish",
+        log=log,
+    )
+    trials = Experiment.objects.get(pk=low).trials.order_by("restart_count")
+    assert trials[0].stop_reason == "preempted"
+    assert [t.state for t in trials] == ["canceled", "completed"]
+    first_high = Experiment.objects.get(pk=high).trials.get().started_at
+    assert trials[0].finished_at <= first_high  # the slot was given back before it started
+    assert epochs(low) == list(range(1, 7))  # resumed from its checkpoint: no epoch twice
