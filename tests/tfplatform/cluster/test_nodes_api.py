@@ -89,3 +89,33 @@ def test_restarted_worker_releases_what_its_previous_life_held() -> None:
     assert experiment.state == "queued"
     assert "restarted" in experiment.pending_reason
     assert scheduler_pass() == 1  # the freed slot is used again
+
+
+def test_declared_slots_stand_in_for_gpus_when_nvml_finds_none() -> None:
+    from tfplatform.cluster.discovery import devices_discover, gpus_discover
+
+    assert gpus_discover() == []  # no NVIDIA driver on this machine
+    devices = devices_discover(declared_gpu_slots=2, cpu_slots=1)
+    assert [(d.kind, d.index, d.emulated) for d in devices] == [
+        ("gpu", 0, True),
+        ("gpu", 1, True),
+        ("cpu", 0, False),
+    ]
+
+
+def test_a_redelivered_trial_message_starts_nothing_twice() -> None:
+    from django.utils import timezone
+
+    from tfplatform.cluster.models import Allocation
+    from tfplatform.experiments.execution import trial_execute
+
+    node = NodeFactory()
+    DeviceFactory(node=node, kind="cpu", index=0)
+    experiment = ExperimentFactory()
+    scheduler_pass()
+    trial = experiment.trials.get()
+    # This node already took up its part (the first delivery); the copy must do nothing.
+    Allocation.objects.update(started_at=timezone.now())
+    trial_execute(trial_id=trial.pk, node_id=node.pk)
+    trial.refresh_from_db()
+    assert trial.state == "pending" and trial.started_at is None
