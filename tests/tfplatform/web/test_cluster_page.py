@@ -1,10 +1,6 @@
 """The staff cluster console: plain Django client tests, then one in a real Chromium."""
 
-import os
-import shutil
-from collections.abc import Iterator
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 from django.test import Client
@@ -17,12 +13,11 @@ from tests.factories import (
     NodeFactory,
     UserFactory,
 )
+from tests.tfplatform.web.conftest import ARTIFACTS
 from tfplatform.cluster.models import Node, UtilizationSample
 from tfplatform.cluster.scheduler import scheduler_pass
 from tfplatform.cluster.utilization import utilization_record
 
-CHROMIUM = "/usr/bin/chromium"
-ARTIFACTS = Path(__file__).resolve().parents[3] / "test-artifacts" / "screenshots"
 GIB = 1024**3
 
 
@@ -137,34 +132,6 @@ def test_node_buttons_post_with_csrf_token() -> None:
     assert response.status_code == 302
     node.refresh_from_db()
     assert node.state == "cordoned"
-
-
-@pytest.fixture
-def browser(monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
-    if not shutil.which(CHROMIUM):
-        if os.environ.get("CI"):
-            pytest.fail("CI needs Debian's chromium at /usr/bin/chromium (make browser)")
-        pytest.skip("Debian's chromium is not installed (make browser)")
-    from playwright.sync_api import sync_playwright
-
-    # Playwright's sync API runs an event loop in this thread; the ORM calls here are sync.
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as playwright:
-        instance = playwright.chromium.launch(
-            executable_path=CHROMIUM,
-            headless=True,
-            args=[
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--no-first-run",
-            ],
-        )
-        yield instance
-        instance.close()
 
 
 def an_hour_of_history() -> None:
