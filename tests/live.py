@@ -89,3 +89,42 @@ def wait_for(
         time.sleep(0.5)
     tail = log.read_text(errors="replace")[-4000:] if log and log.exists() else ""
     raise AssertionError(f"timed out after {timeout}s waiting for {what}\n{tail}")
+
+
+FINISHED = ("completed", "failed", "canceled")
+
+
+def experiment_state(experiment_id: int) -> str:
+    from tfplatform.experiments.models import Experiment
+
+    return str(Experiment.objects.values_list("state", flat=True).get(pk=experiment_id))
+
+
+def experiment_wait_finished(
+    experiment_id: int, *, timeout: float, log: Path, what: str = "the experiment to finish"
+) -> str:
+    wait_for(
+        lambda: experiment_state(experiment_id) in FINISHED, timeout=timeout, what=what, log=log
+    )
+    return experiment_state(experiment_id)
+
+
+def metric_epochs(client: object, experiment_id: int, name: str = "val_accuracy") -> list[int]:
+    """The epochs of one metric as the public API reports them."""
+    url = f"/api/v1/experiments/{experiment_id}/metrics/?name={name}"
+    return [m["epoch"] for m in client.get(url).json()]  # type: ignore[attr-defined]
+
+
+def trial_task_pids(experiment_id: int) -> list[str]:
+    """Live (non-zombie) training task processes of an experiment on this machine."""
+    found = subprocess.run(
+        ["pgrep", "-f", f"training.worker.*experiment-{experiment_id}/attempts/"],
+        capture_output=True,
+        text=True,
+    ).stdout.split()
+    alive = []
+    for pid in found:
+        stat = Path(f"/proc/{pid}/stat")
+        if stat.exists() and stat.read_text().rsplit(")", 1)[1].split()[0] != "Z":
+            alive.append(pid)
+    return alive

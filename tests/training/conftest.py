@@ -16,7 +16,7 @@ from training.spec import Resources, TrialEvent, TrialOutcome, TrialSpec
 from training.supervisor import trial_supervise
 
 # The one user module every strategy trains: it never mentions devices or strategies.
-DIGITS_MODULE = '''
+DIGITS_MODULE = """
 import tf_keras as keras
 
 
@@ -27,9 +27,12 @@ def build_model(hparams):
         keras.layers.Dense(hparams.get("hidden", 32), activation="relu"),
         keras.layers.Dense(hparams["num_classes"], activation="softmax"),
     ])
-'''
+"""
 DIGITS_HPARAMS: dict[str, Any] = {
-    "epochs": 4, "batch_size": 32, "learning_rate": 0.01, "throughput_interval_seconds": 1.0,
+    "epochs": 4,
+    "batch_size": 32,
+    "learning_rate": 0.01,
+    "throughput_interval_seconds": 1.0,
 }
 
 
@@ -54,7 +57,9 @@ def digits_module(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 def trial_run(
-    *, spec: TrialSpec, grace_seconds: float = 20.0,
+    *,
+    spec: TrialSpec,
+    grace_seconds: float = 20.0,
     on_event: Callable[[TrialEvent], None] | None = None,
     should_cancel: Callable[[], bool] = lambda: False,
 ) -> TrialRun:
@@ -66,18 +71,30 @@ def trial_run(
         if on_event is not None:
             on_event(event)
 
-    run.outcome = trial_supervise(spec=spec, on_event=collect, should_cancel=should_cancel,
-                                  grace_seconds=grace_seconds)
+    run.outcome = trial_supervise(
+        spec=spec, on_event=collect, should_cancel=should_cancel, grace_seconds=grace_seconds
+    )
     run.seconds = time.monotonic() - start
     return run
 
 
-def spec_make(*, work_dir: Path, model: str, dataset: str = "digits",
-              resources: Resources | None = None, **overrides: Any) -> TrialSpec:
+def spec_make(
+    *,
+    work_dir: Path,
+    model: str,
+    dataset: str = "digits",
+    resources: Resources | None = None,
+    **overrides: Any,
+) -> TrialSpec:
     hparams = {**DIGITS_HPARAMS, **overrides.pop("hyperparameters", {})}
     return TrialSpec(
-        trial_id=work_dir.name, model=model, dataset=dataset, work_dir=str(work_dir),
-        hyperparameters=hparams, resources=resources or Resources(), **overrides,
+        trial_id=work_dir.name,
+        model=model,
+        dataset=dataset,
+        work_dir=str(work_dir),
+        hyperparameters=hparams,
+        resources=resources or Resources(),
+        **overrides,
     )
 
 

@@ -15,8 +15,12 @@ from training.spec import Resources, TrialSpec
 
 
 def _spec(**fields: object) -> TrialSpec:
-    base: dict[str, object] = {"trial_id": "t", "model": "mlp", "dataset": "digits",
-                               "work_dir": "/tmp/w"}
+    base: dict[str, object] = {
+        "trial_id": "t",
+        "model": "mlp",
+        "dataset": "digits",
+        "work_dir": "/tmp/w",
+    }
     return TrialSpec(**{**base, **fields})  # type: ignore[arg-type]
 
 
@@ -51,8 +55,13 @@ def test_cifar10_missing_names_the_expected_path(tmp_path: Path) -> None:
 def test_npz_upload_loads_and_reports_its_shape(tmp_path: Path) -> None:
     path = tmp_path / "data.npz"
     rng = np.random.default_rng(0)
-    np.savez(path, x_train=rng.random((20, 4, 4)), y_train=np.arange(20) % 3,
-             x_test=rng.random((5, 4, 4)), y_test=np.arange(5) % 3)
+    np.savez(
+        path,
+        x_train=rng.random((20, 4, 4)),
+        y_train=np.arange(20) % 3,
+        x_test=rng.random((5, 4, 4)),
+        y_test=np.arange(5) % 3,
+    )
     summary = catalog.dataset_validate(spec=_spec(dataset=str(path)))
     assert summary["input_shape"] == [4, 4] and summary["num_classes"] == 3
     assert summary["input_dtype"] == "float32"
@@ -62,16 +71,38 @@ def test_npz_upload_loads_and_reports_its_shape(tmp_path: Path) -> None:
     ("arrays_in", "message"),
     [
         ({"x_train": np.zeros((4, 2)), "y_train": np.zeros(4)}, "missing x_test, y_test"),
-        ({"x_train": np.zeros((4, 2)), "y_train": np.zeros(3), "x_test": np.zeros((2, 2)),
-          "y_test": np.zeros(2)}, "x_train has 4 rows but y_train has 3 labels"),
-        ({"x_train": np.zeros((4, 2)), "y_train": np.array([0, 1, 0.5, 1]),
-          "x_test": np.zeros((2, 2)), "y_test": np.zeros(2)}, "integer class ids"),
-        ({"x_train": np.zeros((4, 2)), "y_train": np.zeros(4), "x_test": np.zeros((2, 3)),
-          "y_test": np.zeros(2)}, "differ from x_test"),
+        (
+            {
+                "x_train": np.zeros((4, 2)),
+                "y_train": np.zeros(3),
+                "x_test": np.zeros((2, 2)),
+                "y_test": np.zeros(2),
+            },
+            "x_train has 4 rows but y_train has 3 labels",
+        ),
+        (
+            {
+                "x_train": np.zeros((4, 2)),
+                "y_train": np.array([0, 1, 0.5, 1]),
+                "x_test": np.zeros((2, 2)),
+                "y_test": np.zeros(2),
+            },
+            "integer class ids",
+        ),
+        (
+            {
+                "x_train": np.zeros((4, 2)),
+                "y_train": np.zeros(4),
+                "x_test": np.zeros((2, 3)),
+                "y_test": np.zeros(2),
+            },
+            "differ from x_test",
+        ),
     ],
 )
-def test_npz_upload_errors_are_clear(tmp_path: Path, arrays_in: dict[str, np.ndarray],
-                                     message: str) -> None:
+def test_npz_upload_errors_are_clear(
+    tmp_path: Path, arrays_in: dict[str, np.ndarray], message: str
+) -> None:
     path = tmp_path / "bad.npz"
     np.savez(path, **arrays_in)
     with pytest.raises(InvalidInput, match=re.escape(message)):
@@ -127,9 +158,9 @@ def test_user_module_checks_without_importing_it(tmp_path: Path) -> None:
 
 
 def test_hyperparameters_are_typed_and_defaulted_per_model() -> None:
-    resolved = catalog.hyperparameters_resolve(model="resnet20", values={"epochs": "3",
-                                                                        "scale_batch_size": "false",
-                                                                        "my_knob": [1, 2]})
+    resolved = catalog.hyperparameters_resolve(
+        model="resnet20", values={"epochs": "3", "scale_batch_size": "false", "my_knob": [1, 2]}
+    )
     assert resolved["epochs"] == 3 and resolved["scale_batch_size"] is False
     assert resolved["optimizer"] == "sgd" and resolved["my_knob"] == [1, 2]
     with pytest.raises(InvalidInput, match="batch_size must be int"):

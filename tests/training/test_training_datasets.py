@@ -18,8 +18,7 @@ def tf_modules() -> tuple[Any, Any]:
     return datasets, zoo
 
 
-def test_training_pipeline_keeps_raw_inputs_and_fixed_batches(tf_modules: tuple[Any, Any]
-                                                              ) -> None:
+def test_training_pipeline_keeps_raw_inputs_and_fixed_batches(tf_modules: tuple[Any, Any]) -> None:
     datasets, _ = tf_modules
     data = digits_load()
     train = datasets.dataset_train(data=data, batch_size=64, seed=1, augment=False)
@@ -49,8 +48,9 @@ def test_augmentation_keeps_image_dtype_and_shape(tf_modules: tuple[Any, Any]) -
 
 
 @pytest.mark.parametrize(("name", "params"), [("resnet20", 272_000), ("cifar10_cnn", 1_250_000)])
-def test_zoo_image_models_take_uint8_images(tf_modules: tuple[Any, Any], name: str,
-                                            params: int) -> None:
+def test_zoo_image_models_take_uint8_images(
+    tf_modules: tuple[Any, Any], name: str, params: int
+) -> None:
     _, zoo = tf_modules
     data = synthetic_images_load(train_size=8, test_size=2)
     hparams = hyperparameters_resolve(model=name, values={})
@@ -61,8 +61,7 @@ def test_zoo_image_models_take_uint8_images(tf_modules: tuple[Any, Any], name: s
     np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, atol=1e-5)
 
 
-def test_mlp_standardises_tabular_features_inside_the_model(tf_modules: tuple[Any, Any]
-                                                             ) -> None:
+def test_mlp_standardises_tabular_features_inside_the_model(tf_modules: tuple[Any, Any]) -> None:
     _, zoo = tf_modules
     rng = np.random.default_rng(0)
     x = rng.normal(1000.0, 50.0, (32, 3)).astype(np.float32)

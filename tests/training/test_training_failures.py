@@ -11,7 +11,7 @@ import pytest
 
 from training.spec import Resources
 
-WRONG_SHAPE = '''
+WRONG_SHAPE = """
 import tf_keras as keras
 
 
@@ -20,12 +20,12 @@ def build_model(hparams):
         keras.Input(shape=hparams["input_shape"]),
         keras.layers.Dense(5, activation="softmax"),  # digits has 10 classes
     ])
-'''
-RAISES = '''
+"""
+RAISES = """
 def build_model(hparams):
     layers = hparams["layer_sizes"]  # a hyperparameter the user forgot to set
     return layers
-'''
+"""
 
 
 def test_syntax_error_fails_before_any_process_starts(
@@ -62,8 +62,7 @@ def test_exception_in_build_model_stops_the_whole_gang(
 ) -> None:
     module = tmp_path / "raises.py"
     module.write_text(RAISES)
-    spec = make_spec(work_dir=tmp_path / "trial", model=str(module),
-                     resources=Resources(workers=2))
+    spec = make_spec(work_dir=tmp_path / "trial", model=str(module), resources=Resources(workers=2))
     run = run_trial(spec=spec)
     outcome = run.outcome
     assert outcome.status == "failed" and outcome.retryable is False

@@ -18,8 +18,13 @@ pytestmark = pytest.mark.slow
 def test_pi_spreads_over_every_worker_and_device(
     tmp_path: Path, run_trial: Callable[..., Any], make_spec: Callable[..., Any]
 ) -> None:
-    spec = make_spec(work_dir=tmp_path / "pi", model="pi", dataset="", resources=Resources(
-        workers=2), hyperparameters={"pi_samples_per_replica": 200_000, "pi_rounds": 3})
+    spec = make_spec(
+        work_dir=tmp_path / "pi",
+        model="pi",
+        dataset="",
+        resources=Resources(workers=2),
+        hyperparameters={"pi_samples_per_replica": 200_000, "pi_rounds": 3},
+    )
     outcome = run_trial(spec=spec).outcome
     assert outcome.status == "completed", outcome.exit_reason
     metrics = outcome.final_metrics
@@ -32,13 +37,19 @@ def test_pi_spreads_over_every_worker_and_device(
 
 
 def test_cifar10_cnn_trains_on_cifar_files_and_exports_a_uint8_signature(
-    tmp_path: Path, run_trial: Callable[..., Any], make_spec: Callable[..., Any],
+    tmp_path: Path,
+    run_trial: Callable[..., Any],
+    make_spec: Callable[..., Any],
     write_cifar: Callable[..., Path],
 ) -> None:
     write_cifar(root=tmp_path / "datasets", per_file=40)
-    spec = make_spec(work_dir=tmp_path / "cnn", model="cifar10_cnn", dataset="cifar10",
-                     datasets_dir=str(tmp_path / "datasets"),
-                     hyperparameters={"epochs": 1, "batch_size": 50})
+    spec = make_spec(
+        work_dir=tmp_path / "cnn",
+        model="cifar10_cnn",
+        dataset="cifar10",
+        datasets_dir=str(tmp_path / "datasets"),
+        hyperparameters={"epochs": 1, "batch_size": 50},
+    )
     outcome = run_trial(spec=spec).outcome
     assert outcome.status == "completed", outcome.exit_reason
     assert outcome.global_batch_size == 50 and outcome.epochs_completed == 1
@@ -63,7 +74,7 @@ def test_cifar10_cnn_trains_on_cifar_files_and_exports_a_uint8_signature(
     np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, atol=1e-5)
 
 
-OWN_DATA_AND_OPTIMIZER = '''
+OWN_DATA_AND_OPTIMIZER = """
 import numpy as np
 import tf_keras as keras
 
@@ -84,7 +95,7 @@ def build_model(hparams):
     model.compile(optimizer=keras.optimizers.SGD(0.05, momentum=0.9),
                   loss="sparse_categorical_crossentropy", metrics=["accuracy"])
     return model
-'''
+"""
 
 
 def test_module_with_its_own_dataset_and_optimizer_is_respected(
@@ -92,9 +103,13 @@ def test_module_with_its_own_dataset_and_optimizer_is_respected(
 ) -> None:
     module = tmp_path / "own.py"
     module.write_text(OWN_DATA_AND_OPTIMIZER)
-    spec = make_spec(work_dir=tmp_path / "own", model=str(module), dataset="ignored",
-                     resources=Resources(gpus_per_worker=2),
-                     hyperparameters={"epochs": 8, "batch_size": 25})
+    spec = make_spec(
+        work_dir=tmp_path / "own",
+        model=str(module),
+        dataset="ignored",
+        resources=Resources(gpus_per_worker=2),
+        hyperparameters={"epochs": 8, "batch_size": 25},
+    )
     run = run_trial(spec=spec)
     outcome = run.outcome
     assert outcome.status == "completed", outcome.exit_reason

@@ -20,11 +20,12 @@ SLOW_EPOCHS = {"epochs": 5, "batch_size": 4, "learning_rate": 0.005}
 
 
 def test_killed_trial_resumes_at_the_next_epoch(
-    tmp_path: Path, digits_module: str, run_trial: Callable[..., Any],
+    tmp_path: Path,
+    digits_module: str,
+    run_trial: Callable[..., Any],
     make_spec: Callable[..., Any],
 ) -> None:
-    spec = make_spec(work_dir=tmp_path / "trial", model=digits_module,
-                     hyperparameters=SLOW_EPOCHS)
+    spec = make_spec(work_dir=tmp_path / "trial", model=digits_module, hyperparameters=SLOW_EPOCHS)
     pids: dict[str, int] = {}
 
     def kill_after_second_epoch(event: TrialEvent) -> None:
@@ -55,15 +56,23 @@ def test_killed_trial_resumes_at_the_next_epoch(
 
 
 @pytest.mark.parametrize(
-    "resources", [Resources(workers=2), Resources(workers=2, parameter_servers=1)],
+    "resources",
+    [Resources(workers=2), Resources(workers=2, parameter_servers=1)],
     ids=["multi_worker", "parameter_server"],
 )
 def test_cancel_stops_every_process_within_the_grace_period(
-    tmp_path: Path, digits_module: str, run_trial: Callable[..., Any],
-    make_spec: Callable[..., Any], resources: Resources,
+    tmp_path: Path,
+    digits_module: str,
+    run_trial: Callable[..., Any],
+    make_spec: Callable[..., Any],
+    resources: Resources,
 ) -> None:
-    spec = make_spec(work_dir=tmp_path / "trial", model=digits_module, resources=resources,
-                     hyperparameters={**SLOW_EPOCHS, "epochs": 100})
+    spec = make_spec(
+        work_dir=tmp_path / "trial",
+        model=digits_module,
+        resources=resources,
+        hyperparameters={**SLOW_EPOCHS, "epochs": 100},
+    )
     pids: dict[str, int] = {}
     canceled_at: list[float] = []
 
@@ -74,8 +83,9 @@ def test_cancel_stops_every_process_within_the_grace_period(
             canceled_at.append(time.monotonic())
 
     grace = 15.0
-    run = run_trial(spec=spec, on_event=watch, should_cancel=lambda: bool(canceled_at),
-                    grace_seconds=grace)
+    run = run_trial(
+        spec=spec, on_event=watch, should_cancel=lambda: bool(canceled_at), grace_seconds=grace
+    )
     stopped_in = time.monotonic() - canceled_at[0]
     assert run.outcome.status == "canceled" and not run.outcome.retryable
     assert stopped_in < grace + 2, run.outcome.exit_reason

@@ -29,16 +29,23 @@ SYNCHRONOUS = ("default", "one_device", "mirrored", "multi_worker")
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory: pytest.TempPathFactory, digits_module: str,
-            run_trial: Callable[..., Any], make_spec: Callable[..., Any]
-            ) -> Callable[[str], Any]:
+def trained(
+    tmp_path_factory: pytest.TempPathFactory,
+    digits_module: str,
+    run_trial: Callable[..., Any],
+    make_spec: Callable[..., Any],
+) -> Callable[[str], Any]:
     runs: dict[str, Any] = {}
 
     def get(case: str) -> Any:
         if case not in runs:
             resources = CASES[case][0]
-            spec = make_spec(work_dir=tmp_path_factory.mktemp(case), model=digits_module,
-                             resources=resources, target_accuracy=0.85)
+            spec = make_spec(
+                work_dir=tmp_path_factory.mktemp(case),
+                model=digits_module,
+                resources=resources,
+                target_accuracy=0.85,
+            )
             runs[case] = run_trial(spec=spec)
         return runs[case]
 
@@ -46,8 +53,7 @@ def trained(tmp_path_factory: pytest.TempPathFactory, digits_module: str,
 
 
 @pytest.mark.parametrize("case", list(CASES))
-def test_same_module_trains_under_every_strategy(case: str, trained: Callable[[str], Any]
-                                                 ) -> None:
+def test_same_module_trains_under_every_strategy(case: str, trained: Callable[[str], Any]) -> None:
     run = trained(case)
     outcome = run.outcome
     assert outcome.status == "completed", outcome.exit_reason
@@ -72,16 +78,18 @@ def test_same_module_trains_under_every_strategy(case: str, trained: Callable[[s
 
 
 @pytest.mark.parametrize("case", SYNCHRONOUS)
-def test_synchronous_strategies_end_with_identical_weights(case: str,
-                                                           trained: Callable[[str], Any]) -> None:
+def test_synchronous_strategies_end_with_identical_weights(
+    case: str, trained: Callable[[str], Any]
+) -> None:
     checksums = trained(case).outcome.weights_checksums
     replicas = CASES[case][2]
     assert len([k for k in checksums if "/replica:" in k]) == replicas
     assert len(set(checksums.values())) == 1, checksums
 
 
-def test_device_report_shows_emulated_gpus_and_variable_placement(trained: Callable[[str], Any]
-                                                                   ) -> None:
+def test_device_report_shows_emulated_gpus_and_variable_placement(
+    trained: Callable[[str], Any],
+) -> None:
     outcome = trained("mirrored").outcome
     assert "emulated as 2 logical CPU devices" in outcome.strategy_reason
     cpu = next(d for d in outcome.devices if d["device_type"] == "CPU")
@@ -113,8 +121,9 @@ def test_parameter_servers_hold_the_variables(trained: Callable[[str], Any]) -> 
     assert all("/job:ps/" in device for device in placement["variables_per_device"])
 
 
-def test_export_takes_raw_inputs_and_matches_keras(trained: Callable[[str], Any],
-                                                   digits_module: str) -> None:
+def test_export_takes_raw_inputs_and_matches_keras(
+    trained: Callable[[str], Any], digits_module: str
+) -> None:
     # TF is imported only by the tests that need it.
     from training.arrays import digits_load
     from training.modelling import user_module_load

@@ -35,8 +35,16 @@ from training.worker import EXIT_INFRA_ERROR, EXIT_PREEMPTED, EXIT_USER_ERROR
         (1, 0, 2, 0, "ParameterServerStrategy", "2 parameter servers and 1 worker", 0, False),
     ],
 )
-def test_strategy_choice_table(workers: int, gpus: int, ps: int, physical: int, name: str,
-                               reason_part: str, devices: int, emulated: bool) -> None:
+def test_strategy_choice_table(
+    workers: int,
+    gpus: int,
+    ps: int,
+    physical: int,
+    name: str,
+    reason_part: str,
+    devices: int,
+    emulated: bool,
+) -> None:
     plan = strategy_plan(
         resources=Resources(workers=workers, gpus_per_worker=gpus, parameter_servers=ps),
         physical_gpus=physical,
@@ -93,8 +101,9 @@ def test_cluster_with_parameter_servers_has_chief_workers_and_ps() -> None:
 def test_single_worker_has_no_tf_config_and_multi_node_plans_split_by_host() -> None:
     single = cluster_plan(resources=Resources())
     assert single.tf_config(task=single.tasks[0]) == ""
-    two_nodes = type(single)((TaskAddress("worker", 0, "10.0.0.1", 2222),
-                              TaskAddress("worker", 1, "10.0.0.2", 2222)))
+    two_nodes = type(single)(
+        (TaskAddress("worker", 0, "10.0.0.1", 2222), TaskAddress("worker", 1, "10.0.0.2", 2222))
+    )
     assert [t.name for t in two_nodes.local(host="10.0.0.2")] == ["worker:1"]
     assert type(single).from_json(two_nodes.to_json()) == two_nodes
 
@@ -131,14 +140,25 @@ def test_event_tail_yields_only_complete_lines(tmp_path: Path) -> None:
 
 
 def test_records_round_trip_through_json() -> None:
-    spec = TrialSpec(trial_id="t", model="mlp", dataset="digits", work_dir="/w",
-                     hyperparameters={"epochs": 2}, target_accuracy=0.9,
-                     resources=Resources(workers=2, gpus_per_worker=1, gpu_ids=(0, 1)))
+    spec = TrialSpec(
+        trial_id="t",
+        model="mlp",
+        dataset="digits",
+        work_dir="/w",
+        hyperparameters={"epochs": 2},
+        target_accuracy=0.9,
+        resources=Resources(workers=2, gpus_per_worker=1, gpu_ids=(0, 1)),
+    )
     assert TrialSpec.from_json(spec.to_json()) == spec
     event = TrialEvent(kind="metric", payload={"epoch": 1}, task="worker:0", trial_id="t")
     assert TrialEvent.from_json(event.to_json()) == event
-    outcome = TrialOutcome(status="completed", retryable=False, exit_reason="completed",
-                           final_metrics={"val_accuracy": 0.9}, time_to_target_seconds=math.pi)
+    outcome = TrialOutcome(
+        status="completed",
+        retryable=False,
+        exit_reason="completed",
+        final_metrics={"val_accuracy": 0.9},
+        time_to_target_seconds=math.pi,
+    )
     assert TrialOutcome.from_json(outcome.to_json()) == outcome
 
 
@@ -163,8 +183,13 @@ def test_trial_task_stops_when_its_supervisor_dies(tmp_path: Path) -> None:
         "time.sleep(60)\n"
     )
     root = Path(__file__).resolve().parents[2]
-    parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True,
-                              cwd=root, env={**os.environ, "PYTHONPATH": str(root)})
+    parent = subprocess.Popen(
+        [sys.executable, str(script)],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root)},
+    )
     assert parent.stdout is not None
     child = int(parent.stdout.readline())
     parent.send_signal(signal.SIGKILL)

@@ -78,12 +78,7 @@ def test_two_worker_experiment_is_gang_scheduled_across_both_nodes(
     assert hosts == {"127.0.0.1", "127.0.0.2"}
     assert not Allocation.objects.filter(trial=trial, released_at__isnull=True).exists()
     assert Allocation.objects.filter(trial=trial, started_at__isnull=True).count() == 0
-    epochs = [
-        m["epoch"]
-        for m in client.get(
-            f"/api/v1/experiments/{experiment_id}/metrics/?name=val_accuracy"
-        ).json()
-    ]
+    epochs = live.metric_epochs(client, experiment_id)
     assert epochs == [1, 2, 3]
 
 
@@ -112,12 +107,7 @@ def test_killed_node_mid_training_resumes_from_checkpoint_when_it_returns(
     log_a = two_nodes["node-a"]["log"]  # type: ignore[index]
 
     def epochs() -> list[int]:
-        return [
-            m["epoch"]
-            for m in client.get(
-                f"/api/v1/experiments/{experiment_id}/metrics/?name=val_accuracy"
-            ).json()
-        ]
+        return live.metric_epochs(client, experiment_id)
 
     live.wait_for(lambda: len(epochs()) >= 2, timeout=240, what="two epochs", log=log_a)
     process = node_b["process"]
@@ -161,7 +151,6 @@ def test_killed_node_mid_training_resumes_from_checkpoint_when_it_returns(
 def test_cancel_stops_every_process_of_a_multi_node_gang(
     two_nodes: dict[str, object], tmp_path: Path
 ) -> None:
-    import subprocess
     import time
 
     client = APIClient()
@@ -187,20 +176,8 @@ def test_cancel_stops_every_process_of_a_multi_node_gang(
         what="the gang to train",
         log=log,
     )
-    work = f"experiment-{experiment_id}/attempts/"
 
-    def tasks() -> list[str]:
-        found = subprocess.run(
-            ["pgrep", "-f", f"training.worker.*{work}"], capture_output=True, text=True
-        ).stdout.split()
-        return [
-            pid
-            for pid in found
-            if Path(f"/proc/{pid}/stat").exists()
-            and Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-        ]
-
-    assert len(tasks()) == 2  # one task on each node
+    assert len(live.trial_task_pids(experiment_id)) == 2  # one task on each node
     started = time.monotonic()
     assert client.post(f"/api/v1/experiments/{experiment_id}/cancel/").status_code == 202
     live.wait_for(
@@ -209,6 +186,11 @@ def test_cancel_stops_every_process_of_a_multi_node_gang(
         what="the cancel",
         log=log,
     )
-    live.wait_for(lambda: not tasks(), timeout=30, what="every task to exit", log=log)
+    live.wait_for(
+        lambda: not live.trial_task_pids(experiment_id),
+        timeout=30,
+        what="every task to exit",
+        log=log,
+    )
     assert time.monotonic() - started < 45
     assert not Allocation.objects.filter(released_at__isnull=True).exists()

@@ -69,10 +69,6 @@ def _submit(client: APIClient, **fields: object) -> int:
     return int(response.json()["id"])
 
 
-def _state(experiment_id: int) -> str:
-    return str(Experiment.objects.values_list("state", flat=True).get(pk=experiment_id))
-
-
 def test_user_code_error_fails_fast_with_the_error_and_is_not_retried(
     worker_node: tuple[str, Path],
 ) -> None:
@@ -91,7 +87,7 @@ def test_user_code_error_fails_fast_with_the_error_and_is_not_retried(
         hyperparameters='{"epochs": 2}',
     )
     live.wait_for(
-        lambda: _state(experiment_id) == "failed",
+        lambda: live.experiment_state(experiment_id) == "failed",
         timeout=180,
         what="the experiment to fail",
         log=log,
@@ -126,7 +122,7 @@ def test_cancel_stops_a_running_experiment(worker_node: tuple[str, Path]) -> Non
     started = time.monotonic()
     assert client.post(f"/api/v1/experiments/{experiment_id}/cancel/").status_code == 202
     live.wait_for(
-        lambda: _state(experiment_id) == "canceled",
+        lambda: live.experiment_state(experiment_id) == "canceled",
         timeout=60,
         what="the cancel to take effect",
         log=log,
@@ -142,7 +138,6 @@ def test_killed_trial_process_restarts_and_resumes_without_repeating_epochs(
 ) -> None:
     import os
     import signal
-    import subprocess
 
     _, log = worker_node
     client = APIClient()
@@ -164,21 +159,12 @@ def test_killed_trial_process_restarts_and_resumes_without_repeating_epochs(
         )
 
     live.wait_for(lambda: epochs_done() >= 2, timeout=180, what="two epochs", log=log)
-    pids = subprocess.run(
-        [
-            "pgrep",
-            "-f",
-            f"experiment-{experiment_id}/attempts/.*training.worker|"
-            f"training.worker.*experiment-{experiment_id}/",
-        ],
-        capture_output=True,
-        text=True,
-    ).stdout.split()
+    pids = live.trial_task_pids(experiment_id)
     assert pids, "the trial process was not found"
     for pid in pids:
         os.kill(int(pid), signal.SIGKILL)
     live.wait_for(
-        lambda: _state(experiment_id) in ("completed", "failed"),
+        lambda: live.experiment_state(experiment_id) in ("completed", "failed"),
         timeout=240,
         what="the restarted experiment to finish",
         log=log,
@@ -188,12 +174,7 @@ def test_killed_trial_process_restarts_and_resumes_without_repeating_epochs(
     trials = list(experiment.trials.order_by("restart_count"))
     assert [t.state for t in trials] == ["failed", "completed"]
     assert trials[0].retryable
-    epochs = [
-        m["epoch"]
-        for m in client.get(
-            f"/api/v1/experiments/{experiment_id}/metrics/?name=val_accuracy"
-        ).json()
-    ]
+    epochs = live.metric_epochs(client, experiment_id)
     assert epochs == list(range(1, 7)), epochs
 
 
@@ -213,12 +194,7 @@ def test_higher_priority_preempts_and_the_preempted_experiment_resumes(
     )
 
     def epochs(experiment_id: int) -> list[int]:
-        return [
-            m["epoch"]
-            for m in client.get(
-                f"/api/v1/experiments/{experiment_id}/metrics/?name=val_accuracy"
-            ).json()
-        ]
+        return live.metric_epochs(client, experiment_id)
 
     live.wait_for(lambda: len(epochs(low)) >= 2, timeout=180, what="two epochs", log=log)
     high = _submit(
@@ -230,10 +206,13 @@ def test_higher_priority_preempts_and_the_preempted_experiment_resumes(
         hyperparameters='{"epochs": 2}',
     )
     live.wait_for(
-        lambda: _state(high) == "completed", timeout=240, what="the urgent experiment", log=log
+        lambda: live.experiment_state(high) == "completed",
+        timeout=240,
+        what="the urgent experiment",
+        log=log,
     )
     live.wait_for(
-        lambda: _state(low) == "completed",
+        lambda: live.experiment_state(low) == "completed",
         timeout=240,
         what="the preempted experiment to resume and finish",
         log=log,
