@@ -1,12 +1,17 @@
-"""Fixtures for platform tests that need a live worker node."""
+"""Fixtures for tests that need live processes: a worker node, the embedded model server."""
 
+import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+import requests
 
 from tests import live
 from tfplatform.cluster.models import Node
+from tfplatform.modelregistry.server import _client
 
 
 @pytest.fixture
@@ -22,3 +27,56 @@ def worker_node(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     )
     yield name, log
     live.stop(process)
+
+
+@pytest.fixture(scope="module")
+def model_server_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """One server per module: each test sends it its own complete model list anyway."""
+    grpc_port, rest_port = live.free_port(), live.free_port()
+    home = tmp_path_factory.mktemp("model-server")
+    config = home / "models.config"
+    config.write_text("model_config_list {\n}\n")
+    log = home / "model-server.log"
+    process = live.start(
+        [
+            sys.executable,
+            "-m",
+            "serving.server",
+            f"--port={grpc_port}",
+            f"--rest_api_port={rest_port}",
+            f"--model_config_file={config}",
+            "--enable_batching",
+        ],
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        log=log,
+    )
+    rest = f"http://127.0.0.1:{rest_port}"
+    live.wait_for(
+        lambda: _answers(f"{rest}/v1/models/none"), timeout=90, what="the model server", log=log
+    )
+    yield {"rest": rest, "grpc": f"127.0.0.1:{grpc_port}", "log": log}
+    live.stop(process)
+    _client.cache_clear()
+
+
+@pytest.fixture
+def model_server(
+    model_server_process: dict[str, Any], settings: Any, tmp_path: Path
+) -> dict[str, Any]:
+    base = tmp_path / "models"
+    base.mkdir()
+    settings.PLATFORM = {
+        **settings.PLATFORM,
+        "MODEL_BASE_PATH": base,
+        "TF_SERVING_GRPC": model_server_process["grpc"],
+        "TF_SERVING_REST": model_server_process["rest"],
+    }
+    return {**model_server_process, "base": base}
+
+
+def _answers(url: str) -> bool:
+    try:
+        requests.get(url, timeout=2)
+    except requests.RequestException:
+        return False
+    return True
