@@ -72,3 +72,11 @@ class DeviceFactory(factory.django.DjangoModelFactory):
     index = factory.Sequence(lambda n: n)
     name = "emulated accelerator slot"
     emulated = True
+
+
+class TrialFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = "experiments.Trial"
+
+    experiment = factory.SubFactory(ExperimentFactory)
+    restart_count = factory.Sequence(lambda n: n)

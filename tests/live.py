@@ -116,15 +116,21 @@ def metric_epochs(client: object, experiment_id: int, name: str = "val_accuracy"
 
 
 def trial_task_pids(experiment_id: int) -> list[str]:
-    """Live (non-zombie) training task processes of an experiment on this machine."""
-    found = subprocess.run(
-        ["pgrep", "-f", f"training.worker.*experiment-{experiment_id}/attempts/"],
-        capture_output=True,
-        text=True,
-    ).stdout.split()
+    """Live (non-zombie) training task processes of an experiment on this machine.
+
+    Found by working directory, the attempt folder: warm-started tasks keep the command line of
+    `training.warm`, cold ones have `training.worker`'s.
+    """
+    marker = f"/experiment-{experiment_id}/attempts/"
     alive = []
-    for pid in found:
-        stat = Path(f"/proc/{pid}/stat")
-        if stat.exists() and stat.read_text().rsplit(")", 1)[1].split()[0] != "Z":
-            alive.append(pid)
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cwd = os.readlink(proc / "cwd")
+            state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue  # gone meanwhile
+        if marker in cwd + "/" and state != "Z":
+            alive.append(proc.name)
     return alive

@@ -40,6 +40,19 @@ class StopAtStep(StopAtEpoch):
         self.flag.check()
 
 
+class FirstStepReporter(keras.callbacks.Callback):
+    """Reports when the first training step finished: the end of start-up as users feel it."""
+
+    def __init__(self, *, events: EventWriter) -> None:
+        super().__init__()
+        self.events, self.done = events, False
+
+    def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+        if not self.done:
+            self.done = True
+            self.events.emit("status", phase="first_step")  # the event carries the time
+
+
 class ThroughputSampler(threading.Thread):
     """Emits images/sec from the optimizer's step counter until `halt` is set."""
 

@@ -3,9 +3,10 @@
     trial_supervise(spec=..., on_event=..., should_cancel=...) -> TrialOutcome
 
 Each attempt gets `<work_dir>/attempts/<n>/` holding the spec, the cluster layout, one events file
-and one log (stdout+stderr) per task. Tasks are `python -m training.worker` processes, each in its
-own session (so a kill reaches anything user code spawned), with TF_CONFIG, CUDA_VISIBLE_DEVICES
-from the allocation, TF_USE_LEGACY_KERAS=1 and the repo root on PYTHONPATH.
+and one log (stdout+stderr) per task. Tasks are `python -m training.worker` processes, or warm
+ones from `training.warm` already past the TensorFlow import, each in its own session (so a kill
+reaches anything user code spawned), with TF_CONFIG, CUDA_VISIBLE_DEVICES from the allocation,
+TF_USE_LEGACY_KERAS=1 and the repo root on PYTHONPATH.
 
 Gang semantics: the trial completes when every essential task (all workers; the chief under
 parameter servers) exits 0; the first task to fail stops all others (SIGTERM, then SIGKILL after
@@ -33,6 +34,7 @@ from training.events import EventTail
 from training.outcome import OutcomeBuilder, exit_describe
 from training.signals import SUPERVISOR_PID_ENV
 from training.spec import TrialEvent, TrialOutcome, TrialSpec
+from training.warm import warm_pool
 from training.worker import EXIT_OK, EXIT_USER_ERROR
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -45,7 +47,7 @@ class _Task:
     process: subprocess.Popen[bytes]
     events: EventTail
     log_path: Path
-    log: IO[bytes]
+    log: IO[bytes] | None  # None when a warm process opened the log itself
     exit_code: int | None = None
     exited_at: float = field(default=0.0)
 
@@ -63,35 +65,44 @@ def _attempt_dir(*, work_dir: str) -> Path:
         return path
 
 
-def _environment(*, spec: TrialSpec, plan: ClusterPlan, task: TaskAddress) -> dict[str, str]:
+def task_base_environment() -> dict[str, str]:
+    """What every task process of this node starts with (warm processes too)."""
     env = dict(os.environ)
     env["TF_USE_LEGACY_KERAS"] = "1"
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     env["PYTHONUNBUFFERED"] = "1"
     env[SUPERVISOR_PID_ENV] = str(os.getpid())
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+    env.pop("TF_CONFIG", None)
+    return env
+
+
+def _environment(*, spec: TrialSpec, plan: ClusterPlan, task: TaskAddress) -> dict[str, str]:
+    env = task_base_environment()
     # Empty hides every GPU: a CPU task must not grab GPU memory another trial was granted.
     gpus = gpu_ids_for(resources=spec.resources, task=task)
     env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, gpus))
     tf_config = plan.tf_config(task=task)
     if tf_config:
         env["TF_CONFIG"] = tf_config
-    else:
-        env.pop("TF_CONFIG", None)
     return env
 
 
 def _launch(*, spec: TrialSpec, plan: ClusterPlan, task: TaskAddress, attempt: Path) -> _Task:
     stem = f"{task.type}-{task.index}"
     events_path, log_path = attempt / f"{stem}.events.jsonl", attempt / f"{stem}.log"
-    log = log_path.open("wb")
-    command = [
-        sys.executable, "-m", "training.worker", "--spec", str(attempt / "spec.json"),
-        "--cluster", str(attempt / "cluster.json"), "--task-type", task.type,
-        "--task-index", str(task.index), "--events", str(events_path),
+    argv = [
+        "--spec", str(attempt / "spec.json"), "--cluster", str(attempt / "cluster.json"),
+        "--task-type", task.type, "--task-index", str(task.index), "--events", str(events_path),
     ]
+    env = _environment(spec=spec, plan=plan, task=task)
+    pool = warm_pool()
+    warm = pool.take(argv=argv, env=env, cwd=attempt, log=log_path) if pool else None
+    if warm is not None:
+        return _Task(task, warm, EventTail(path=str(events_path)), log_path, None)
+    log = log_path.open("wb")
     process = subprocess.Popen(
-        command, cwd=attempt, env=_environment(spec=spec, plan=plan, task=task),
+        [sys.executable, "-m", "training.worker", *argv], cwd=attempt, env=env,
         stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )
     return _Task(task, process, EventTail(path=str(events_path)), log_path, log)
@@ -152,7 +163,8 @@ class _Gang:
 
     def close(self) -> None:
         for task in self.tasks:
-            task.log.close()
+            if task.log is not None:
+                task.log.close()
 
     def exit_codes(self) -> dict[str, int | None]:
         return {t.address.name: t.exit_code for t in self.tasks}

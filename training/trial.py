@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from training import catalog
-from training.callbacks import EpochReporter, StopAtEpoch, StopAtStep
+from training.callbacks import EpochReporter, FirstStepReporter, StopAtEpoch, StopAtStep
 from training.checkpoints import Progress, TrainingState
 from training.cluster import ClusterPlan, TaskAddress
 from training.datasets import dataset_creator_train, dataset_eval, dataset_train, steps_per_epoch
@@ -136,6 +136,11 @@ def _train(*, spec: TrialSpec, hparams: dict[str, Any], strategy: Any, plan: Str
         # The optimizer step proves the optimizer state came back, not just the weights.
         events.emit("status", phase="resumed", from_epoch=resumed_from,
                     optimizer_step=int(model.optimizer.iterations.numpy()))
+        if is_chief:
+            # A gang can die between saving an epoch's checkpoint and reporting it (the best-
+            # weights write is a collective); the recorder keeps only epochs it never saw.
+            for record in progress.history:
+                events.emit("metric", replayed=True, **record)
     flag.check()
     if resumed_from < hparams["epochs"] and not _target_done(progress=progress, hparams=hparams):
         _fit(model=model, data=data, hparams=hparams, batch=batch, steps=steps, state=state,
@@ -186,13 +191,16 @@ def _fit(*, model: Any, data: Any, hparams: dict[str, Any], batch: BatchPlan, st
                 epochs=hparams["epochs"])
     # Parameter-server fit allows no step hooks, so a stop cannot wait for a step boundary.
     stopper = StopAtEpoch(flag=flag) if parameter_servers else StopAtStep(flag=flag)
+    callbacks = [stopper, reporter]
+    if is_chief and not parameter_servers:
+        callbacks.append(FirstStepReporter(events=events))
     flag.immediate = parameter_servers
     try:
         model.fit(
             train, epochs=hparams["epochs"], initial_epoch=progress.epochs_completed,
             steps_per_epoch=steps,
             validation_data=dataset_eval(data=data, batch_size=batch.global_batch_size),
-            callbacks=[stopper, reporter], verbose=0,
+            callbacks=callbacks, verbose=0,
         )
     finally:
         flag.immediate = False

@@ -226,6 +226,8 @@ PLATFORM = {
     "SCHEDULER_INTERVAL_SECONDS": env.float("PLATFORM_SCHEDULER_INTERVAL", default=1.0),
     # Accelerator slots declared for this node; for CPU-only machines each is a logical CPU device.
     "DECLARED_GPU_SLOTS": env.int("PLATFORM_GPU_SLOTS", default=0),
+    # Task processes per node kept ready with TensorFlow imported (0 turns the warm start off).
+    "WARM_TRIAL_PROCESSES": env.int("PLATFORM_WARM_TRIAL_PROCESSES", default=1),
     # Ports of TF tasks in gangs spanning nodes: [base, base + 2 * span), below Linux's
     # ephemeral range so outgoing connections never hold them.
     "TASK_PORT_BASE": env.int("PLATFORM_TASK_PORT_BASE", default=20000),

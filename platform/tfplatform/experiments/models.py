@@ -96,6 +96,8 @@ class Trial(models.Model):
     placement = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
+    # When its first training step finished: submit-to-first-step is what users wait through.
+    first_step_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:

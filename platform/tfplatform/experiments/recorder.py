@@ -3,7 +3,7 @@
 from datetime import UTC, datetime
 from typing import Any
 
-from tfplatform.experiments.models import Checkpoint, Experiment, Trial
+from tfplatform.experiments.models import Checkpoint, Experiment, Metric, Trial
 from tfplatform.experiments.trials import metric_record, trial_append_log
 from training.spec import TrialEvent
 
@@ -35,6 +35,10 @@ class TrialEventRecorder:
     def _on_metric(self, event: TrialEvent) -> None:
         numbers = self._numbers(event.payload)
         epoch = int(numbers.pop("epoch", 0))
+        if event.payload.get("replayed") and Metric.objects.filter(
+            trial__experiment_id=self.trial.experiment_id, epoch=epoch
+        ).exists():
+            return
         for name, value in numbers.items():
             metric_record(
                 trial=self.trial,
@@ -64,6 +68,10 @@ class TrialEventRecorder:
 
     def _on_status(self, event: TrialEvent) -> None:
         payload = event.payload
+        if payload.get("phase") == "first_step":
+            Trial.objects.filter(pk=self.trial.pk, first_step_at__isnull=True).update(
+                first_step_at=self._when(event)
+            )
         if payload.get("strategy"):
             Experiment.objects.filter(pk=self.trial.experiment_id).update(
                 strategy=str(payload["strategy"]),

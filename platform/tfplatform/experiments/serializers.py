@@ -1,3 +1,5 @@
+from datetime import datetime
+
 from rest_framework import serializers
 
 from tfplatform.core.serializers import JSONObjectField, StrictInputSerializer
@@ -52,6 +54,7 @@ class TrialSerializer(serializers.ModelSerializer):
             "placement",
             "created_at",
             "started_at",
+            "first_step_at",
             "finished_at",
         ]
 
@@ -60,6 +63,7 @@ class ExperimentSerializer(serializers.ModelSerializer):
     owner = serializers.CharField(source="owner.username")
     environment = serializers.CharField(source="environment.name", allow_null=True, default=None)
     resources = serializers.SerializerMethodField()
+    first_step_at = serializers.SerializerMethodField()
     trials = TrialSerializer(many=True)
 
     class Meta:
@@ -84,9 +88,15 @@ class ExperimentSerializer(serializers.ModelSerializer):
             "results",
             "created_at",
             "started_at",
+            "first_step_at",
             "finished_at",
             "trials",
         ]
+
+    def get_first_step_at(self, experiment: Experiment) -> datetime | None:
+        """The first trial's first training step: how long the submitter waited to see training."""
+        steps = [t.first_step_at for t in experiment.trials.all() if t.first_step_at]
+        return min(steps, default=None)
 
     def get_resources(self, experiment: Experiment) -> dict[str, int]:
         return {

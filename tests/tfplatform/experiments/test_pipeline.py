@@ -52,6 +52,8 @@ def test_experiment_trains_end_to_end_through_celery(worker_node: tuple[str, Pat
     trial = experiment.trials.get()
     assert trial.state == "completed"
     assert not trial.allocations.filter(released_at__isnull=True).exists()
+    detail = client.get(f"/api/v1/experiments/{experiment_id}/").json()
+    assert detail["created_at"] < detail["first_step_at"] < detail["finished_at"]
 
 
 WRONG_SHAPE_MODULE = b"""

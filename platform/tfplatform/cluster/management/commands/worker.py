@@ -13,6 +13,8 @@ from tfplatform.cluster.services import (
     node_register,
 )
 from tfplatform.config.celery import app
+from training.supervisor import task_base_environment
+from training.warm import warm_pool_configure
 
 
 class Command(BaseCommand):
@@ -30,6 +32,12 @@ class Command(BaseCommand):
             "--cpu-slots", type=int, default=2, help="How many CPU-only tasks may run here at once."
         )
         parser.add_argument("--concurrency", type=int, default=None)
+        parser.add_argument(
+            "--warm-processes",
+            type=int,
+            default=settings.PLATFORM["WARM_TRIAL_PROCESSES"],
+            help="Task processes kept ready with TensorFlow imported; 0 starts every task cold.",
+        )
         parser.add_argument(
             "--address",
             default=settings.PLATFORM["NODE_ADDRESS"],
@@ -77,10 +85,17 @@ class Command(BaseCommand):
             "--without-gossip",
             "--without-mingle",
         ]
+        warm = warm_pool_configure(
+            size=options["warm_processes"],
+            env=task_base_environment(),
+            log_dir=settings.PLATFORM["WORK_DIR"] / "warm" / hostname,
+        )
         try:
             app.worker_main(argv)
         finally:
             stop.set()
+            if warm is not None:
+                warm.close()
 
 
 def _heartbeat_loop(*, hostname: str, stop: threading.Event) -> None:
