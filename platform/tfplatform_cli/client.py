@@ -1,0 +1,175 @@
+"""HTTP client of the public REST API; every failure leaves it as a `CliError` with a message."""
+
+import socket
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import quote
+
+import requests
+
+from tfplatform_cli.errors import CliError, error_describe
+
+API = "/api/v1"
+TIMEOUT = (10.0, 60.0)  # (connect, read) seconds
+DEPLOY_TIMEOUT = (10.0, 600.0)  # the server exports and waits for the model to load
+PAGE_SIZE = 100
+
+
+class Client:
+    def __init__(self, *, server: str, token: str | None = None) -> None:
+        self.server = server
+        self.session = requests.Session()
+        self.session.headers["User-Agent"] = "tfp"
+        if token:
+            self.session.headers["Authorization"] = f"Token {token}"
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        not_found: str | None = None,
+        timeout: tuple[float, float] = TIMEOUT,
+        **kwargs: Any,
+    ) -> requests.Response:
+        url = f"{self.server}{API}{path}"
+        try:
+            response = self.session.request(method, url, timeout=timeout, **kwargs)
+        except requests.ConnectTimeout as error:
+            raise CliError(f"cannot reach {self.server}: timed out") from error
+        except requests.Timeout as error:
+            raise CliError(f"{self.server} did not answer within {timeout[1]:g} s") from error
+        except requests.ConnectionError as error:
+            raise CliError(f"cannot reach {self.server}: {_reason(error)}") from error
+        except requests.RequestException as error:
+            raise CliError(f"request to {url} failed: {_reason(error)}") from error
+        if not response.ok:
+            raise CliError(self._failure(response, not_found=not_found))
+        return response
+
+    def json(self, method: str, path: str, **kwargs: Any) -> Any:
+        response = self.request(method, path, **kwargs)
+        try:
+            return response.json()
+        except ValueError as error:
+            raise CliError(
+                f"{self.server} did not answer with JSON: is it a TF Platform server?"
+            ) from error
+
+    def _failure(self, response: requests.Response, *, not_found: str | None) -> str:
+        try:
+            body = response.json()
+        except ValueError:
+            return f"{self.server} answered HTTP {response.status_code} {response.reason}"
+        if response.status_code == 404 and not_found and isinstance(body, dict):
+            return not_found
+        message = error_describe(body) or f"HTTP {response.status_code} {response.reason}"
+        if response.status_code == 401:
+            message += " Run `tfp login`."
+        return message
+
+    # The endpoints, one method each.
+
+    def token_obtain(self, *, username: str, password: str) -> str:
+        body = self.json("POST", "/auth/token/", json={"username": username, "password": password})
+        return str(body["token"])
+
+    def experiments(self, *, state: str | None, owner: str | None) -> list[dict[str, Any]]:
+        params: dict[str, Any] = {"limit": PAGE_SIZE, "offset": 0}
+        params |= {k: v for k, v in {"state": state, "owner": owner}.items() if v}
+        found: list[dict[str, Any]] = []
+        while True:
+            page = self.json("GET", "/experiments/", params=params)
+            found.extend(page["results"])
+            params["offset"] += PAGE_SIZE
+            if not page["results"] or params["offset"] >= page["count"]:
+                return found
+
+    def experiment_create(
+        self, *, fields: Mapping[str, Any], files: Mapping[str, tuple[str, bytes]]
+    ) -> dict[str, Any]:
+        if not files:
+            return dict(self.json("POST", "/experiments/", json=dict(fields)))
+        return dict(self.json("POST", "/experiments/", data=fields, files=files))
+
+    def experiment(self, experiment_id: int) -> dict[str, Any]:
+        return dict(
+            self.json("GET", f"/experiments/{experiment_id}/", not_found=_gone(experiment_id))
+        )
+
+    def experiment_metrics(self, experiment_id: int) -> list[dict[str, Any]]:
+        path = f"/experiments/{experiment_id}/metrics/"
+        return list(self.json("GET", path, not_found=_gone(experiment_id)))
+
+    def experiment_logs(self, experiment_id: int) -> str:
+        path = f"/experiments/{experiment_id}/logs/"
+        return str(self.json("GET", path, not_found=_gone(experiment_id))["logs"])
+
+    def experiment_cancel(self, experiment_id: int) -> dict[str, Any]:
+        path = f"/experiments/{experiment_id}/cancel/"
+        return dict(self.json("POST", path, not_found=_gone(experiment_id)))
+
+    def experiment_deploy(self, experiment_id: int, *, model_name: str) -> dict[str, Any]:
+        return dict(
+            self.json(
+                "POST",
+                f"/experiments/{experiment_id}/deploy/",
+                json={"model_name": model_name},
+                not_found=_gone(experiment_id),
+                timeout=DEPLOY_TIMEOUT,
+            )
+        )
+
+    def model(self, name: str) -> dict[str, Any]:
+        path = f"/models/{quote(name, safe='')}/"
+        return dict(self.json("GET", path, not_found=f"model {name} not found"))
+
+    def predict(
+        self, name: str, *, body: bytes, version: int | None, label: str | None
+    ) -> tuple[Any, str | None, str | None]:
+        """The answer as TF Serving shapes it, and the version and label that gave it."""
+        path = f"/models/{quote(name, safe='')}"
+        if version is not None:
+            path += f"/versions/{version}"
+        elif label:
+            path += f"/labels/{quote(label, safe='')}"
+        response = self.request(
+            "POST",
+            f"{path}:predict",
+            data=body,
+            headers={"Content-Type": "application/json"},
+        )
+        try:
+            answer = response.json()
+        except ValueError as error:
+            raise CliError(f"{self.server} answered the prediction without JSON") from error
+        return (
+            answer,
+            response.headers.get("X-Model-Version"),
+            response.headers.get("X-Model-Label"),
+        )
+
+
+def _gone(experiment_id: int) -> str:
+    # Someone else's experiment is "not found" as well: the API reveals nothing about it.
+    return f"experiment {experiment_id} not found"
+
+
+def _reason(error: BaseException) -> str:
+    """The root cause under requests' and urllib3's wrappers, e.g. 'connection refused'."""
+    pending: list[BaseException] = [error]
+    seen: set[int] = set()
+    while pending:
+        current = pending.pop(0)
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, ConnectionRefusedError):
+            return "connection refused"
+        if isinstance(current, socket.gaierror):
+            return "unknown host name"
+        if isinstance(current, OSError) and current.strerror:
+            return str(current.strerror).lower()
+        linked = [getattr(current, "reason", None), current.__cause__, current.__context__]
+        pending.extend(e for e in [*linked, *current.args] if isinstance(e, BaseException))
+    return str(error)

@@ -1,0 +1,166 @@
+"""The subcommands: each takes the parsed arguments, prints its result and returns the exit code."""
+
+import argparse
+import getpass
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+from tfplatform_cli import config, render
+from tfplatform_cli.client import Client
+from tfplatform_cli.errors import EXIT_USAGE, CliError
+from tfplatform_cli.follow import FINISHED, experiment_follow
+from tfplatform_cli.spec import spec_load
+
+
+def login(args: argparse.Namespace) -> int:
+    server = config.server_resolve(args.server, ignore_damaged=True)
+    if args.password_stdin and not args.username:
+        raise CliError("--password-stdin needs --username", exit_code=EXIT_USAGE)
+    username = args.username or _ask(f"Username at {server}: ")
+    if args.password_stdin:
+        password = sys.stdin.readline().rstrip("\r\n")
+    else:
+        password = getpass.getpass(f"Password for {username}: ")
+    if not username or not password:
+        raise CliError("a username and a password are needed to log in")
+    token = Client(server=server).token_obtain(username=username, password=password)
+    path = config.credentials_save(
+        config.Credentials(server=server, token=token, username=username)
+    )
+    print(f"Logged in to {server} as {username} (token saved in {path})")
+    return 0
+
+
+def logout(args: argparse.Namespace) -> int:
+    stored = config.credentials_delete()
+    # The token itself stays valid on the server: the API has no endpoint to revoke it.
+    print(f"Logged out of {stored.server}." if stored else "Not logged in.")
+    return 0
+
+
+def submit(args: argparse.Namespace) -> int:
+    submission = spec_load(Path(args.file))
+    client = _client(args)
+    if submission.files:
+        created = client.experiment_create(fields=submission.form_fields(), files=submission.files)
+    else:
+        created = client.experiment_create(fields=submission.fields, files={})
+    print(created["id"], flush=True)
+    if args.wait:
+        return _completed(experiment_follow(client, int(created["id"]), logs=True))
+    return 0
+
+
+def experiments_list(args: argparse.Namespace) -> int:
+    experiments = _client(args).experiments(state=args.state, owner=args.owner)
+    if args.json:
+        _print_json(experiments)
+    elif not experiments:
+        print("No experiments.")
+    else:
+        print(render.experiments_table(experiments))
+    return 0
+
+
+def status(args: argparse.Namespace) -> int:
+    client = _client(args)
+    experiment = client.experiment(args.id)
+    latest = render.metrics_latest(client.experiment_metrics(args.id))
+    if args.json:
+        _print_json({**experiment, "latest_metrics": latest})
+    else:
+        print(render.experiment_status(experiment, latest))
+    return 0
+
+
+def logs(args: argparse.Namespace) -> int:
+    client = _client(args)
+    if args.follow:
+        experiment_follow(client, args.id, logs=True)
+        return 0
+    text = client.experiment_logs(args.id)
+    if text:
+        print(text, end="" if text.endswith("\n") else "\n")
+    return 0
+
+
+def cancel(args: argparse.Namespace) -> int:
+    experiment = _client(args).experiment_cancel(args.id)
+    if experiment["state"] == "canceled":
+        print(f"experiment {args.id} canceled")
+    else:
+        print(f"experiment {args.id}: its running trial was asked to stop")
+    return 0
+
+
+def deploy(args: argparse.Namespace) -> int:
+    client = _client(args)
+    experiment = client.experiment(args.id)
+    if args.wait and experiment["state"] not in FINISHED:
+        experiment = experiment_follow(client, args.id, logs=False)
+    name = args.name or model_name_default(experiment)
+    # The server answers once the version is loaded and AVAILABLE (or failed to load).
+    version = client.experiment_deploy(args.id, model_name=name)
+    print(
+        f"experiment {args.id} deployed as {name} version {version['version']} ({version['state']})"
+    )
+    if version["state"] != "available":
+        raise CliError(f"{name} version {version['version']} is {version['state']}")
+    return 0
+
+
+def predict(args: argparse.Namespace) -> int:
+    body = _request_body(args.file)
+    answer, version, label = _client(args).predict(
+        args.model, body=body, version=args.version, label=args.label
+    )
+    _print_json(answer)
+    # On stderr, so that stdout stays the model server's JSON for other programs.
+    answered = f"{args.model} version {version or '?'}" + (f" (label {label})" if label else "")
+    print(f"answered by {answered}", file=sys.stderr)
+    return 0
+
+
+def model_name_default(experiment: dict[str, Any]) -> str:
+    """The experiment's name as a model name: letters, digits, '.', '_', '-'."""
+    slug = re.sub(r"[^a-z0-9._-]+", "-", str(experiment["name"]).lower()).strip("-._")[:100]
+    return slug or f"experiment-{experiment['id']}"
+
+
+def _client(args: argparse.Namespace) -> Client:
+    server = config.server_resolve(args.server)
+    return Client(server=server, token=config.token_resolve(server))
+
+
+def _completed(experiment: dict[str, Any]) -> int:
+    if experiment["state"] == "completed":
+        return 0
+    error = str(experiment.get("error") or "").strip()
+    reason = f": {error.splitlines()[-1]}" if error else ""
+    raise CliError(f"experiment {experiment['id']} {experiment['state']}{reason}")
+
+
+def _request_body(name: str) -> bytes:
+    try:
+        body = sys.stdin.buffer.read() if name == "-" else Path(name).read_bytes()
+    except OSError as error:
+        raise CliError(f"cannot read {name}: {error.strerror or error}") from error
+    try:
+        json.loads(body)
+    except ValueError as error:
+        raise CliError(f"{name} is not valid JSON: {error}") from error
+    return body
+
+
+def _ask(prompt: str) -> str:
+    try:
+        return input(prompt).strip()
+    except EOFError as error:
+        raise CliError("no username given: pass --username") from error
+
+
+def _print_json(value: Any) -> None:
+    print(json.dumps(value, indent=2, ensure_ascii=False))

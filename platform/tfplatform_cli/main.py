@@ -1,0 +1,102 @@
+"""`tfp`: the argument parser and the one place that turns errors into messages and exit codes."""
+
+import argparse
+import os
+import sys
+
+from tfplatform_cli import commands
+from tfplatform_cli.errors import CliError
+
+DESCRIPTION = """\
+Train and serve TensorFlow models on a TF Platform server, through its REST API.
+
+The server is --server, else TFP_SERVER, else the one you logged in to; the token is
+TFP_TOKEN, else the one `tfp login` stored in $TFP_CONFIG_DIR (default ~/.config/tfp).
+Exit codes: 0 ok, 1 error from the server or the network, 2 wrong usage."""
+
+
+def parser_build() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tfp", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--server", help="the platform's URL, e.g. http://127.0.0.1:8000")
+    # On each subcommand too; SUPPRESS keeps it from overwriting a --server given before it.
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--server", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def add(name: str, summary: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=summary, description=summary, parents=[common])
+
+    login = add("login", "log in and store the server URL and an API token")
+    login.add_argument("--username", help="asked for when missing")
+    login.add_argument(
+        "--password-stdin", action="store_true", help="read the password from standard input"
+    )
+    login.set_defaults(run=commands.login)
+    add("logout", "forget the stored token").set_defaults(run=commands.logout)
+
+    submit = add("submit", "submit an experiment from a YAML or JSON spec; prints its id")
+    submit.add_argument(
+        "file",
+        help="the API's fields (name, model, dataset, hyperparameters, resources, ...); "
+        "model_file and dataset_file name local files to upload, relative to the spec",
+    )
+    submit.add_argument("--wait", action="store_true", help="follow its logs until it finishes")
+    submit.set_defaults(run=commands.submit)
+
+    listing = add("list", "list the experiments you can see")
+    listing.add_argument("--state", help="only this state (queued, running, completed, ...)")
+    listing.add_argument("--owner", help="only this user's")
+    listing.add_argument("--json", action="store_true", help="print the API's JSON")
+    listing.set_defaults(run=commands.experiments_list)
+
+    status = add("status", "state, strategy, pending reason and latest metrics of an experiment")
+    status.add_argument("id", type=int)
+    status.add_argument("--json", action="store_true", help="print the API's JSON")
+    status.set_defaults(run=commands.status)
+
+    logs = add("logs", "print an experiment's logs")
+    logs.add_argument("id", type=int)
+    logs.add_argument("-f", "--follow", action="store_true", help="print new lines until it ends")
+    logs.set_defaults(run=commands.logs)
+
+    cancel = add("cancel", "cancel an experiment")
+    cancel.add_argument("id", type=int)
+    cancel.set_defaults(run=commands.cancel)
+
+    deploy = add("deploy", "deploy a completed experiment's model to the model server")
+    deploy.add_argument("id", type=int)
+    deploy.add_argument("--name", help="model name (default: from the experiment's name)")
+    deploy.add_argument("--wait", action="store_true", help="first wait for it to finish")
+    deploy.set_defaults(run=commands.deploy)
+
+    predict = add("predict", "send a TF Serving predict request; prints the JSON answer")
+    predict.add_argument("model")
+    predict.add_argument("file", help='JSON {"instances": [...]} or {"inputs": ...}; - for stdin')
+    which = predict.add_mutually_exclusive_group()
+    which.add_argument("--version", type=int, help="ask this version")
+    which.add_argument("--label", help="ask the version with this label (stable, canary)")
+    predict.set_defaults(run=commands.predict)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = parser_build()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.run(args))
+    except CliError as error:
+        print(f"error: {error.message}", file=sys.stderr)
+        return error.exit_code
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # The reader left (`tfp list | head`); stop quietly, also at interpreter exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,175 @@
+"""`tfp` against a live server: logging in, and every kind of bad input, without a traceback."""
+
+import json
+import stat
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rest_framework.authtoken.models import Token
+
+from tests import live
+from tests.factories import PASSWORD, UserFactory
+from tests.tfplatform_cli.conftest import Tfp
+from tfplatform.experiments.models import Experiment
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def login(user: Tfp, server: str, username: str, password: str = PASSWORD) -> Any:
+    return user(
+        "login", "--server", server, "--username", username, "--password-stdin", stdin=password
+    )
+
+
+def test_login_keeps_a_private_token_and_a_wrong_password_is_refused(
+    live_server: Any, tfp: Callable[[str], Tfp]
+) -> None:
+    alice = UserFactory(username="alice")
+    user = tfp("alice")
+    credentials = user.config / "credentials.json"
+
+    wrong = login(user, live_server.url, "alice", password="not-her-password\n")
+    assert wrong.returncode == 1
+    assert wrong.stderr == "error: Unable to log in with provided credentials.\n"
+    assert not credentials.exists()
+
+    done = login(user, live_server.url, "alice", password=PASSWORD + "\n")
+    assert done.returncode == 0, done.stderr
+    assert "Logged in to" in done.stdout
+    assert stat.S_IMODE(credentials.stat().st_mode) == 0o600
+    assert json.loads(credentials.read_text()) == {
+        "server": live_server.url,
+        "username": "alice",
+        "token": Token.objects.get(user=alice).key,
+    }
+    # The stored server and token serve the next commands.
+    assert json.loads(user("list", "--json").stdout) == []
+
+    # TFP_TOKEN wins over the stored token.
+    forged = user("list", TFP_TOKEN="0" * 40)
+    assert forged.returncode == 1
+    assert forged.stderr == "error: Invalid token. Run `tfp login`.\n"
+
+    # The stored token is never sent to another server.
+    elsewhere = user("--server", "http://127.0.0.1:9", "list")
+    assert elsewhere.returncode == 1
+    assert f"logged in to {live_server.url}, not http://127.0.0.1:9" in elsewhere.stderr
+
+    assert user("logout").stdout == f"Logged out of {live_server.url}.\n"
+    assert not credentials.exists()
+    after = user("status", "1")
+    assert after.returncode == 1
+    assert after.stderr.startswith("error: not logged in")
+
+
+def test_without_tfp_config_dir_the_token_goes_to_the_users_config_folder(
+    live_server: Any, tfp: Callable[[str], Tfp]
+) -> None:
+    UserFactory(username="carol")
+    user = tfp("carol")
+    done = user(
+        "login",
+        f"--server={live_server.url}/",
+        "--username=carol",
+        "--password-stdin",
+        stdin=PASSWORD,
+        TFP_CONFIG_DIR=None,
+    )
+    assert done.returncode == 0, done.stderr
+    stored = user.home / ".config" / "tfp" / "credentials.json"
+    assert stat.S_IMODE(stored.stat().st_mode) == 0o600
+    assert json.loads(stored.read_text())["server"] == live_server.url  # trailing / dropped
+
+
+def test_unreachable_server_is_one_clear_line(tfp: Callable[[str], Tfp]) -> None:
+    user = tfp("dave")
+    server = f"http://127.0.0.1:{live.free_port()}"
+    listed = user("list", TFP_SERVER=server, TFP_TOKEN="x" * 40)
+    assert listed.returncode == 1
+    assert listed.stderr == f"error: cannot reach {server}: connection refused\n"
+    logged = login(user, server, "dave")
+    assert logged.returncode == 1
+    assert logged.stderr == f"error: cannot reach {server}: connection refused\n"
+    assert not user.config.exists()
+
+
+def test_bad_spec_files_are_refused_with_the_field_errors(
+    live_server: Any, tfp: Callable[[str], Tfp], tmp_path: Path
+) -> None:
+    UserFactory(username="erin")
+    user = tfp("erin")
+    assert login(user, live_server.url, "erin").returncode == 0
+
+    def submit(name: str, text: str) -> Any:
+        spec = tmp_path / name
+        spec.write_text(text)
+        result = user("submit", str(spec))
+        assert result.returncode == 1
+        assert result.stdout == ""
+        return result.stderr
+
+    broken = submit("broken.yaml", "name: x\nmodel: [mlp\ndataset: digits\n")
+    assert broken.startswith(f"error: {tmp_path / 'broken.yaml'} is not valid YAML:")
+    assert "(line 3, column 8)" in broken
+
+    unknown = submit("unknown.yaml", "name: x\nmodel: no-such-model\ndataset: digits\n")
+    assert unknown.startswith("error: model: Unknown model 'no-such-model'. Choose one of: ")
+
+    typo = submit(
+        "typo.json", json.dumps({"name": "x", "model": "mlp", "dataset": "digits", "epochs": 2})
+    )
+    assert typo == "error: Invalid input.\n  epochs: Unknown field.\n"
+
+    workers = submit(
+        "workers.yaml", "name: x\nmodel: mlp\ndataset: digits\nresources: {workers: 0}\n"
+    )
+    assert workers.startswith("error: resources: workers must be between 1 and")
+
+    assert "is not valid JSON: " in submit("bad.json", '{"name": "x",')
+    assert "the spec must be a mapping" in submit("list.yaml", "- name: x\n")
+    missing = submit(
+        "upload.yaml", "name: x\nmodel: upload\nmodel_file: gone.py\ndataset: digits\n"
+    )
+    assert (
+        missing
+        == f"error: {tmp_path / 'upload.yaml'}: model_file gone.py: No such file or directory\n"
+    )
+    assert Experiment.objects.count() == 0
+
+    not_found = user("status", "999999")
+    assert (not_found.returncode, not_found.stderr) == (1, "error: experiment 999999 not found\n")
+    bad_state = user("list", "--state", "sleeping")
+    assert bad_state.returncode == 1
+    assert bad_state.stderr.startswith("error: Invalid input.\n  state: Select a valid choice.")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        [],
+        ["status", "five"],
+        ["predict", "digits", "in.json", "--version", "1", "--label", "stable"],
+        ["login", "--password-stdin"],
+        ["frobnicate"],
+    ],
+)
+def test_usage_errors_exit_2(args: list[str], tfp: Callable[[str], Tfp]) -> None:
+    result = tfp("frank")(*args)
+    assert result.returncode == 2
+    assert "error: " in result.stderr
+
+
+def test_the_client_needs_neither_django_nor_the_platform(tmp_path: Path) -> None:
+    code = (
+        "import sys, tfplatform_cli.main; "
+        "print(sorted({m.split('.')[0] for m in sys.modules} "
+        "& {'django', 'rest_framework', 'tfplatform'}))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True
+    ).stdout
+    assert out == "[]\n"
