@@ -1,10 +1,15 @@
+from dataclasses import dataclass
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.db.models import Count, Prefetch, Q, QuerySet
 from django.utils import timezone
 
 from tfplatform.cluster.models import Allocation, Device, Node
+
+if TYPE_CHECKING:  # the scheduler imports this module
+    from tfplatform.cluster.scheduler import TaskNeed
 
 
 def node_list() -> QuerySet[Node]:
@@ -30,3 +35,152 @@ def gpus_in_use_by_team(*, team_id: int) -> int:
     return Allocation.objects.filter(
         released_at__isnull=True, device__kind=Device.Kind.GPU, trial__experiment__team_id=team_id
     ).count()
+
+
+# node id → device kind → device ids, the shape the scheduler places gangs on.
+DeviceMap = dict[int, dict[str, list[int]]]
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """Devices on nodes accepting work: all of them, and those nobody holds right now."""
+
+    free: DeviceMap
+    total: DeviceMap
+
+    def _count(self, devices: DeviceMap, kind: str) -> int:
+        return sum(len(kinds.get(kind, ())) for kinds in devices.values())
+
+    @property
+    def nodes(self) -> int:
+        return len(self.total)
+
+    @property
+    def gpus_free(self) -> int:
+        return self._count(self.free, Device.Kind.GPU)
+
+    @property
+    def gpus_total(self) -> int:
+        return self._count(self.total, Device.Kind.GPU)
+
+    @property
+    def cpu_slots_free(self) -> int:
+        return self._count(self.free, Device.Kind.CPU)
+
+    @property
+    def cpu_slots_total(self) -> int:
+        return self._count(self.total, Device.Kind.CPU)
+
+    @property
+    def gpu_nodes_free(self) -> int:
+        """Nodes with at least one free GPU."""
+        return sum(1 for kinds in self.free.values() if kinds.get(Device.Kind.GPU))
+
+    @property
+    def largest_gpu_block(self) -> int:
+        """The most free GPUs on one node: the largest worker that could start now."""
+        return max((len(kinds.get(Device.Kind.GPU, ())) for kinds in self.free.values()), default=0)
+
+    @property
+    def largest_gpu_node(self) -> int:
+        return max(
+            (len(kinds.get(Device.Kind.GPU, ())) for kinds in self.total.values()), default=0
+        )
+
+
+@dataclass(frozen=True)
+class TeamQuota:
+    team: str
+    gpu_quota: int
+    gpus_in_use: int
+
+
+@dataclass(frozen=True)
+class ResourceFit:
+    """Whether a request of this size could start now, and why (not)."""
+
+    could_start: bool
+    message: str
+
+
+def capacity_now() -> Capacity:
+    schedulable = list(nodes_schedulable().values_list("pk", flat=True))
+    free: DeviceMap = {node: {} for node in schedulable}
+    total: DeviceMap = {node: {} for node in schedulable}
+    devices = Device.objects.filter(node_id__in=schedulable).order_by("node_id", "kind", "index")
+    free_ids = set(devices_free().values_list("pk", flat=True))
+    for device, node, kind in devices.values_list("pk", "node_id", "kind"):
+        total[node].setdefault(kind, []).append(device)
+        if device in free_ids:
+            free[node].setdefault(kind, []).append(device)
+    return Capacity(free=free, total=total)
+
+
+def team_quota(*, team_id: int | None) -> TeamQuota | None:
+    from tfplatform.accounts.models import Team
+
+    team = Team.objects.filter(pk=team_id).first() if team_id is not None else None
+    if team is None:
+        return None
+    return TeamQuota(
+        team=team.name, gpu_quota=team.gpu_quota, gpus_in_use=gpus_in_use_by_team(team_id=team.pk)
+    )
+
+
+def resources_fit(
+    *,
+    capacity: Capacity,
+    quota: TeamQuota | None,
+    workers: int,
+    gpus_per_worker: int,
+    parameter_servers: int,
+    queued_ahead: int = 0,
+) -> ResourceFit:
+    """The scheduler's own placement rule applied to what is free now; nothing is reserved."""
+    # The scheduler imports this module; importing it at the top would be circular.
+    from tfplatform.cluster.scheduler import experiment_task_needs, gang_place, pending_reason
+    from tfplatform.experiments.models import Experiment
+
+    shape = Experiment(
+        workers=workers, gpus_per_worker=gpus_per_worker, parameter_servers=parameter_servers
+    )
+    needs = experiment_task_needs(experiment=shape)
+    gpus = shape.gpus_requested
+    if not capacity.total:
+        return ResourceFit(False, "No worker node is online and accepting work; it would queue.")
+    if gang_place(needs=needs, free=capacity.total) is None:
+        return ResourceFit(False, f"Never fits the cluster as it is: {_misfit(capacity, needs)}.")
+    if quota is not None and gpus > quota.gpu_quota:
+        return ResourceFit(
+            False, f"Needs {gpus} GPUs, more than your team's quota of {quota.gpu_quota}."
+        )
+    if quota is not None and quota.gpus_in_use + gpus > quota.gpu_quota:
+        return ResourceFit(
+            False,
+            f"Your team holds {quota.gpus_in_use} of its {quota.gpu_quota} GPUs; it would "
+            "wait until enough of them are released.",
+        )
+    if gang_place(needs=needs, free=capacity.free) is None:
+        reason = pending_reason(needs=needs, free=capacity.free)
+        return ResourceFit(False, f"{reason} It would queue until devices free up.")
+    if queued_ahead:
+        return ResourceFit(
+            True,
+            f"Fits on free devices now; {queued_ahead} queued experiment"
+            f"{'s' if queued_ahead != 1 else ''} of equal or higher priority may go first.",
+        )
+    return ResourceFit(True, "Fits on free devices: it could start right away.")
+
+
+def _misfit(capacity: Capacity, needs: list["TaskNeed"]) -> str:
+    gpu_block = max((need.gpus for need in needs), default=0)
+    gpus = sum(need.gpus for need in needs)
+    cpu_slots = sum(1 for need in needs if not need.gpus)
+    if gpu_block > capacity.largest_gpu_node:
+        largest = capacity.largest_gpu_node
+        return f"a worker needs {gpu_block} GPUs on one node, the largest has {largest}"
+    if gpus > capacity.gpus_total:
+        return f"it needs {gpus} GPUs, the cluster has {capacity.gpus_total}"
+    if cpu_slots > capacity.cpu_slots_total:
+        return f"it needs {cpu_slots} CPU slots, the cluster has {capacity.cpu_slots_total}"
+    return f"its {len(needs)} tasks do not fit the nodes together"

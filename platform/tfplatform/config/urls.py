@@ -30,6 +30,11 @@ api_v1 = [
         experiments_api.ExperimentCancelApi.as_view(),
         name="api-experiment-cancel",
     ),
+    path(
+        "experiments/<int:experiment_id>/restart/",
+        experiments_api.ExperimentRestartApi.as_view(),
+        name="api-experiment-restart",
+    ),
     path("environments/", experiments_api.EnvironmentListApi.as_view(), name="api-environments"),
     path("nodes/", NodeListApi.as_view(), name="api-nodes"),
     path(

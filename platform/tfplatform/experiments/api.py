@@ -102,3 +102,19 @@ class EnvironmentListApi(generics.ListAPIView):
 
     def get_queryset(self) -> QuerySet[Any]:
         return selectors.environment_list()
+
+
+class ExperimentRestartApi(APIView):
+    @extend_schema(
+        request=None,
+        responses={201: ExperimentSerializer},
+        description="Run a finished experiment again as a new experiment with the same "
+        "configuration and uploads; 400 while it is still queued or running.",
+    )
+    def post(self, request: Request, experiment_id: int) -> Response:
+        experiment = selectors.experiment_get(user=request.user, experiment_id=experiment_id)
+        restarted = services.experiment_restart(
+            user=request.user,  # type: ignore[arg-type]
+            experiment=experiment,
+        )
+        return Response(ExperimentSerializer(restarted).data, status=status.HTTP_201_CREATED)

@@ -1,7 +1,13 @@
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from statistics import median
+
 from django.contrib.auth.models import AnonymousUser
-from django.db.models import QuerySet
+from django.db.models import Max, Q, QuerySet
+from django.utils import timezone
 
 from tfplatform.accounts.models import User
+from tfplatform.cluster.models import Allocation
 from tfplatform.core.errors import NotFound
 from tfplatform.core.visibility import visible_to
 from tfplatform.experiments.models import Environment, Experiment, Metric, Trial
@@ -50,3 +56,211 @@ def environment_list() -> QuerySet[Environment]:
 def environment_default(*, gpu: bool) -> Environment | None:
     environments = Environment.objects.order_by("id")
     return (environments.filter(gpu_capable=True) if gpu else environments).first()
+
+
+# Emitted once per finished epoch next to the epoch's other metrics (same trial, same time):
+# it tells an epoch's images/sec apart from the sampler's, which share the name.
+EPOCH_MARK = "epoch_seconds"
+EPOCH_CHART_METRICS = ("loss", "val_loss", "accuracy", "val_accuracy")
+THROUGHPUT = "images_per_sec"
+CHART_BATCH = 2000
+ACTIVE_STATES = (Experiment.State.QUEUED, Experiment.State.SCHEDULED, Experiment.State.RUNNING)
+
+
+def experiment_list_with_progress(*, user: User | AnonymousUser) -> QuerySet[Experiment]:
+    """The visible experiments, each with `epochs_done`: the last epoch it finished."""
+    return experiment_list(user=user).annotate(
+        epochs_done=Max("trials__metrics__epoch", filter=Q(trials__metrics__name=EPOCH_MARK))
+    )
+
+
+def experiment_epochs_done(*, experiment: Experiment) -> int:
+    done = Metric.objects.filter(trial__experiment=experiment, name=EPOCH_MARK).aggregate(
+        done=Max("epoch")
+    )["done"]
+    return int(done or 0)
+
+
+def experiment_queue_position(*, experiment: Experiment) -> int | None:
+    """1 for the experiment the scheduler looks at next (priority, then age); None if not queued."""
+    if experiment.state != Experiment.State.QUEUED:
+        return None
+    same_priority_older = Q(priority=experiment.priority) & (
+        Q(created_at__lt=experiment.created_at)
+        | Q(created_at=experiment.created_at, pk__lt=experiment.pk)
+    )
+    ahead = Experiment.objects.filter(
+        Q(priority__gt=experiment.priority) | same_priority_older, state=Experiment.State.QUEUED
+    )
+    return ahead.count() + 1
+
+
+def experiments_queued_ahead(*, priority: int) -> int:
+    """How many queued experiments a new one submitted now at `priority` would wait behind."""
+    return Experiment.objects.filter(state=Experiment.State.QUEUED, priority__gte=priority).count()
+
+
+def experiment_devices_held(*, experiment: Experiment) -> list[Allocation]:
+    return list(
+        Allocation.objects.filter(trial__experiment=experiment, released_at__isnull=True)
+        .select_related("node", "device")
+        .order_by("task_type", "task_index", "device__kind", "device__index")
+    )
+
+
+@dataclass
+class ChartPoints:
+    """Metric points recorded after `cursor`, as chart series of (x, y) pairs.
+
+    Epoch metrics are drawn against the epoch; images/sec against seconds since the experiment
+    started, both the sampler's readings during epochs and each finished epoch's average.
+    """
+
+    cursor: int
+    more: bool
+    epochs: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
+    images_per_sec: list[tuple[float, float]] = field(default_factory=list)
+    images_per_sec_epoch: list[tuple[float, float]] = field(default_factory=list)
+
+
+def experiment_chart_points(*, experiment: Experiment, after: int = 0) -> ChartPoints:
+    wanted = (*EPOCH_CHART_METRICS, THROUGHPUT)
+    rows = list(
+        Metric.objects.filter(trial__experiment=experiment, name__in=wanted, pk__gt=after)
+        .order_by("pk")
+        .values_list("pk", "trial_id", "name", "epoch", "value", "recorded_at")[: CHART_BATCH + 1]
+    )
+    more = len(rows) > CHART_BATCH
+    rows = rows[:CHART_BATCH]
+    points = ChartPoints(cursor=rows[-1][0] if rows else after, more=more)
+    if not rows:
+        return points
+    marks = _epoch_marks(experiment=experiment)
+    start = experiment.started_at or min(row[5] for row in rows)
+    for _, trial, name, epoch, value, recorded_at in rows:
+        if name != THROUGHPUT:
+            if epoch is not None:
+                points.epochs.setdefault(name, []).append((epoch, value))
+            continue
+        seconds = round(max((recorded_at - start).total_seconds(), 0.0), 1)
+        series = (
+            points.images_per_sec_epoch if (trial, recorded_at) in marks else points.images_per_sec
+        )
+        series.append((seconds, value))
+    return points
+
+
+def _epoch_marks(*, experiment: Experiment) -> set[tuple[int, datetime]]:
+    marks = Metric.objects.filter(trial__experiment=experiment, name=EPOCH_MARK)
+    return set(marks.values_list("trial_id", "recorded_at"))
+
+
+@dataclass(frozen=True)
+class ComparisonRow:
+    experiment: Experiment
+    configuration: str
+    batch_size: int | None  # per replica, as submitted
+    global_batch_size: int | None  # as the strategy ran it
+    images_per_sec: float | None  # median over finished epochs
+    time_to_target_seconds: float | None
+    accuracy: float | None
+    val_accuracy: float | None
+    duration_seconds: float | None
+    speedup: float | None = None  # images/sec over the first row's
+
+
+@dataclass(frozen=True)
+class Comparison:
+    rows: list[ComparisonRow]
+    missing: list[int]  # asked for but not visible: unknown and someone else's look alike
+
+
+def configuration_label(*, workers: int, gpus_per_worker: int, parameter_servers: int) -> str:
+    """The benchmark-table name of a resource shape: CPU, 1 GPU, 4 GPUs, 2 workers × 2 GPUs..."""
+    gpus = f"{gpus_per_worker} GPU{'s' if gpus_per_worker != 1 else ''}"
+    if workers == 1 and not parameter_servers:
+        return "CPU" if not gpus_per_worker else gpus if gpus_per_worker == 1 else f"{gpus}, 1 node"
+    label = f"{workers} worker{'s' if workers != 1 else ''}"
+    label += f" × {gpus}" if gpus_per_worker else " (CPU)"
+    if parameter_servers:
+        label += f" + {parameter_servers} PS"
+    return label
+
+
+def experiments_compare(*, user: User | AnonymousUser, ids: list[int]) -> Comparison:
+    found = {e.pk: e for e in experiment_list(user=user).filter(pk__in=ids)}
+    metrics = _last_epoch_metrics(experiment_ids=list(found))
+    rates = _epoch_rates(experiment_ids=list(found))
+    now = timezone.now()
+    rows = []
+    for pk in ids:
+        experiment = found.get(pk)
+        if experiment is None:
+            continue
+        last = metrics.get(pk, {})
+        results = experiment.results or {}
+        end = experiment.finished_at or (now if experiment.state in ACTIVE_STATES else None)
+        batch = experiment.hyperparameters.get("batch_size")
+        rows.append(
+            ComparisonRow(
+                experiment=experiment,
+                configuration=configuration_label(
+                    workers=experiment.workers,
+                    gpus_per_worker=experiment.gpus_per_worker,
+                    parameter_servers=experiment.parameter_servers,
+                ),
+                batch_size=int(batch) if isinstance(batch, int | float) else None,
+                global_batch_size=results.get("global_batch_size") or None,
+                images_per_sec=median(rates[pk]) if rates.get(pk) else None,
+                time_to_target_seconds=last.get(
+                    "time_to_target_seconds", results.get("time_to_target_seconds")
+                ),
+                accuracy=last.get("accuracy"),
+                val_accuracy=last.get("val_accuracy"),
+                duration_seconds=(end - experiment.started_at).total_seconds()
+                if experiment.started_at and end
+                else None,
+            )
+        )
+    base = next((row.images_per_sec for row in rows if row.images_per_sec), None)
+    rows = [
+        replace(row, speedup=row.images_per_sec / base if base and row.images_per_sec else None)
+        for row in rows
+    ]
+    return Comparison(rows=rows, missing=[pk for pk in ids if pk not in found])
+
+
+def _last_epoch_metrics(*, experiment_ids: list[int]) -> dict[int, dict[str, float]]:
+    """Per experiment, each epoch metric's value at the last epoch that reported it."""
+    names = ("accuracy", "val_accuracy", "time_to_target_seconds")
+    rows = (
+        Metric.objects.filter(trial__experiment_id__in=experiment_ids, name__in=names)
+        .order_by("epoch", "recorded_at", "pk")
+        .values_list("trial__experiment_id", "name", "value")
+    )
+    last: dict[int, dict[str, float]] = {}
+    for experiment, name, value in rows:
+        values = last.setdefault(experiment, {})
+        if name == "time_to_target_seconds":
+            values.setdefault(name, value)  # the first time it was reached
+        else:
+            values[name] = value
+    return last
+
+
+def _epoch_rates(*, experiment_ids: list[int]) -> dict[int, list[float]]:
+    """Per experiment, the images/sec of each finished epoch (the sampler's readings excluded)."""
+    metrics = Metric.objects.filter(
+        trial__experiment_id__in=experiment_ids, name__in=(THROUGHPUT, EPOCH_MARK)
+    ).values_list("trial__experiment_id", "trial_id", "name", "recorded_at", "value")
+    marks, rates = set(), []
+    for experiment, trial, name, recorded_at, value in metrics:
+        if name == EPOCH_MARK:
+            marks.add((trial, recorded_at))
+        else:
+            rates.append((experiment, trial, recorded_at, value))
+    per_experiment: dict[int, list[float]] = {}
+    for experiment, trial, recorded_at, value in rates:
+        if (trial, recorded_at) in marks:
+            per_experiment.setdefault(experiment, []).append(value)
+    return per_experiment

@@ -1,10 +1,13 @@
 """Writes to experiments: submission, state changes, cancellation."""
 
+from contextlib import ExitStack
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
+from django.db.models.fields.files import FieldFile
 from django.utils import timezone
 
 from tfplatform.accounts.models import User
@@ -140,3 +143,58 @@ def experiment_cancel(*, experiment: Experiment) -> Experiment:
             trial_request_stop(trial=running_trial, reason="canceled")
     experiment.refresh_from_db()
     return experiment
+
+
+def experiment_restart(*, user: User, experiment: Experiment) -> Experiment:
+    """Run a finished experiment again as a new one: same configuration, same uploads.
+
+    It goes through experiment_create, so a configuration that has since become invalid (an
+    upload gone, an environment without GPUs) is refused like a new submission would be.
+    """
+    if experiment.state not in TERMINAL_STATES:
+        raise InvalidInput(
+            f"Only a finished experiment can be restarted; this one is {experiment.state}."
+        )
+    with ExitStack() as stack:
+        return experiment_create(
+            owner=user,
+            request=ExperimentRequest(
+                name=experiment.name,
+                model=experiment.model,
+                dataset=experiment.dataset,
+                hyperparameters=dict(experiment.hyperparameters),
+                workers=experiment.workers,
+                gpus_per_worker=experiment.gpus_per_worker,
+                parameter_servers=experiment.parameter_servers,
+                priority=experiment.priority,
+                target_accuracy=experiment.target_accuracy,
+                max_restarts=experiment.max_restarts,
+                environment=experiment.environment,
+                model_file=_upload_reopen(
+                    stored=experiment.model_file, field="model_file", stack=stack
+                ),
+                dataset_file=_upload_reopen(
+                    stored=experiment.dataset_file,
+                    field="dataset_file",
+                    stack=stack,
+                    prefix=f"{experiment.pk}-",
+                ),
+            ),
+        )
+
+
+def _upload_reopen(
+    *, stored: FieldFile, field: str, stack: ExitStack, prefix: str = ""
+) -> UploadedFile | None:
+    """A stored upload offered again as an upload, under the name the user first gave it."""
+    if not stored or not stored.name:
+        return None
+    try:
+        handle = stack.enter_context(stored.storage.open(stored.name, "rb"))
+        size = stored.storage.size(stored.name)
+    except OSError as error:
+        raise InvalidInput(
+            f"The original {field} is no longer stored; submit the experiment again.", field=field
+        ) from error
+    name = Path(stored.name).name.removeprefix(prefix)
+    return UploadedFile(file=handle, name=name, size=size)

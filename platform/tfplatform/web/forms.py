@@ -9,11 +9,41 @@ MODEL_CHOICES = [(name, name) for name in (*catalog.ZOO_MODELS, *catalog.DIAGNOS
 MODEL_CHOICES.append(("upload", "Upload a module (build_model)"))
 DATASET_CHOICES = [(name, name) for name in catalog.BUILTIN_DATASETS]
 DATASET_CHOICES.append(("upload", "Upload .npz or .csv"))
+DEFAULT_MODEL = "mlp"
+# The hyperparameters the form shows; the rest keep the catalog's defaults.
+FORM_HYPERPARAMETERS = ("epochs", "batch_size", "learning_rate", "optimizer")
 
 
-class ExperimentForm(forms.Form):
+def hyperparameter_defaults() -> dict[str, dict[str, Any]]:
+    """Per model choice, the values the form proposes: the catalog's, which train well."""
+    return {
+        model: {
+            name: value
+            for name, value in catalog.hyperparameters_resolve(
+                model=model if model != "upload" else "", values={}
+            ).items()
+            if name in FORM_HYPERPARAMETERS
+        }
+        for model, _ in MODEL_CHOICES
+    }
+
+
+class ResourcesForm(forms.Form):
+    """The resource request alone: the new-experiment form, and its "could it start now?" hint."""
+
+    workers = forms.IntegerField(min_value=1, max_value=64, initial=1)
+    gpus_per_worker = forms.IntegerField(
+        min_value=0, max_value=16, initial=0, label="GPUs per worker"
+    )
+    parameter_servers = forms.IntegerField(min_value=0, max_value=16, initial=0)
+    priority = forms.IntegerField(
+        min_value=-100, max_value=100, initial=0, help_text="Higher runs first and may preempt."
+    )
+
+
+class ExperimentForm(ResourcesForm):
     name = forms.CharField(max_length=200)
-    model = forms.ChoiceField(choices=MODEL_CHOICES, initial="mlp")
+    model = forms.ChoiceField(choices=MODEL_CHOICES, initial=DEFAULT_MODEL)
     model_file = forms.FileField(
         required=False, help_text="A .py module defining build_model(hparams)."
     )
@@ -26,23 +56,30 @@ class ExperimentForm(forms.Form):
         to_field_name="name",
         empty_label="Default for the resources",
     )
-    epochs = forms.IntegerField(min_value=1, max_value=10_000, initial=5)
-    batch_size = forms.IntegerField(min_value=1, max_value=65_536, initial=32)
-    learning_rate = forms.FloatField(min_value=1e-9, max_value=10.0, initial=0.001)
-    workers = forms.IntegerField(min_value=1, max_value=64, initial=1)
-    gpus_per_worker = forms.IntegerField(min_value=0, max_value=16, initial=0)
-    parameter_servers = forms.IntegerField(min_value=0, max_value=16, initial=0)
-    target_accuracy = forms.FloatField(min_value=0.0, max_value=1.0, required=False)
-    priority = forms.IntegerField(min_value=-100, max_value=100, initial=0)
-    max_restarts = forms.IntegerField(min_value=0, max_value=100, initial=3)
+    epochs = forms.IntegerField(min_value=1, max_value=10_000)
+    batch_size = forms.IntegerField(
+        min_value=1, max_value=65_536, help_text="Per replica; the global batch scales with them."
+    )
+    learning_rate = forms.FloatField(min_value=1e-9, max_value=10.0)
+    optimizer = forms.ChoiceField(choices=[(name, name) for name in catalog.OPTIMIZERS])
+    target_accuracy = forms.FloatField(
+        min_value=0.0,
+        max_value=1.0,
+        required=False,
+        help_text="Validation accuracy whose time to reach is reported, e.g. 0.95.",
+    )
+    max_restarts = forms.IntegerField(
+        min_value=0, max_value=100, initial=3, help_text="Retries after infrastructure failures."
+    )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for name, value in hyperparameter_defaults()[DEFAULT_MODEL].items():
+            self.fields[name].initial = value
 
     def request_kwargs(self) -> dict[str, Any]:
         data = self.cleaned_data
-        hyperparameters: dict[str, Any] = {
-            "epochs": data["epochs"],
-            "batch_size": data["batch_size"],
-            "learning_rate": data["learning_rate"],
-        }
+        hyperparameters: dict[str, Any] = {name: data[name] for name in FORM_HYPERPARAMETERS}
         if data.get("label_column"):
             hyperparameters["label_column"] = data["label_column"]
         return {

@@ -2,31 +2,53 @@ from django.contrib.auth import views as auth_views
 from django.urls import path
 from django.views.generic import RedirectView
 
-from tfplatform.web import cluster_views, views
+from tfplatform.web import cluster_views, compare_views, views
+from tfplatform.web import experiment_views as experiments
 
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name="experiment-list"), name="home"),
     path("healthz", views.healthz, name="healthz"),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
-    path("experiments/", views.experiment_list_page, name="experiment-list"),
-    path("experiments/new/", views.experiment_new_page, name="experiment-new"),
+    path("experiments/", experiments.experiment_list_page, name="experiment-list"),
+    path("experiments/new/", experiments.experiment_new_page, name="experiment-new"),
+    path("experiments/new/fit/", experiments.experiment_fit_fragment, name="experiment-fit"),
+    path("experiments/compare/", compare_views.compare_page, name="experiment-compare"),
+    path("experiments/compare.csv", compare_views.compare_csv, name="experiment-compare-csv"),
     path(
-        "experiments/<int:experiment_id>/", views.experiment_detail_page, name="experiment-detail"
+        "experiments/<int:experiment_id>/",
+        experiments.experiment_detail_page,
+        name="experiment-detail",
+    ),
+    path(
+        "experiments/<int:experiment_id>/live/",
+        experiments.experiment_live_fragment,
+        name="experiment-live",
+    ),
+    path(
+        "experiments/<int:experiment_id>/charts.json",
+        experiments.experiment_chart_json,
+        name="experiment-charts",
     ),
     path(
         "experiments/<int:experiment_id>/cancel/",
-        views.experiment_cancel_action,
+        experiments.experiment_cancel_action,
         name="experiment-cancel",
     ),
     path(
+        "experiments/<int:experiment_id>/restart/",
+        experiments.experiment_restart_action,
+        name="experiment-restart",
+    ),
+    path(
         "experiments/<int:experiment_id>/deploy/",
-        views.experiment_deploy_action,
+        experiments.experiment_deploy_action,
         name="experiment-deploy",
     ),
     path("models/", views.model_list_page, name="model-list"),
     path("models/<str:name>/", views.model_detail_page, name="model-detail"),
     path("models/<str:name>/action/", views.model_action, name="model-action"),
+    path("models/<str:name>/predict/", views.model_predict_action, name="model-predict"),
     path("cluster/", cluster_views.cluster_page, name="cluster"),
     path(
         "cluster/nodes/<int:node_id>/state/",

@@ -1,83 +1,17 @@
+"""Model pages, error pages and the health check."""
+
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
+from rest_framework.throttling import ScopedRateThrottle
 
-from tfplatform.core.errors import NotFound, PlatformError
-from tfplatform.experiments import selectors, services
+from tfplatform.core.errors import NotFound, PayloadTooLarge, PlatformError
 from tfplatform.modelregistry import selectors as model_selectors
 from tfplatform.modelregistry import services as model_services
-from tfplatform.web.forms import ExperimentForm
-
-ACTIVE_STATES = ("queued", "scheduled", "running")
-
-
-@login_required
-def experiment_list_page(request: HttpRequest) -> HttpResponse:
-    experiments = selectors.experiment_list(user=request.user)
-    state = request.GET.get("state")
-    if state:
-        experiments = experiments.filter(state=state)
-    return render(
-        request, "experiments/list.html", {"experiments": experiments[:200], "state": state}
-    )
-
-
-@login_required
-def experiment_new_page(request: HttpRequest) -> HttpResponse:
-    form = ExperimentForm(request.POST or None, request.FILES or None)
-    if request.method == "POST" and form.is_valid():
-        try:
-            experiment = services.experiment_create(
-                owner=request.user,  # type: ignore[arg-type]
-                request=services.ExperimentRequest(**form.request_kwargs()),
-            )
-        except PlatformError as error:
-            # Business errors land on the field they concern, like any other form error.
-            form.add_error(_form_field(error.field), error.message)
-        else:
-            return redirect("experiment-detail", experiment_id=experiment.pk)
-    return render(request, "experiments/new.html", {"form": form})
-
-
-def _form_field(field: str | None) -> str | None:
-    if field in ("resources", "hyperparameters"):
-        return None
-    return field if field in ExperimentForm.base_fields else None
-
-
-@login_required
-def experiment_detail_page(request: HttpRequest, experiment_id: int) -> HttpResponse:
-    experiment = _experiment_or_404(request, experiment_id)
-    context = {
-        "experiment": experiment,
-        "trials": selectors.experiment_trials(experiment=experiment),
-        "metrics": selectors.experiment_metrics(experiment=experiment).order_by("-recorded_at")[
-            :50
-        ],
-        "logs": selectors.experiment_logs(experiment=experiment, tail_lines=40),
-        "active": experiment.state in ACTIVE_STATES,
-    }
-    return render(request, "experiments/detail.html", context)
-
-
-@login_required
-@require_POST
-def experiment_cancel_action(request: HttpRequest, experiment_id: int) -> HttpResponse:
-    experiment = _experiment_or_404(request, experiment_id)
-    try:
-        services.experiment_cancel(experiment=experiment)
-    except PlatformError as error:
-        messages.error(request, error.message)
-    return redirect("experiment-detail", experiment_id=experiment.pk)
-
-
-def _experiment_or_404(request: HttpRequest, experiment_id: int) -> selectors.Experiment:
-    try:
-        return selectors.experiment_get(user=request.user, experiment_id=experiment_id)
-    except NotFound as error:
-        raise Http404(error.message) from error
+from tfplatform.modelregistry.inference import inference_predict
 
 
 def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
@@ -161,19 +95,32 @@ def model_action(request: HttpRequest, name: str) -> HttpResponse:
     return redirect("model-detail", name=name)
 
 
+class _InferenceScope:
+    """Lets the page's predictions count against the same rate limit as the API's."""
+
+    throttle_scope = "inference"
+
+
 @login_required
 @require_POST
-def experiment_deploy_action(request: HttpRequest, experiment_id: int) -> HttpResponse:
-    experiment = _experiment_or_404(request, experiment_id)
-    name = request.POST.get("model_name", "").strip()
+def model_predict_action(request: HttpRequest, name: str) -> HttpResponse:
+    """The "try it" box: TF Serving's predict JSON for the session user, CSRF-checked.
+
+    The API's endpoint is for token clients; a session POST of JSON does not pass its CSRF
+    check, which reads the body as a form.
+    """
+    if not ScopedRateThrottle().allow_request(request, _InferenceScope()):  # type: ignore[arg-type]
+        return JsonResponse({"error": "Too many predictions; wait a moment."}, status=429)
     try:
-        version = model_services.experiment_deploy(
-            user=request.user,  # type: ignore[arg-type]
-            experiment=experiment,
-            model_name=name,
-        )
+        if int(request.META.get("CONTENT_LENGTH") or 0) > settings.PLATFORM["MAX_PREDICT_BYTES"]:
+            raise PayloadTooLarge(
+                f"Request body is larger than {settings.PLATFORM['MAX_PREDICT_BYTES']} bytes."
+            )
+        model = model_selectors.model_get(user=request.user, name=name)
+        answer = inference_predict(model=model, version=None, label=None, body=request.body)
     except PlatformError as error:
-        messages.error(request, error.message)
-        return redirect("experiment-detail", experiment_id=experiment.pk)
-    messages.success(request, f"Deployed as {name} version {version.version}.")
-    return redirect("model-detail", name=name)
+        return JsonResponse({"error": error.message}, status=error.status_code)
+    response = HttpResponse(answer.body, status=answer.status, content_type="application/json")
+    if answer.version is not None:
+        response["X-Model-Version"] = str(answer.version)
+    return response

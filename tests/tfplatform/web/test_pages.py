@@ -13,6 +13,7 @@ FORM = {
     "epochs": 3,
     "batch_size": 32,
     "learning_rate": 0.01,
+    "optimizer": "adam",
     "workers": 1,
     "gpus_per_worker": 0,
     "parameter_servers": 0,

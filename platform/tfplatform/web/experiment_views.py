@@ -1,0 +1,202 @@
+"""Experiment pages: list, launch form, detail with live status and charts, and their actions."""
+
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from tfplatform.cluster import selectors as cluster_selectors
+from tfplatform.core.errors import NotFound, PlatformError
+from tfplatform.experiments import selectors, services
+from tfplatform.experiments.models import Experiment
+from tfplatform.modelregistry import services as model_services
+from tfplatform.web.forms import ExperimentForm, ResourcesForm, hyperparameter_defaults
+
+ACTIVE_STATES = selectors.ACTIVE_STATES
+LOG_TAIL_LINES = 60
+
+
+@login_required
+@require_GET
+def experiment_list_page(request: HttpRequest) -> HttpResponse:
+    experiments = selectors.experiment_list_with_progress(user=request.user)
+    state = request.GET.get("state", "")
+    if state in Experiment.State.values:
+        experiments = experiments.filter(state=state)
+    rows = list(experiments[:200])
+    context = {
+        "experiments": rows,
+        "state": state,
+        "any_active": any(e.state in ACTIVE_STATES for e in rows),
+    }
+    # htmx refreshes only the rows while something is queued or running.
+    template = "experiments/_rows.html" if request.headers.get("HX-Request") else None
+    return render(request, template or "experiments/list.html", context)
+
+
+@login_required
+def experiment_new_page(request: HttpRequest) -> HttpResponse:
+    form = ExperimentForm(request.POST or None, request.FILES or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            experiment = services.experiment_create(
+                owner=request.user,  # type: ignore[arg-type]
+                request=services.ExperimentRequest(**form.request_kwargs()),
+            )
+        except PlatformError as error:
+            # Business errors land on the field they concern, like any other form error.
+            form.add_error(_form_field(error.field), error.message)
+        else:
+            return redirect("experiment-detail", experiment_id=experiment.pk)
+    resources = ResourcesForm(request.POST or None)
+    context = {
+        "form": form,
+        "defaults": hyperparameter_defaults(),
+        **_resources_outlook(request=request, form=resources),
+    }
+    return render(request, "experiments/new.html", context)
+
+
+@login_required
+@require_GET
+def experiment_fit_fragment(request: HttpRequest) -> HttpResponse:
+    """What is free now and whether the requested size could start: the form's side panel."""
+    form = ResourcesForm(request.GET)
+    context = _resources_outlook(request=request, form=form)
+    status = 200 if form.is_valid() else 400
+    return render(request, "experiments/_resources.html", context, status=status)
+
+
+def _resources_outlook(*, request: HttpRequest, form: ResourcesForm) -> dict[str, Any]:
+    capacity = cluster_selectors.capacity_now()
+    quota = cluster_selectors.team_quota(team_id=getattr(request.user, "team_id", None))
+    context: dict[str, Any] = {"capacity": capacity, "quota": quota, "resources_form": form}
+    values = (
+        form.cleaned_data
+        if form.is_bound and form.is_valid()
+        else {name: form[name].initial for name in form.fields}
+    )
+    if not form.is_bound or form.is_valid():
+        context["fit"] = cluster_selectors.resources_fit(
+            capacity=capacity,
+            quota=quota,
+            workers=values["workers"],
+            gpus_per_worker=values["gpus_per_worker"],
+            parameter_servers=values["parameter_servers"],
+            queued_ahead=selectors.experiments_queued_ahead(priority=values["priority"]),
+        )
+    return context
+
+
+def _form_field(field: str | None) -> str | None:
+    if field in ("resources", "hyperparameters"):
+        return None
+    return field if field in ExperimentForm.base_fields else None
+
+
+@login_required
+@require_GET
+def experiment_detail_page(request: HttpRequest, experiment_id: int) -> HttpResponse:
+    experiment = _experiment_or_404(request, experiment_id)
+    return render(request, "experiments/detail.html", _live_context(experiment=experiment))
+
+
+@login_required
+@require_GET
+def experiment_live_fragment(request: HttpRequest, experiment_id: int) -> HttpResponse:
+    """The detail page's changing parts, polled by htmx while the experiment is active."""
+    experiment = _experiment_or_404(request, experiment_id)
+    return render(request, "experiments/_live_fragment.html", _live_context(experiment=experiment))
+
+
+@login_required
+@require_GET
+def experiment_chart_json(request: HttpRequest, experiment_id: int) -> JsonResponse:
+    """Metric points after the `after` cursor, for the detail page's charts to append."""
+    experiment = _experiment_or_404(request, experiment_id)
+    after = request.GET.get("after", "0")
+    if not (after.isascii() and after.isdigit() and len(after) <= 18):
+        return JsonResponse({"error": "after must be a whole number."}, status=400)
+    points = selectors.experiment_chart_points(experiment=experiment, after=int(after))
+    return JsonResponse(
+        {
+            "state": experiment.state,
+            "finished": experiment.state not in ACTIVE_STATES,
+            "cursor": points.cursor,
+            "more": points.more,
+            "epochs": points.epochs,
+            "images_per_sec": points.images_per_sec,
+            "images_per_sec_epoch": points.images_per_sec_epoch,
+        }
+    )
+
+
+def _live_context(*, experiment: Experiment) -> dict[str, Any]:
+    return {
+        "experiment": experiment,
+        "active": experiment.state in ACTIVE_STATES,
+        "epochs_done": selectors.experiment_epochs_done(experiment=experiment),
+        "epochs_planned": int(experiment.hyperparameters.get("epochs") or 0),
+        "queue_position": selectors.experiment_queue_position(experiment=experiment),
+        "devices": selectors.experiment_devices_held(experiment=experiment),
+        "trials": selectors.experiment_trials(experiment=experiment),
+        "logs": selectors.experiment_logs(experiment=experiment, tail_lines=LOG_TAIL_LINES),
+        "log_lines": LOG_TAIL_LINES,
+        "deployable": experiment.state == Experiment.State.COMPLETED
+        and bool((experiment.results or {}).get("export_path")),
+    }
+
+
+@login_required
+@require_POST
+def experiment_cancel_action(request: HttpRequest, experiment_id: int) -> HttpResponse:
+    experiment = _experiment_or_404(request, experiment_id)
+    try:
+        services.experiment_cancel(experiment=experiment)
+    except PlatformError as error:
+        messages.error(request, error.message)
+    return redirect("experiment-detail", experiment_id=experiment.pk)
+
+
+@login_required
+@require_POST
+def experiment_restart_action(request: HttpRequest, experiment_id: int) -> HttpResponse:
+    experiment = _experiment_or_404(request, experiment_id)
+    try:
+        restarted = services.experiment_restart(
+            user=request.user,  # type: ignore[arg-type]
+            experiment=experiment,
+        )
+    except PlatformError as error:
+        messages.error(request, error.message)
+        return redirect("experiment-detail", experiment_id=experiment.pk)
+    messages.success(request, f"Running #{experiment.pk} again as #{restarted.pk}.")
+    return redirect("experiment-detail", experiment_id=restarted.pk)
+
+
+@login_required
+@require_POST
+def experiment_deploy_action(request: HttpRequest, experiment_id: int) -> HttpResponse:
+    experiment = _experiment_or_404(request, experiment_id)
+    name = request.POST.get("model_name", "").strip()
+    try:
+        version = model_services.experiment_deploy(
+            user=request.user,  # type: ignore[arg-type]
+            experiment=experiment,
+            model_name=name,
+        )
+    except PlatformError as error:
+        messages.error(request, error.message)
+        return redirect("experiment-detail", experiment_id=experiment.pk)
+    messages.success(request, f"Deployed as {name} version {version.version}.")
+    return redirect("model-detail", name=name)
+
+
+def _experiment_or_404(request: HttpRequest, experiment_id: int) -> Experiment:
+    try:
+        return selectors.experiment_get(user=request.user, experiment_id=experiment_id)
+    except NotFound as error:
+        raise Http404(error.message) from error

@@ -1,0 +1,135 @@
+"""What is free right now, and whether a request of a given size could start: selector and panel."""
+
+from datetime import timedelta
+
+import pytest
+from django.test import Client
+from django.utils import timezone
+
+from tests.factories import DeviceFactory, ExperimentFactory, NodeFactory, TeamFactory, UserFactory
+from tfplatform.cluster.models import Node
+from tfplatform.cluster.scheduler import scheduler_pass
+from tfplatform.cluster.selectors import capacity_now, resources_fit, team_quota
+from tfplatform.experiments.selectors import experiments_queued_ahead
+
+pytestmark = pytest.mark.django_db
+
+
+def cluster() -> None:
+    """Two ready nodes (3 and 1 GPUs, a CPU slot each) and nodes whose devices do not count."""
+    big, small = NodeFactory(hostname="big"), NodeFactory(hostname="small")
+    for index in range(3):
+        DeviceFactory(node=big, kind="gpu", index=index)
+    DeviceFactory(node=small, kind="gpu", index=0)
+    DeviceFactory(node=big, kind="cpu", index=0)
+    DeviceFactory(node=small, kind="cpu", index=0)
+    DeviceFactory(node=NodeFactory(state=Node.State.CORDONED), kind="gpu", index=0)
+    silent = NodeFactory(last_heartbeat=timezone.now() - timedelta(hours=1))
+    DeviceFactory(node=silent, kind="gpu", index=0)
+
+
+def fit(**shape: int) -> str:
+    resources = {"workers": 1, "gpus_per_worker": 0, "parameter_servers": 0, **shape}
+    team = UserFactory(team=TeamFactory(gpu_quota=4)).team
+    result = resources_fit(capacity=capacity_now(), quota=team_quota(team_id=team.pk), **resources)
+    return ("yes: " if result.could_start else "no: ") + result.message
+
+
+def test_capacity_counts_only_free_devices_on_nodes_accepting_work() -> None:
+    cluster()
+    ExperimentFactory(gpus_per_worker=2)  # best fit: takes 2 of big's 3 GPUs
+    assert scheduler_pass() == 1
+    capacity = capacity_now()
+    assert (capacity.nodes, capacity.gpus_total, capacity.gpus_free) == (2, 4, 2)
+    assert (capacity.cpu_slots_total, capacity.cpu_slots_free) == (2, 2)
+    assert capacity.gpu_nodes_free == 2 and capacity.largest_gpu_block == 1
+    assert capacity.largest_gpu_node == 3
+
+
+def test_fit_follows_the_schedulers_placement_rules() -> None:
+    cluster()
+    assert fit(gpus_per_worker=3) == "yes: Fits on free devices: it could start right away."
+    assert fit(workers=2, gpus_per_worker=1, parameter_servers=1).startswith("yes")
+    assert fit(gpus_per_worker=4) == (
+        "no: Never fits the cluster as it is: a worker needs 4 GPUs on one node, the largest has 3."
+    )
+    assert fit(workers=3) == (
+        "no: Never fits the cluster as it is: it needs 3 CPU slots, the cluster has 2."
+    )
+    assert fit(workers=3, gpus_per_worker=2).startswith("no: Never fits")
+    ExperimentFactory(gpus_per_worker=2)
+    assert scheduler_pass() == 1
+    assert fit(gpus_per_worker=3) == (
+        "no: Needs 3 GPUs on one node; the largest free block is 1. "
+        "It would queue until devices free up."
+    )
+    ExperimentFactory(gpus_per_worker=3)  # waits: a new one would queue behind it
+    scheduler_pass()
+    ahead = experiments_queued_ahead(priority=0)
+    assert ahead == 1 and experiments_queued_ahead(priority=1) == 0
+    result = resources_fit(
+        capacity=capacity_now(),
+        quota=None,
+        workers=1,
+        gpus_per_worker=1,
+        parameter_servers=0,
+        queued_ahead=ahead,
+    )
+    assert result.could_start and result.message == (
+        "Fits on free devices now; 1 queued experiment of equal or higher priority may go first."
+    )
+
+
+def test_fit_respects_the_team_quota() -> None:
+    cluster()
+    team = TeamFactory(name="vision", gpu_quota=3)
+    ExperimentFactory(owner=UserFactory(team=team), gpus_per_worker=2)
+    assert scheduler_pass() == 1
+    quota = team_quota(team_id=team.pk)
+    assert quota is not None and (quota.gpus_in_use, quota.gpu_quota) == (2, 3)
+    capacity = capacity_now()
+    wait = resources_fit(
+        capacity=capacity, quota=quota, workers=1, gpus_per_worker=2, parameter_servers=0
+    )
+    assert not wait.could_start and "holds 2 of its 3 GPUs" in wait.message
+    never = resources_fit(
+        capacity=capacity, quota=quota, workers=4, gpus_per_worker=1, parameter_servers=0
+    )
+    assert never.message == "Needs 4 GPUs, more than your team's quota of 3."
+    assert team_quota(team_id=None) is None
+
+
+def test_no_node_online() -> None:
+    result = resources_fit(
+        capacity=capacity_now(), quota=None, workers=1, gpus_per_worker=0, parameter_servers=0
+    )
+    assert not result.could_start and "No worker node is online" in result.message
+
+
+def test_form_panel_updates_for_the_size_typed_and_refuses_bad_numbers() -> None:
+    cluster()
+    client = Client()
+    client.force_login(UserFactory(team=TeamFactory(name="nlp", gpu_quota=2)))
+    page = client.get("/experiments/new/").content.decode()
+    assert "<strong>4</strong> of 4 GPUs free on 2 nodes, largest block 3 on one node" in page
+    assert "<strong>2</strong> of 2 CPU slots free" in page
+    assert "Team nlp: <strong>0</strong> of 2 GPUs in use" in page
+    fits = client.get(
+        "/experiments/new/fit/",
+        {"workers": 1, "gpus_per_worker": 2, "parameter_servers": 0, "priority": 0},
+    )
+    assert fits.status_code == 200 and "fit-yes" in fits.content.decode()
+    over = client.get(
+        "/experiments/new/fit/",
+        {"workers": 1, "gpus_per_worker": 3, "parameter_servers": 0, "priority": 0},
+    )
+    assert "more than your team&#x27;s quota of 2" in over.content.decode()
+    bad = client.get(
+        "/experiments/new/fit/",
+        {"workers": 0, "gpus_per_worker": "x", "parameter_servers": 0, "priority": 0},
+    )
+    assert bad.status_code == 400
+    html = bad.content.decode()
+    assert "Fix the resource fields" in html and "Enter a whole number" in html
+    assert "<html" not in html
+    assert Client().get("/experiments/new/fit/").status_code == 302
