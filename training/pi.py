@@ -64,6 +64,13 @@ def _parameter_server(*, workers: int, samples: int, rounds: int
     return sum(inside for inside, _ in results), samples * rounds * workers, rates
 
 
+def _local_replicas(*, strategy: Any) -> int:
+    try:
+        return len(strategy.extended.worker_devices)
+    except RuntimeError:  # the default strategy has no device list: one replica, this process
+        return 1
+
+
 def pi_run(*, strategy: Any, plan: StrategyPlan, hparams: dict[str, Any], events: EventWriter,
            is_chief: bool) -> dict[str, Any]:
     samples, rounds = hparams["pi_samples_per_replica"], hparams["pi_rounds"]
@@ -75,7 +82,7 @@ def pi_run(*, strategy: Any, plan: StrategyPlan, hparams: dict[str, Any], events
             events.emit("metric", job="pi", worker=task, samples_per_sec=round(rate, 1))
     else:
         inside, total, seconds = _mirrored(strategy=strategy, samples=samples, rounds=rounds)
-        local = len(strategy.extended.worker_devices)
+        local = _local_replicas(strategy=strategy)
         rate = samples * rounds * local / seconds
         # Every worker reports its own rate; the estimate is the same everywhere after all-reduce.
         events.emit("metric", job="pi", worker=events.task, local_replicas=local,

@@ -36,6 +36,22 @@ def test_pi_spreads_over_every_worker_and_device(
     assert outcome.strategy == "MultiWorkerMirroredStrategy"
 
 
+def test_pi_on_one_cpu_worker_runs_under_the_default_strategy(
+    tmp_path: Path, run_trial: Callable[..., Any], make_spec: Callable[..., Any]
+) -> None:
+    spec = make_spec(
+        work_dir=tmp_path / "pi",
+        model="pi",
+        dataset="",
+        hyperparameters={"pi_samples_per_replica": 100_000, "pi_rounds": 2},
+    )
+    outcome = run_trial(spec=spec).outcome
+    assert outcome.status == "completed", outcome.exit_reason
+    assert outcome.strategy == "default"
+    assert outcome.final_metrics["samples"] == 200_000
+    assert outcome.final_metrics["abs_error"] < 0.05
+
+
 def test_cifar10_cnn_trains_on_cifar_files_and_exports_a_uint8_signature(
     tmp_path: Path,
     run_trial: Callable[..., Any],

@@ -1,8 +1,9 @@
-"""Two real scheduler processes on one database: no device handed out twice, quotas and gangs
-hold, while trials start, end and are preempted through the services a worker node uses.
+"""Two real scheduler processes on one database under heavy churn: no device handed out twice,
+quotas and gangs hold, while trials start, end and are preempted through the services a worker
+node uses.
 
-Training itself is left out (50 real trainings would take far too long here; the end-to-end
-path is tested in experiments/test_pipeline.py): this process plays every worker node.
+This process plays every worker node, so trials can start and end many times a second; the same
+invariants with real worker nodes running real trials are in test_scheduler_real_workers.py.
 """
 
 import random
@@ -13,11 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from django.db.models import Count, Q
 from django.utils import timezone
 
 from tests import live
 from tests.factories import DeviceFactory, ExperimentFactory, NodeFactory, TeamFactory, UserFactory
+from tests.tfplatform.cluster.invariants import LIVE, check_invariants
 from tfplatform.accounts.models import User
 from tfplatform.cluster.models import Allocation, Node
 from tfplatform.experiments.execution import trial_outcome_record
@@ -35,7 +36,6 @@ NODE_GPUS = (4, 4, 2, 2, 1, 0)
 CPU_SLOTS = 2
 TEAM_QUOTAS = (3, 4, 6)
 TIMEOUT_SECONDS = 60
-LIVE = (Trial.State.PENDING, Trial.State.RUNNING)
 
 
 @dataclass(frozen=True)
@@ -81,44 +81,6 @@ def submit(job: Job, *, priority: int) -> Experiment:
         parameter_servers=job.parameter_servers,
         priority=priority,
     )
-
-
-def check_invariants() -> None:
-    """Each check is one statement, so it sees one consistent state of the database."""
-    held = Allocation.objects.filter(released_at__isnull=True)
-    doubled = held.exclude(device=None).values("device").annotate(n=Count("id")).filter(n__gt=1)
-    assert list(doubled) == [], "a device has two live allocations"
-
-    per_team = (
-        held.filter(device__kind="gpu", trial__experiment__team__isnull=False)
-        .values("trial__experiment__team__name", "trial__experiment__team__gpu_quota")
-        .annotate(n=Count("id"))
-    )
-    for row in per_team:
-        assert row["n"] <= row["trial__experiment__team__gpu_quota"], f"over quota: {row}"
-
-    live_allocation = Q(trials__allocations__released_at__isnull=True)
-    experiments = Experiment.objects.annotate(
-        gpus=Count("trials__allocations", filter=live_allocation & gpu_kind(), distinct=True),
-        cpus=Count("trials__allocations", filter=live_allocation & ~gpu_kind(), distinct=True),
-        live_trials=Count("trials", filter=Q(trials__state__in=LIVE), distinct=True),
-    )
-    for experiment in experiments:
-        if experiment.state in (Experiment.State.SCHEDULED, Experiment.State.RUNNING):
-            gpu_workers = experiment.workers if experiment.gpus_per_worker else 0
-            expected = (
-                experiment.gpus_requested,
-                experiment.workers - gpu_workers + experiment.parameter_servers,
-                1,
-            )
-        else:
-            expected = (0, 0, 0)  # queued or ended: holds nothing, runs nothing
-        found = (experiment.gpus, experiment.cpus, experiment.live_trials)
-        assert found == expected, f"{experiment} ({experiment.state}): gang {found} != {expected}"
-
-
-def gpu_kind() -> Q:
-    return Q(trials__allocations__device__kind="gpu")
 
 
 def cluster_busy() -> bool:
