@@ -1,47 +1,142 @@
-"""`make bench`: run the benchmarks and write bench/results/<date>.md."""
+"""`make bench` / `python -m bench`: run the benchmarks, write bench/results/<date>.md and plots.
 
+    python -m bench                                  # everything (under 20 minutes)
+    python -m bench --only inference,scheduler       # a subset, written as <date>-<items>.md
+    python -m bench --quick --results /tmp/bench     # reduced sizes, for development
+"""
+
+from __future__ import annotations
+
+import argparse
 import datetime
 import os
-import statistics
+import tempfile
+import time
+from collections.abc import Callable
 from pathlib import Path
 
-from bench.dispatch import dispatch_measure
-from bench.machine import machine_describe
+from bench.machine import machine_describe, versions_describe
+from bench.plots import bar_chart_write
+from bench.report import Section, report_markdown, section_text
 
 RESULTS = Path(__file__).resolve().parent / "results"
+ITEMS = ("configurations", "overhead", "inference", "scheduler", "dispatch")
+STACK_ITEMS = ("configurations", "overhead", "inference")
 
 
-def main() -> None:
+def _arguments(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", default=",".join(ITEMS),
+                        help=f"comma-separated subset of {', '.join(ITEMS)}")
+    parser.add_argument("--quick", action="store_true",
+                        help="reduced sizes (one round, fewer epochs and requests)")
+    parser.add_argument("--results", type=Path, default=RESULTS, help="where to write")
+    parser.add_argument("--rounds", type=int, default=None, help="item 1 rounds (default 2)")
+    parser.add_argument("--repeats", type=int, default=None, help="item 2 repeats (default 3)")
+    parser.add_argument("--epochs", type=int, default=None, help="epochs per training run")
+    parser.add_argument("--requests", type=int, default=None,
+                        help="item 3 requests per client thread per round (default 150)")
+    parser.add_argument("--inference-rounds", type=int, default=None, help="default 3")
+    parser.add_argument("--broker", choices=("redis", "filesystem"), default="redis",
+                        help="the stack's Celery broker (Redis: BENCH_STACK_REDIS_URL)")
+    parser.add_argument("--databases", default="sqlite,postgresql",
+                        help="item 4 databases (postgresql needs BENCH_POSTGRES_URL's server)")
+    args = parser.parse_args(argv)
+    args.items = [i.strip() for i in args.only.split(",") if i.strip()]
+    unknown = set(args.items) - set(ITEMS)
+    if unknown:
+        parser.error(f"unknown item(s) {', '.join(sorted(unknown))}; choose from {ITEMS}")
+    return args
+
+
+def _pick(value: int | None, *, full: int, quick: int, is_quick: bool) -> int:
+    return value if value is not None else quick if is_quick else full
+
+
+def _stack_sections(args: argparse.Namespace) -> list[Section]:
+    from bench.api import PlatformClient
+    from bench.configurations import configurations_measure
+    from bench.overhead import overhead_measure
+    from bench.runs import Workload
+    from bench.stack import Stack
+
+    quick = args.quick
+    workload = Workload(epochs=_pick(args.epochs, full=10, quick=5, is_quick=quick),
+                        hidden_units=1024)
+    broker = os.environ.get("BENCH_STACK_REDIS_URL", "redis://127.0.0.1:6379/3")
+    sections = []
+    with tempfile.TemporaryDirectory(prefix="bench-stack-") as var, Stack(
+        var_dir=Path(var), broker_url=broker if args.broker == "redis" else ""
+    ) as stack:
+        client = PlatformClient(stack.base_url, stack.token)
+        if "configurations" in args.items:
+            rounds = _pick(args.rounds, full=2, quick=1, is_quick=quick)
+            sections.append(configurations_measure(client, workload=workload, rounds=rounds))
+            print(section_text(sections[-1]), flush=True)
+        if "overhead" in args.items:
+            repeats = _pick(args.repeats, full=3, quick=1, is_quick=quick)
+            sections.append(overhead_measure(client, workload=workload, repeats=repeats))
+            print(section_text(sections[-1]), flush=True)
+        if "inference" in args.items:
+            from bench.inference import inference_measure
+
+            sections.append(inference_measure(
+                stack, client,
+                rounds=_pick(args.inference_rounds, full=3, quick=1, is_quick=quick),
+                requests_per_thread=_pick(args.requests, full=150, quick=20, is_quick=quick),
+            ))
+            print(section_text(sections[-1]), flush=True)
+    return sections
+
+
+def _scheduler_section(args: argparse.Namespace) -> Section:
+    from bench.scheduler import scheduler_measure
+
+    databases = [d.strip() for d in args.databases.split(",") if d.strip()]
+    return scheduler_measure(databases=databases, repeats=1 if args.quick else 3)
+
+
+def _dispatch_section(args: argparse.Namespace) -> Section:
+    from bench.dispatch import dispatch_section
+
     redis_url = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/2")
     broker_url = os.environ.get("CELERY_BROKER_URL", redis_url)
-    dispatch = dispatch_measure(broker_url=broker_url, redis_url=redis_url)
-    lines = [
-        f"# Benchmarks {datetime.date.today().isoformat()}",
-        "",
-        f"Machine: {machine_describe()}",
-        "",
-        "## Celery dispatch",
-        "",
-        "| measure | median ms | p99 ms |",
-        "|---|---|---|",
-        _row(f"no-op task round trip ({dispatch.broker} broker)", dispatch.celery_ms),
-        _row("raw Redis round trip", dispatch.redis_ms),
-        "",
-        f"Celery round trip ÷ raw Redis round trip: **{dispatch.ratio:.1f}×** "
-        f"(medians of {len(dispatch.celery_ms)} round trips each).",
-        "",
-    ]
-    RESULTS.mkdir(exist_ok=True)
-    path = RESULTS / f"{datetime.date.today().isoformat()}.md"
-    path.write_text("\n".join(lines))
-    print("\n".join(lines))
-    print(f"written to {path}")
+    return dispatch_section(broker_url=broker_url, redis_url=redis_url,
+                            count=50 if args.quick else 300)
 
 
-def _row(name: str, samples: list[float]) -> str:
-    p99 = statistics.quantiles(samples, n=100)[98]
-    return f"| {name} | {statistics.median(samples):.2f} | {p99:.2f} |"
+def main(argv: list[str] | None = None) -> int:
+    args = _arguments(argv)
+    started = time.monotonic()
+    today = datetime.date.today().isoformat()
+    stem = today if args.items == list(ITEMS) else f"{today}-{'-'.join(args.items)}"
+    sections: list[Section] = []
+    if any(item in args.items for item in STACK_ITEMS):
+        sections += _stack_sections(args)
+    others: dict[str, Callable[[argparse.Namespace], Section]] = {
+        "scheduler": _scheduler_section, "dispatch": _dispatch_section,
+    }
+    for item, measure in others.items():
+        if item in args.items:
+            sections.append(measure(args))
+            print(section_text(sections[-1]), flush=True)
+    sections.sort(key=lambda s: s.title)  # titles are numbered as in the issue
+    plots = args.results / stem
+    for section in sections:
+        for chart in section.charts:
+            bar_chart_write(chart, directory=plots)
+    text = report_markdown(
+        title=f"Benchmarks {today}" + ("" if stem == today else f" ({', '.join(args.items)})"),
+        machine=machine_describe(), versions=versions_describe(), sections=sections,
+        plots_dir=stem, total_seconds=time.monotonic() - started,
+    )
+    args.results.mkdir(parents=True, exist_ok=True)
+    path = args.results / f"{stem}.md"
+    path.write_text(text)
+    print(f"\nwritten to {path} (plots in {plots}/) in {(time.monotonic() - started) / 60:.1f} min")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

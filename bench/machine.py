@@ -1,17 +1,55 @@
-"""What a benchmark ran on, stated beside every result."""
+"""What a benchmark ran on, stated beside every result: machine, package versions, commit."""
 
 import os
 import platform
+import subprocess
 import sys
 from importlib import metadata
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = (
+    "tensorflow", "tf-keras", "tensorflow-serving-api", "Django", "djangorestframework", "celery",
+    "kombu", "redis", "gunicorn", "grpcio", "psycopg",
+)
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def memory_gib() -> float:
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
 
 
 def machine_describe() -> str:
-    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    versions = ", ".join(
-        f"{name} {metadata.version(name)}" for name in ("celery", "kombu", "redis", "Django")
-    )
     return (
-        f"{os.cpu_count()} cores, {memory:.0f} GiB, {platform.platform()}, "
-        f"Python {sys.version.split()[0]}; {versions}"
+        f"{os.cpu_count()} cores ({cpu_model()}), {memory_gib():.0f} GiB, "
+        f"{platform.platform()}"
     )
+
+
+def git_commit() -> str:
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", *args], cwd=ROOT, capture_output=True, text=True, check=False
+        ).stdout.strip()
+
+    commit = git("rev-parse", "--short", "HEAD") or "unknown"
+    return f"{commit}+uncommitted changes" if git("status", "--porcelain") else commit
+
+
+def versions_describe() -> str:
+    found = []
+    for name in PACKAGES:
+        try:
+            found.append(f"{name} {metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            continue
+    return f"Python {sys.version.split()[0]}, " + ", ".join(found) + f"; platform {git_commit()}"

@@ -9,7 +9,7 @@ from serving.client import ModelServerError
 from tfplatform.core.errors import PayloadTooLarge, Unavailable
 from tfplatform.modelregistry.models import RegisteredModel
 from tfplatform.modelregistry.selectors import model_label_versions
-from tfplatform.modelregistry.server import model_server_client
+from tfplatform.modelregistry.server import model_server_predict
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ def inference_predict(
         )
     chosen, chosen_label = inference_route(model=model, version=version, label=label)
     try:
-        status, answer = model_server_client().predict_rest(
+        status, answer = model_server_predict(
             name=model.name,
             version=chosen,
             label=None if chosen is not None else chosen_label,

@@ -1,0 +1,326 @@
+"""Item 3: inference latency and throughput of a small model along every path, batching on/off.
+
+Paths, slowest-layered last: direct (the SavedModel loaded in this process and run the way the
+model server runs it: serving.servable.Servable through the same runner, no protocol), the
+embedded server's gRPC PredictionService, its REST API, and the platform's REST API (gunicorn →
+Django → the model server, with a token). Batching on is the stack's own model server
+(`manage.py serve_models`, --enable_batching with default parameters); batching off is a second
+embedded server on the same model config without the flag, with its own gunicorn in front.
+
+Closed-loop clients at concurrency 1 and 8 (threads of this process, one client each), rounds
+interleaved; latency percentiles pool every round's requests, throughput is the median over
+rounds. Clients and servers share this machine's cores.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import requests
+
+from bench import stats
+from bench.api import PlatformClient
+from bench.loadgen import Call, LoadResult, load_run
+from bench.net import free_port
+from bench.quiet import wait_quiet
+from bench.report import BarChart, Section, Table, Target, number
+from bench.stack import PYTHON, Stack, web_args
+
+MODEL = "bench-digits"
+PATHS = ("direct", "embedded gRPC", "embedded REST", "platform REST")
+CONCURRENCY = (1, 8)
+BATCHING = ("off", "on")
+
+
+@dataclass(frozen=True)
+class Endpoints:
+    grpc_target: str
+    rest_url: str
+    platform_url: str
+
+
+def model_export(*, directory: Path) -> tuple[Path, Any]:
+    """A small model trained briefly on digits, exported as the platform exports; + one row."""
+    from training import catalog
+    from training.datasets import dataset_train, steps_per_epoch
+    from training.export import export_saved_model
+    from training.modelling import model_compile
+    from training.scaling import batch_plan
+    from training.spec import TrialSpec
+    from training.tfenv import keras
+    from training.zoo import ZOO_BUILDERS
+
+    hparams = catalog.hyperparameters_resolve(model="mlp", values={"hidden_units": 1024})
+    keras.utils.set_random_seed(hparams["seed"])
+    data = catalog.dataset_load(spec=TrialSpec("bench", "mlp", "digits", ""), hparams=hparams)
+    batch = batch_plan(batch_size=32, replicas=1, learning_rate=0.001, scale=True,
+                       warmup_epochs=0)
+    steps = steps_per_epoch(examples=len(data.x_train), global_batch=32)
+    model = ZOO_BUILDERS["mlp"](hparams=hparams, data=data)
+    model_compile(model=model, hparams=hparams, batch=batch, steps_per_epoch=steps,
+                  exact_evaluation=False)
+    model.fit(dataset_train(data=data, batch_size=32, seed=0, augment=False), epochs=2,
+              steps_per_epoch=steps, verbose=0)
+    exported = export_saved_model(model=model, data=data, export_dir=str(directory / "export"),
+                                  from_logits=False)
+    return Path(exported["path"]), data.x_test[:1]
+
+
+@dataclass(frozen=True)
+class DirectPath:
+    make: Callable[[], Call]
+    runs: Callable[[], int]  # session runs so far: requests ÷ runs = rows merged per run
+    close: Callable[[], None]
+
+
+def direct_caller(*, path: Path, row: Any, batching: bool) -> DirectPath:
+    from serving.batching import BatchingRunner, DirectRunner, Runner
+    from serving.config import BatchingOptions
+    from serving.servable import Servable
+
+    servable = Servable(name=MODEL, version=1, path=path)
+    signature = servable.signatures["serving_default"]
+    feed = signature.inputs["inputs"].name
+    fetches = [signature.outputs[k].name for k in sorted(signature.outputs)]
+    runner: Runner = BatchingRunner(options=BatchingOptions()) if batching else DirectRunner()
+
+    def make() -> Call:
+        def call() -> None:
+            runner.run(servable=servable, feeds={feed: row}, fetches=fetches, timeout_ms=0)
+        return call
+
+    def close() -> None:
+        runner.close()
+        servable.close()
+
+    return DirectPath(make=make, runs=lambda: servable.runs, close=close)
+
+
+def grpc_caller(*, target: str, row: Any) -> Callable[[], Call]:
+    import grpc
+    from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
+
+    from serving.tensors import to_proto
+
+    request = predict_pb2.PredictRequest()
+    request.model_spec.name = MODEL
+    request.model_spec.signature_name = "serving_default"
+    request.inputs["inputs"].CopyFrom(to_proto(row))
+
+    def make() -> Call:
+        stub = prediction_service_pb2_grpc.PredictionServiceStub(grpc.insecure_channel(target))
+
+        def call() -> None:
+            stub.Predict(request, timeout=30)
+        return call
+
+    return make
+
+
+def rest_caller(*, url: str, row: Any, headers: dict[str, str]) -> Callable[[], Call]:
+    body = json.dumps({"instances": row.tolist()}).encode()
+
+    def make() -> Call:
+        session = requests.Session()
+        session.headers.update({"Content-Type": "application/json", **headers})
+
+        def call() -> None:
+            answer = session.post(url, data=body, timeout=30)
+            if answer.status_code != 200:
+                raise RuntimeError(f"{url} → {answer.status_code}: {answer.text[:300]}")
+        return call
+
+    return make
+
+
+def get_caller(*, url: str) -> Callable[[], Call]:
+    def make() -> Call:
+        session = requests.Session()
+
+        def call() -> None:
+            answer = session.get(url, timeout=30)
+            if answer.status_code != 200:
+                raise RuntimeError(f"{url} → {answer.status_code}: {answer.text[:300]}")
+        return call
+
+    return make
+
+
+def _model_available(rest_url: str) -> bool:
+    try:
+        answer = requests.get(f"{rest_url}/v1/models/{MODEL}", timeout=5)
+        states = [v["state"] for v in answer.json().get("model_version_status", [])]
+        return "AVAILABLE" in states
+    except (requests.RequestException, ValueError):
+        return False
+
+
+def unbatched_start(stack: Stack) -> Endpoints:
+    """A second model server without --enable_batching, on the same config, and a web for it."""
+    grpc_port, rest_port, web_port = free_port(), free_port(), free_port()
+    stack.spawn("serving-unbatched", [
+        PYTHON, "-m", "serving.server", f"--port={grpc_port}", f"--rest_api_port={rest_port}",
+        f"--model_config_file={stack.model_base_path / 'models.config'}",
+        "--allow_version_labels_for_unavailable_models", "--host=127.0.0.1",
+    ])
+    endpoints = Endpoints(f"127.0.0.1:{grpc_port}", f"http://127.0.0.1:{rest_port}",
+                          f"http://127.0.0.1:{web_port}")
+    stack.spawn("web-unbatched", web_args(port=web_port), TF_SERVING_GRPC=endpoints.grpc_target,
+                TF_SERVING_REST=endpoints.rest_url)
+    stack.wait(lambda: _model_available(endpoints.rest_url), what="unbatched model server",
+               process="serving-unbatched")
+    stack.wait(lambda: _ok(f"{endpoints.platform_url}/healthz"), what="unbatched web",
+               process="web-unbatched")
+    return endpoints
+
+
+def _ok(url: str) -> bool:
+    try:
+        return requests.get(url, timeout=5).ok
+    except requests.RequestException:
+        return False
+
+
+Key = tuple[str, str, int]  # path, batching, concurrency
+WARMUP = 5  # requests per client before the clock starts
+BARE = ("gunicorn + Django, GET /healthz", "", 1)  # the web hop alone, for reference
+
+
+def inference_measure(stack: Stack, client: PlatformClient, *, rounds: int,
+                      requests_per_thread: int) -> Section:
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="bench-model-") as scratch:
+        path, row = model_export(directory=Path(scratch))
+        client.model_register_path(model_name=MODEL, path=str(path))
+        endpoints = {
+            "on": Endpoints(stack.grpc_target, stack.rest_url, stack.base_url),
+            "off": unbatched_start(stack),
+        }
+        results, merged = _measure(endpoints=endpoints, path=path, row=row, headers=stack.headers,
+                           rounds=rounds, requests_per_thread=requests_per_thread)
+    stack.stop_process("web-unbatched")
+    stack.stop_process("serving-unbatched")
+    return _section(results=results, merged=merged, rounds=rounds,
+                    requests_per_thread=requests_per_thread, seconds=time.monotonic() - started)
+
+
+def _measure(*, endpoints: dict[str, Endpoints], path: Path, row: Any, headers: dict[str, str],
+             rounds: int, requests_per_thread: int
+             ) -> tuple[dict[Key, list[LoadResult]], list[float]]:
+    """The results per key, and how many requests each batched direct session run merged."""
+    directs = {b: direct_caller(path=path, row=row, batching=b == "on") for b in BATCHING}
+    callers: dict[tuple[str, str], Callable[[], Call]] = {}
+    for batching, where in endpoints.items():
+        callers["direct", batching] = directs[batching].make
+        callers["embedded gRPC", batching] = grpc_caller(target=where.grpc_target, row=row)
+        callers["embedded REST", batching] = rest_caller(
+            url=f"{where.rest_url}/v1/models/{MODEL}:predict", row=row, headers={})
+        callers["platform REST", batching] = rest_caller(
+            url=f"{where.platform_url}/api/v1/models/{MODEL}:predict", row=row, headers=headers)
+    results: dict[Key, list[LoadResult]] = {}
+    merged: list[float] = []
+    bare = get_caller(url=f"{endpoints['on'].platform_url}/healthz")
+    try:
+        for _ in range(rounds):
+            wait_quiet(idle=0.7, timeout=3, window=0.2)
+            results.setdefault(BARE, []).append(load_run(
+                make_call=bare, concurrency=1, requests=requests_per_thread))
+            for concurrency in CONCURRENCY:
+                for name in PATHS:
+                    for batching in BATCHING:
+                        wait_quiet(idle=0.7, timeout=3, window=0.2)
+                        runs = directs["on"].runs()
+                        count = requests_per_thread * concurrency
+                        results.setdefault((name, batching, concurrency), []).append(load_run(
+                            make_call=callers[name, batching], concurrency=concurrency,
+                            requests=count, warmup=WARMUP,
+                        ))
+                        if (name, batching, concurrency) == ("direct", "on", 8):
+                            calls = count + WARMUP * concurrency
+                            merged.append(calls / max(1, directs["on"].runs() - runs))
+    finally:
+        for direct in directs.values():
+            direct.close()
+    return results, merged
+
+
+def _section(*, results: dict[Key, list[LoadResult]], merged: list[float], rounds: int,
+             requests_per_thread: int, seconds: float) -> Section:
+    def pooled(key: Key) -> LoadResult:
+        done = results[key]
+        return LoadResult([x for r in done for x in r.latencies_ms], sum(r.seconds for r in done))
+
+    def throughput(key: Key) -> float:
+        return stats.median([r.throughput for r in results[key]])
+
+    rows = []
+    for name in PATHS:
+        for concurrency in CONCURRENCY:
+            for batching in BATCHING:
+                key = (name, batching, concurrency)
+                all_of = pooled(key)
+                rows.append((name, batching, str(concurrency), number(all_of.p50, 2),
+                             number(all_of.p99, 2), number(throughput(key), 0)))
+    gains = {name: throughput((name, "on", 8)) / throughput((name, "off", 8)) for name in PATHS}
+    added = pooled(("platform REST", "on", 1)).p50 - pooled(("embedded REST", "on", 1)).p50
+    added_off = pooled(("platform REST", "off", 1)).p50 - pooled(("embedded REST", "off", 1)).p50
+    labels = tuple(name.replace(" ", "\n", 1) for name in PATHS)
+    return Section(
+        title="3. Inference",
+        description=(
+            "Model: the zoo mlp with 1,024 hidden units (1.1 M parameters, as in items 1-2) "
+            "trained briefly on digits and exported as the platform exports (`serving_default`: "
+            "64 float32 features → probabilities, class_id); one row per request. "
+            f"{rounds} interleaved round(s) of {requests_per_thread} requests per client thread "
+            "for every path × batching × concurrency; p50/p99 pool every round's requests, "
+            "throughput is the median over rounds. Batching on = `serve_models` "
+            "(--enable_batching, default parameters: max_batch_size 1000, batch_timeout_micros "
+            "0, one batch thread per core); off = the same server without the flag."
+        ),
+        tables=[
+            Table(columns=("path", "batching", "concurrency", "p50 ms", "p99 ms",
+                           "throughput req/s"), rows=rows),
+            Table(
+                title="Batching on ÷ off, throughput at concurrency 8; platform REST p50 over "
+                      "embedded REST p50 at concurrency 1",
+                columns=("path", "on ÷ off", "platform − embedded REST p50, ms"),
+                rows=[(name, number(gains[name], 2), "") for name in PATHS]
+                + [("platform REST − embedded REST (batching on / off)", "",
+                    f"{added:.2f} / {added_off:.2f}")],
+            ),
+        ],
+        targets=[
+            Target("platform REST p50 − embedded REST p50, concurrency 1", added, "<=", 2.0,
+                   " ms"),
+            Target("batching on ÷ off throughput at concurrency 8, embedded gRPC",
+                   gains["embedded gRPC"], ">=", 1.5),
+            Target("batching on ÷ off throughput at concurrency 8, embedded REST",
+                   gains["embedded REST"], ">=", 1.5),
+        ],
+        charts=[
+            BarChart("inference_latency_p50.png", "Inference latency p50 (batching on)", "ms",
+                     labels, {f"concurrency {c}": tuple(pooled((n, "on", c)).p50 for n in PATHS)
+                              for c in CONCURRENCY}, log_scale=True),
+            BarChart("inference_throughput_c8.png", "Throughput at concurrency 8", "requests/sec",
+                     labels, {f"batching {b}": tuple(throughput((n, b, 8)) for n in PATHS)
+                              for b in BATCHING}, log_scale=True),
+        ],
+        notes=[
+            f"Batching on merged a median {stats.median(merged):.1f} requests per session run "
+            "(direct path, concurrency 8): with batch_timeout_micros 0 a batch thread takes "
+            "whatever is queued the moment it is free.",
+            f"For reference, the web hop alone (GET /healthz through gunicorn and Django: no "
+            f"authentication, one SELECT 1) has p50 {pooled(BARE).p50:.2f} ms; embedded REST "
+            f"predict has {pooled(('embedded REST', 'on', 1)).p50:.2f} ms.",
+            f"Load generator: Python threads in the benchmark process ({sys.version.split()[0]}"
+               "), `requests` sessions for REST, one gRPC channel per thread.",
+        ],
+        seconds=seconds,
+    )

@@ -1,0 +1,50 @@
+"""PNG plots of benchmark results (matplotlib, Agg backend: no display needed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt
+
+from bench.report import BarChart
+
+
+def bar_chart_write(chart: BarChart, *, directory: Path) -> Path:
+    """Writes the chart as directory/chart.filename; unmeasured values leave a gap."""
+    directory.mkdir(parents=True, exist_ok=True)
+    count = len(chart.series)
+    width = 0.8 / max(count, 1)
+    figure, axes = plt.subplots(figsize=(max(6.0, 1.3 * len(chart.categories) + 2), 4.0))
+    try:
+        for index, (name, values) in enumerate(chart.series.items()):
+            if len(values) != len(chart.categories):
+                raise ValueError(f"series {name} has {len(values)} values for "
+                                 f"{len(chart.categories)} categories")
+            positions = [c + (index - (count - 1) / 2) * width for c in range(len(values))]
+            heights = [v if v is not None else 0.0 for v in values]
+            bars = axes.bar(positions, heights, width, label=name)
+            axes.bar_label(bars, labels=[_label(v) for v in values], fontsize=7, padding=2)
+        axes.set_xticks(range(len(chart.categories)), chart.categories, fontsize=8)
+        axes.set_ylabel(chart.ylabel)
+        axes.set_title(chart.title)
+        if chart.log_scale:
+            axes.set_yscale("log")
+        if count > 1:
+            axes.legend(fontsize=8)
+        axes.grid(axis="y", alpha=0.3)
+        figure.tight_layout()
+        path = directory / chart.filename
+        figure.savefig(path, dpi=100)
+    finally:
+        plt.close(figure)
+    return path
+
+
+def _label(value: float | None) -> str:
+    if value is None:
+        return "n/a"
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.2g}" if value < 1 else f"{value:.1f}"

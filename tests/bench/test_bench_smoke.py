@@ -1,0 +1,42 @@
+"""`python -m bench --only dispatch` end to end: a real Celery worker, a real Redis, a report."""
+
+import os
+from pathlib import Path
+
+import pytest
+import redis
+
+from bench.__main__ import main
+
+REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/2")
+
+
+@pytest.fixture
+def redis_or_skip() -> None:
+    try:
+        redis.Redis.from_url(REDIS_URL).ping()
+    except redis.RedisError as error:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI needs Redis at {REDIS_URL}: {error}")
+        pytest.skip(f"no Redis at {REDIS_URL}")
+
+
+@pytest.mark.usefixtures("redis_or_skip")
+@pytest.mark.filterwarnings("ignore:Call to deprecated setex")
+def test_dispatch_item_writes_a_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]
+                                       ) -> None:
+    assert main(["--only", "dispatch", "--quick", "--results", str(tmp_path)]) == 0
+    [report] = tmp_path.glob("*-dispatch.md")
+    text = report.read_text()
+    assert "## 5. Celery dispatch" in text
+    assert "| raw Redis round trip |" in text
+    assert "Machine: " in text and " cores (" in text
+    assert "Versions: Python 3.11" in text and "tensorflow " in text and "platform " in text
+    assert "Celery round trip ÷ raw Redis round trip" in text
+    assert "== 5. Celery dispatch" in capsys.readouterr().out
+
+
+def test_unknown_items_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["--only", "everything"])
+    assert "unknown item(s) everything" in capsys.readouterr().err
