@@ -1,7 +1,7 @@
-"""The scheduler at scale: 1,000 queued experiments on 50 nodes, decided in a few queries."""
+"""The scheduler at scale: 1,000 queued experiments on 50 nodes, decided soundly in a bounded
+number of queries. How fast is measured side by side in `bench/scheduler.py`, not asserted here."""
 
 import random
-import time
 
 import pytest
 from django.db import connection
@@ -17,7 +17,6 @@ pytestmark = pytest.mark.django_db
 
 NODES = 50
 QUEUED = 1000
-DECISIONS_PER_SECOND = 500  # the benchmark's floor
 
 
 def declare_cluster() -> None:
@@ -52,13 +51,6 @@ def enqueue(*, count: int, rng: random.Random, priority: int | None = None) -> N
     Experiment.objects.bulk_create(experiments)
 
 
-def timed_pass() -> tuple[int, float]:
-    """Scheduled count and CPU seconds of this process (other tests' load does not count)."""
-    started = time.process_time()
-    scheduled = scheduler_pass()
-    return scheduled, time.process_time() - started
-
-
 def assert_sound() -> None:
     held = Allocation.objects.filter(released_at__isnull=True)
     assert not held.values("device").annotate(n=Count("id")).filter(n__gt=1).exists()
@@ -71,13 +63,11 @@ def assert_sound() -> None:
         assert row["n"] <= row["trial__experiment__team__gpu_quota"], row
 
 
-def test_a_thousand_queued_on_fifty_nodes_decides_fast() -> None:
+def test_a_thousand_queued_on_fifty_nodes_in_a_few_queries() -> None:
     declare_cluster()
     enqueue(count=QUEUED, rng=random.Random(1))
 
-    scheduled, elapsed = timed_pass()
-    assert scheduled > 50
-    assert QUEUED / elapsed >= DECISIONS_PER_SECOND
+    assert scheduler_pass() > 50
     assert_sound()
 
     # Nothing changed: reading the cluster and the queue is all a pass costs.
@@ -92,8 +82,7 @@ def test_urgent_arrivals_preempt_at_scale() -> None:
     scheduler_pass()
     enqueue(count=20, rng=random.Random(3), priority=10)
 
-    _, elapsed = timed_pass()
-    assert QUEUED / elapsed >= DECISIONS_PER_SECOND
+    scheduler_pass()
     assert Trial.objects.filter(stop_reason="preempted").exists()
     urgent = Experiment.objects.filter(priority=10, state="queued")
     assert urgent.filter(pending_reason__contains="lower-priority trial").exists()
