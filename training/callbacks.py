@@ -69,7 +69,11 @@ class ThroughputSampler(threading.Thread):
     def run(self) -> None:
         try:
             last_step, last_time = self._step(), time.perf_counter()
-            while not self.halt.wait(self.interval):
+            halted = False
+            while not halted:
+                # The last sample comes at halt, so training shorter than one interval still
+                # reports its throughput.
+                halted = self.halt.wait(self.interval)
                 step, now = self._step(), time.perf_counter()
                 if step > last_step:
                     rate = (step - last_step) * self.batch.global_batch_size / (now - last_time)
@@ -105,6 +109,7 @@ class EpochReporter(keras.callbacks.Callback):
 
     def on_train_end(self, logs: Any = None) -> None:
         self.sampler.halt.set()
+        self.sampler.join(timeout=10)  # its last sample is written before export starts
 
     def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
         self._epoch_start = time.perf_counter()
