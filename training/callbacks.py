@@ -101,9 +101,11 @@ class EpochReporter(keras.callbacks.Callback):
         self._epoch_start = 0.0
 
     def on_train_begin(self, logs: Any = None) -> None:
+        # The epoch samples belong to; it stays on the last one for the sample taken at the end.
+        self._epoch = self.progress.epochs_completed + 1
         self.sampler = ThroughputSampler(
             events=self.events, model=self.model, batch=self.batch,
-            interval_seconds=self.interval, epoch=lambda: self.progress.epochs_completed + 1,
+            interval_seconds=self.interval, epoch=lambda: self._epoch,
         )
         self.sampler.start()
 
@@ -112,6 +114,7 @@ class EpochReporter(keras.callbacks.Callback):
         self.sampler.join(timeout=10)  # its last sample is written before export starts
 
     def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
+        self._epoch = epoch + 1
         self._epoch_start = time.perf_counter()
 
     def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
