@@ -26,6 +26,8 @@ from training.zoo import ZOO_BUILDERS
 
 
 class Timing(keras.callbacks.Callback):
+    _supports_tf_logs = True  # as the platform's step callbacks: no per-step NumPy copy of logs
+
     def __init__(self, *, images_per_epoch: int) -> None:
         super().__init__()
         self.images_per_epoch = images_per_epoch

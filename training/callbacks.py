@@ -36,12 +36,16 @@ class StopAtEpoch(keras.callbacks.Callback):
 
 
 class StopAtStep(StopAtEpoch):
+    _supports_tf_logs = True  # logs unused: no per-step copy of the metrics to NumPy
+
     def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
         self.flag.check()
 
 
 class FirstStepReporter(keras.callbacks.Callback):
     """Reports when the first training step finished: the end of start-up as users feel it."""
+
+    _supports_tf_logs = True  # logs unused: no per-step copy of the metrics to NumPy
 
     def __init__(self, *, events: EventWriter) -> None:
         super().__init__()

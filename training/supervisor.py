@@ -200,7 +200,7 @@ def _failure_reason(*, gang: _Gang, culprit: _Task) -> tuple[bool, str]:
 def trial_supervise(
     *, spec: TrialSpec, on_event: Callable[[TrialEvent], None], should_cancel: Callable[[], bool],
     grace_seconds: float = 30.0, cluster: ClusterPlan | None = None,
-    local_host: str = LOCALHOST, poll_seconds: float = 0.2,
+    local_host: str = LOCALHOST, poll_seconds: float = 0.2, cancel_check_seconds: float = 1.0,
 ) -> TrialOutcome:
     try:  # the cheap, TF-free checks: a broken module fails before any process starts
         catalog.model_validate(model=spec.model)
@@ -220,12 +220,31 @@ def trial_supervise(
                     tasks=[{"task": t.name, "address": t.address} for t in local])
         for address in local:
             gang.tasks.append(_launch(spec=spec, plan=plan, task=address, attempt=attempt))
-        return _watch(gang=gang, plan=plan, should_cancel=should_cancel,
+        return _watch(gang=gang, plan=plan, should_cancel=_asked_at_most_every(
+                          seconds=cancel_check_seconds, check=should_cancel),
                       grace_seconds=grace_seconds, poll_seconds=poll_seconds, attempt=attempt)
     finally:
         if gang.running():  # on_event or should_cancel raised: never leave orphans behind
             gang.stop(grace_seconds=grace_seconds)
         gang.close()
+
+
+def _asked_at_most_every(*, seconds: float, check: Callable[[], bool]) -> Callable[[], bool]:
+    """`check` answered at most once per `seconds`; False in between.
+
+    Asking is a database query in the worker, which shares the cores with training; events and
+    exits are still watched every poll.
+    """
+    last = [float("-inf")]
+
+    def ask() -> bool:
+        now = time.monotonic()
+        if now - last[0] < seconds:
+            return False
+        last[0] = now
+        return check()
+
+    return ask
 
 
 def _watch(*, gang: _Gang, plan: ClusterPlan, should_cancel: Callable[[], bool],

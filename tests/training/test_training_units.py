@@ -214,3 +214,21 @@ def test_attempt_dirs_are_distinct_when_gang_parts_start_together(tmp_path: Path
     with ThreadPoolExecutor(max_workers=8) as pool:
         paths = list(pool.map(lambda _: _attempt_dir(work_dir=str(tmp_path)), range(40)))
     assert len(set(paths)) == 40
+
+
+def test_cancel_is_asked_at_most_once_per_interval() -> None:
+    from training.supervisor import _asked_at_most_every
+
+    asked: list[int] = []
+
+    def check() -> bool:
+        asked.append(1)
+        return True
+
+    ask = _asked_at_most_every(seconds=60.0, check=check)
+    assert ask() is True  # the first poll asks at once
+    assert [ask() for _ in range(5)] == [False] * 5
+    assert len(asked) == 1
+    every_time = _asked_at_most_every(seconds=0.0, check=check)
+    assert every_time() and every_time()
+    assert len(asked) == 3

@@ -99,9 +99,10 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"].setdefault("OPTIONS", {}).update(
         {"timeout": 30, "transaction_mode": "IMMEDIATE", "init_command": "PRAGMA journal_mode=WAL;"}
     )
-else:
-    DATABASES["default"].setdefault("CONN_MAX_AGE", 60)
-    DATABASES["default"].setdefault("CONN_HEALTH_CHECKS", True)
+# Persistent connections: opening one (and, on SQLite, setting its journal mode) cost more
+# than the queries of an inference request (bench/inference.py).
+DATABASES["default"].setdefault("CONN_MAX_AGE", 60)
+DATABASES["default"].setdefault("CONN_HEALTH_CHECKS", True)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 CACHES = {"default": env.cache("CACHE_URL", default="locmemcache://")}
@@ -159,7 +160,7 @@ if env.bool("DJANGO_SECURE", default=not DEBUG):
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "tfplatform.accounts.authentication.CachedTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
@@ -236,6 +237,10 @@ PLATFORM = {
     "MAX_GPUS_PER_WORKER": 16,
     "MAX_PARAMETER_SERVERS": 16,
     "MAX_PREDICT_BYTES": env.int("PLATFORM_MAX_PREDICT_BYTES", default=8 * 1024 * 1024),
+    # How long a web process trusts a checked API token and a model's routing (labels, canary
+    # share) without asking the database again: a deleted token, a moved label or a new canary
+    # share reaches every web process within this time.
+    "LOOKUP_CACHE_SECONDS": env.float("PLATFORM_LOOKUP_CACHE_SECONDS", default=1.0),
 }
 
 LOGGING = {

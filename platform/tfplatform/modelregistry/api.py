@@ -6,13 +6,14 @@ from django.http import HttpResponse
 from drf_spectacular.utils import OpenApiTypes, extend_schema
 from rest_framework import generics, serializers, status
 from rest_framework.parsers import JSONParser, MultiPartParser
+from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.throttling import ScopedRateThrottle
 from rest_framework.views import APIView
 
 from tfplatform.core.errors import InvalidInput, PayloadTooLarge
 from tfplatform.core.serializers import StrictInputSerializer
+from tfplatform.core.throttling import ScopedWindowRateThrottle
 from tfplatform.experiments.selectors import experiment_get
 from tfplatform.modelregistry import selectors, services
 from tfplatform.modelregistry.inference import inference_predict
@@ -183,9 +184,11 @@ class ExperimentDeployApi(APIView):
 class PredictApi(APIView):
     """TF Serving's REST predict, through the platform: same JSON in, same JSON out."""
 
-    throttle_classes = [ScopedRateThrottle]
+    throttle_classes = [ScopedWindowRateThrottle]
     throttle_scope = "inference"
     parser_classes: list[Any] = []
+    # Answers (and errors) are JSON only: no content negotiation on the hot path.
+    renderer_classes = [JSONRenderer]
 
     @extend_schema(request=OpenApiTypes.OBJECT, responses=OpenApiTypes.OBJECT)
     def post(
@@ -197,7 +200,7 @@ class PredictApi(APIView):
             raise PayloadTooLarge(
                 f"Request body is larger than {settings.PLATFORM['MAX_PREDICT_BYTES']} bytes."
             )
-        model = selectors.model_get(user=request.user, name=name)
+        model = selectors.model_route_get(user=request.user, name=name)
         answer = inference_predict(model=model, version=version, label=label, body=request.body)
         response = HttpResponse(answer.body, status=answer.status, content_type="application/json")
         if answer.version is not None:

@@ -7,8 +7,7 @@ from django.conf import settings
 
 from serving.client import ModelServerError
 from tfplatform.core.errors import PayloadTooLarge, Unavailable
-from tfplatform.modelregistry.models import RegisteredModel
-from tfplatform.modelregistry.selectors import model_label_versions
+from tfplatform.modelregistry.selectors import ModelRoute
 from tfplatform.modelregistry.server import model_server_predict
 
 
@@ -21,12 +20,12 @@ class InferenceAnswer:
 
 
 def inference_route(
-    *, model: RegisteredModel, version: int | None, label: str | None
+    *, model: ModelRoute, version: int | None, label: str | None
 ) -> tuple[int | None, str | None]:
     """The version to ask for: explicit version, then label, then canary share, then stable."""
     if version is not None:
         return version, None
-    labels = model_label_versions(model=model)
+    labels = model.labels
     if label is not None:
         # An unknown label goes to the server as a label, so the caller gets TF Serving's error.
         return labels.get(label), label
@@ -39,7 +38,7 @@ def inference_route(
 
 
 def inference_predict(
-    *, model: RegisteredModel, version: int | None, label: str | None, body: bytes
+    *, model: ModelRoute, version: int | None, label: str | None, body: bytes
 ) -> InferenceAnswer:
     if len(body) > settings.PLATFORM["MAX_PREDICT_BYTES"]:
         raise PayloadTooLarge(

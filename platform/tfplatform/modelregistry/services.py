@@ -27,6 +27,7 @@ from tfplatform.core.errors import (
 )
 from tfplatform.experiments.models import Experiment
 from tfplatform.modelregistry.models import ModelLabel, ModelVersion, RegisteredModel
+from tfplatform.modelregistry.selectors import model_route_cache_clear
 from tfplatform.modelregistry.server import (
     LOAD_TIMEOUT_SECONDS,
     model_config_write,
@@ -83,6 +84,8 @@ def model_server_entries() -> list[ModelEntry]:
 
 
 def model_server_sync() -> None:
+    """After every change of versions or labels: the server and this process's routes follow."""
+    model_route_cache_clear()
     entries = model_server_entries()
     model_config_write(entries=entries, path=model_config_ensure())
     try:
@@ -234,6 +237,7 @@ def model_settings_update(
     if public is not None:
         model.public = public
     model.save(update_fields=["canary_percent", "public"])
+    model_route_cache_clear()
     return model
 
 

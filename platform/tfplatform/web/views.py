@@ -6,9 +6,9 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
-from rest_framework.throttling import ScopedRateThrottle
 
 from tfplatform.core.errors import NotFound, PayloadTooLarge, PlatformError
+from tfplatform.core.throttling import ScopedWindowRateThrottle
 from tfplatform.modelregistry import selectors as model_selectors
 from tfplatform.modelregistry import services as model_services
 from tfplatform.modelregistry.inference import inference_predict
@@ -109,14 +109,14 @@ def model_predict_action(request: HttpRequest, name: str) -> HttpResponse:
     The API's endpoint is for token clients; a session POST of JSON does not pass its CSRF
     check, which reads the body as a form.
     """
-    if not ScopedRateThrottle().allow_request(request, _InferenceScope()):  # type: ignore[arg-type]
+    if not ScopedWindowRateThrottle().allow_request(request, _InferenceScope()):  # type: ignore[arg-type]
         return JsonResponse({"error": "Too many predictions; wait a moment."}, status=429)
     try:
         if int(request.META.get("CONTENT_LENGTH") or 0) > settings.PLATFORM["MAX_PREDICT_BYTES"]:
             raise PayloadTooLarge(
                 f"Request body is larger than {settings.PLATFORM['MAX_PREDICT_BYTES']} bytes."
             )
-        model = model_selectors.model_get(user=request.user, name=name)
+        model = model_selectors.model_route_get(user=request.user, name=name)
         answer = inference_predict(model=model, version=None, label=None, body=request.body)
     except PlatformError as error:
         return JsonResponse({"error": error.message}, status=error.status_code)

@@ -96,6 +96,24 @@ def test_user_b_cannot_predict_or_change_a_private_model(model_server: dict[str,
     assert bob.patch("/api/v1/models/private/", {"public": False}, format="json").status_code == 403
 
 
+def test_routing_follows_a_promotion_at_once_and_is_remembered_per_user(
+    model_server: dict[str, Any],
+) -> None:
+    owner = api(UserFactory())
+    url = "/api/v1/models/promoted:predict"
+    register(owner, "promoted")
+    assert predict(owner, url, {"instances": [0.0]})["X-Model-Version"] == "1"  # now remembered
+    register(owner, "promoted", HALF_PLUS_THREE)
+    moved = owner.post(
+        "/api/v1/models/promoted/labels/", {"label": "stable", "version": 2}, format="json"
+    )
+    assert moved.status_code == 200
+    answer = predict(owner, url, {"instances": [0.0]})
+    assert answer["X-Model-Version"] == "2" and answer.json() == {"predictions": [3.0]}
+    # The owner's remembered route is theirs alone.
+    assert predict(api(UserFactory()), url, {"instances": [0.0]}).status_code == 404
+
+
 def test_team_member_can_predict(model_server: dict[str, Any]) -> None:
     team = TeamFactory()
     register(api(UserFactory(team=team)), "teamed")

@@ -1,0 +1,68 @@
+"""API tokens are checked against the database at most once per cache time, per web process."""
+
+from typing import Any
+
+import pytest
+from cachetools import TTLCache
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+
+from tests.factories import PASSWORD, UserFactory
+from tfplatform.accounts import authentication
+
+pytestmark = pytest.mark.django_db
+
+
+def token_client(user: Any) -> APIClient:
+    client = APIClient()
+    answer = client.post(
+        "/api/v1/auth/token/", {"username": user.username, "password": PASSWORD}, format="json"
+    )
+    client.credentials(HTTP_AUTHORIZATION=f"Token {answer.json()['token']}")
+    return client
+
+
+def token_queries(client: APIClient) -> int:
+    with CaptureQueriesContext(connection) as captured:
+        assert client.get("/api/v1/experiments/").status_code == 200
+    return sum("authtoken_token" in query["sql"] for query in captured.captured_queries)
+
+
+def test_a_checked_token_is_not_looked_up_again() -> None:
+    client = token_client(UserFactory())
+    assert token_queries(client) == 1
+    assert token_queries(client) == 0
+
+
+def test_a_deleted_token_is_refused_once_the_cache_time_has_passed(monkeypatch: Any) -> None:
+    clock = [0.0]
+    monkeypatch.setattr(
+        authentication, "_checked", TTLCache(maxsize=10, ttl=1.0, timer=lambda: clock[0])
+    )
+    user = UserFactory()
+    client = token_client(user)
+    assert client.get("/api/v1/experiments/").status_code == 200
+    Token.objects.filter(user=user).delete()
+    clock[0] = 0.5
+    assert client.get("/api/v1/experiments/").status_code == 200  # within the cache time
+    clock[0] = 1.5
+    answer = client.get("/api/v1/experiments/")
+    assert answer.status_code == 401
+    assert answer.json() == {"error": "Invalid token."}
+
+
+def test_each_request_gets_its_own_user_object() -> None:
+    from rest_framework.request import Request
+    from rest_framework.test import APIRequestFactory
+
+    user = UserFactory()
+    token = Token.objects.create(user=user)
+    check = authentication.CachedTokenAuthentication()
+    first = check.authenticate(Request(APIRequestFactory().get(
+        "/", HTTP_AUTHORIZATION=f"Token {token.key}")))
+    second = check.authenticate(Request(APIRequestFactory().get(
+        "/", HTTP_AUTHORIZATION=f"Token {token.key}")))
+    assert first is not None and second is not None
+    assert first[0] == second[0] == user and first[0] is not second[0]
