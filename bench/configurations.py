@@ -63,7 +63,9 @@ def configurations_measure(client: PlatformClient, *, workload: Workload,
     runs: dict[str, list[TrainingRun]] = {c.label: [] for c in CONFIGURATIONS}
     for _ in range(rounds):
         for configuration in CONFIGURATIONS:
-            wait_quiet(timeout=20)
+            # The previous run's warm-process replacement starts a moment after it ended.
+            time.sleep(warm_refill_seconds() + 1.0)
+            wait_quiet(timeout=30)
             runs[configuration.label].append(platform_run(
                 client, label=configuration.label, resources=configuration.resources,
                 workload=workload,
@@ -122,8 +124,8 @@ def configurations_measure(client: PlatformClient, *, workload: Workload,
             "more replicas add synchronisation work without adding compute: efficiency well "
             "below 1 is what this machine can show, not a platform limit.",
             "The worker node starts a replacement warm trial process "
-            f"{warm_refill_seconds():.0f} s after handing one out; in the longer runs its "
-            "TensorFlow import overlaps training, as it does in use.",
+            f"{warm_refill_seconds():.0f} s after the task it served has ended; runs are "
+            "started once the machine is quiet again, so that import overlaps no measurement.",
         ],
         seconds=time.monotonic() - started,
     )

@@ -27,6 +27,7 @@ import requests
 
 from bench import stats
 from bench.api import PlatformClient
+from bench.cpu import group_seconds, own_seconds
 from bench.loadgen import Call, LoadResult, load_run
 from bench.net import free_port
 from bench.quiet import wait_quiet
@@ -203,18 +204,37 @@ def inference_measure(stack: Stack, client: PlatformClient, *, rounds: int,
             "on": Endpoints(stack.grpc_target, stack.rest_url, stack.base_url),
             "off": unbatched_start(stack),
         }
-        results, merged = _measure(endpoints=endpoints, path=path, row=row, headers=stack.headers,
-                           rounds=rounds, requests_per_thread=requests_per_thread)
+        groups = {  # process groups: every process spawned by the stack leads its own
+            "on": {"web": stack.processes["web"].pid,
+                   "model server": stack.processes["serving"].pid},
+            "off": {"web": stack.processes["web-unbatched"].pid,
+                    "model server": stack.processes["serving-unbatched"].pid},
+        }
+        results, merged, cpu = _measure(
+            endpoints=endpoints, groups=groups, path=path, row=row, headers=stack.headers,
+            rounds=rounds, requests_per_thread=requests_per_thread)
     stack.stop_process("web-unbatched")
     stack.stop_process("serving-unbatched")
-    return _section(results=results, merged=merged, rounds=rounds,
+    return _section(results=results, merged=merged, cpu=cpu, rounds=rounds,
                     requests_per_thread=requests_per_thread, seconds=time.monotonic() - started)
 
 
-def _measure(*, endpoints: dict[str, Endpoints], path: Path, row: Any, headers: dict[str, str],
-             rounds: int, requests_per_thread: int
-             ) -> tuple[dict[Key, list[LoadResult]], list[float]]:
-    """The results per key, and how many requests each batched direct session run merged."""
+CpuShares = dict[Key, list[dict[str, float]]]  # CPU ms per request, by process, per round
+CPU_SIDES = ("load generator", "web", "model server")
+ON_PATH = {"direct": ("load generator",), "embedded gRPC": ("load generator", "model server"),
+           "embedded REST": ("load generator", "model server"), "platform REST": CPU_SIDES}
+
+
+def _cpu_snapshot(groups: dict[str, int]) -> dict[str, float]:
+    return {"load generator": own_seconds(),
+            **{name: group_seconds(pgid) for name, pgid in groups.items()}}
+
+
+def _measure(*, endpoints: dict[str, Endpoints], groups: dict[str, dict[str, int]], path: Path,
+             row: Any, headers: dict[str, str], rounds: int, requests_per_thread: int
+             ) -> tuple[dict[Key, list[LoadResult]], list[float], CpuShares]:
+    """The results per key, how many requests each batched direct session run merged, and
+    the CPU each request cost at concurrency 8."""
     directs = {b: direct_caller(path=path, row=row, batching=b == "on") for b in BATCHING}
     callers: dict[tuple[str, str], Callable[[], Call]] = {}
     for batching, where in endpoints.items():
@@ -226,6 +246,7 @@ def _measure(*, endpoints: dict[str, Endpoints], path: Path, row: Any, headers: 
             url=f"{where.platform_url}/api/v1/models/{MODEL}:predict", row=row, headers=headers)
     results: dict[Key, list[LoadResult]] = {}
     merged: list[float] = []
+    cpu: CpuShares = {}
     bare = get_caller(url=f"{endpoints['on'].platform_url}/healthz")
     try:
         for _ in range(rounds):
@@ -238,21 +259,39 @@ def _measure(*, endpoints: dict[str, Endpoints], path: Path, row: Any, headers: 
                         wait_quiet(idle=0.7, timeout=3, window=0.2)
                         runs = directs["on"].runs()
                         count = requests_per_thread * concurrency
+                        calls = count + WARMUP * concurrency
+                        before = _cpu_snapshot(groups[batching])
                         results.setdefault((name, batching, concurrency), []).append(load_run(
                             make_call=callers[name, batching], concurrency=concurrency,
                             requests=count, warmup=WARMUP,
                         ))
+                        after = _cpu_snapshot(groups[batching])
+                        if concurrency == 8:
+                            cpu.setdefault((name, batching, concurrency), []).append(
+                                {k: (after[k] - before[k]) * 1000 / calls for k in after})
                         if (name, batching, concurrency) == ("direct", "on", 8):
-                            calls = count + WARMUP * concurrency
                             merged.append(calls / max(1, directs["on"].runs() - runs))
     finally:
         for direct in directs.values():
             direct.close()
-    return results, merged
+    return results, merged, cpu
 
 
-def _section(*, results: dict[Key, list[LoadResult]], merged: list[float], rounds: int,
-             requests_per_thread: int, seconds: float) -> Section:
+def _cpu_rows(cpu: CpuShares) -> list[tuple[str, ...]]:
+    rows = []
+    for name in PATHS:
+        for batching in BATCHING:
+            rounds = cpu[(name, batching, 8)]
+            shares = {side: stats.median([r[side] for r in rounds]) for side in CPU_SIDES}
+            on_path = ON_PATH[name]
+            rows.append((name, batching, *(number(shares[s], 2) if s in on_path else "—"
+                                           for s in CPU_SIDES),
+                         number(sum(shares[s] for s in on_path), 2)))
+    return rows
+
+
+def _section(*, results: dict[Key, list[LoadResult]], merged: list[float], cpu: CpuShares,
+             rounds: int, requests_per_thread: int, seconds: float) -> Section:
     def pooled(key: Key) -> LoadResult:
         done = results[key]
         return LoadResult([x for r in done for x in r.latencies_ms], sum(r.seconds for r in done))
@@ -294,6 +333,12 @@ def _section(*, results: dict[Key, list[LoadResult]], merged: list[float], round
                 rows=[(name, number(gains[name], 2), "") for name in PATHS]
                 + [("platform REST − embedded REST (batching on / off)", "",
                     f"{added:.2f} / {added_off:.2f}")],
+            ),
+            Table(
+                title="CPU per request at concurrency 8, ms (median over rounds; processes on "
+                      "the request's path; the load generator's clients run in this process)",
+                columns=("path", "batching", *CPU_SIDES, "total"),
+                rows=_cpu_rows(cpu),
             ),
         ],
         targets=[

@@ -83,20 +83,21 @@ def overhead_measure(client: PlatformClient, *, workload: Workload, repeats: int
     platform: list[TrainingRun] = []
     plain: list[TrainingRun] = []
     spacing = warm_refill_seconds() + REFILL_IMPORT_SECONDS
-    last_platform = time.monotonic() - spacing
+    platform_ended = time.monotonic() - spacing
 
     def settle() -> None:
-        # Neither side may run while the node imports TensorFlow into a new warm process.
-        time.sleep(max(0.0, last_platform + spacing - time.monotonic()))
+        # Neither side may run while the node imports TensorFlow into a new warm process, which
+        # it starts a moment after a trial has ended.
+        time.sleep(max(0.0, platform_ended + spacing - time.monotonic()))
         wait_quiet(timeout=20)
 
     for repeat in range(repeats):
         for side in ("platform", "plain") if repeat % 2 == 0 else ("plain", "platform"):
             settle()
             if side == "platform":
-                last_platform = time.monotonic()
                 platform.append(platform_run(client, label="platform", workload=workload,
                                              resources={"workers": 1}))
+                platform_ended = time.monotonic()
             else:
                 plain.append(plain_run(workload=workload))
     fit_ratio = stats.ratio(

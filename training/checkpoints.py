@@ -44,6 +44,9 @@ class TrainingState:
         self.best_dir = self.root / "best"
         self.scratch = self.root / "tmp" / task.replace(":", "-")
         self.checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer)
+        # The best epoch is kept for evaluation and export: its weights, without the optimizer's
+        # slots (two more copies of every weight under Adam), are what it is for.
+        self.best = tf.train.Checkpoint(model=model)
         directory = self.chief_dir if is_chief else self.scratch / "checkpoints"
         self.manager = tf.train.CheckpointManager(
             self.checkpoint, directory=str(directory), max_to_keep=2, checkpoint_name="epoch"
@@ -84,7 +87,7 @@ class TrainingState:
 
     def save_best(self, *, epoch: int) -> str:
         directory = self.best_dir if self.is_chief else self.scratch / "best"
-        path = str(self.checkpoint.write(str(directory / f"epoch-{epoch}")))
+        path = str(self.best.write(str(directory / f"epoch-{epoch}")))
         if not self.is_chief:
             shutil.rmtree(self.scratch, ignore_errors=True)
             return ""

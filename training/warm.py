@@ -11,8 +11,9 @@ The order is one JSON line: {"argv": [...], "env": {...}, "cwd": "...", "log": "
 then redirects stdout/stderr to `log` and runs `training.worker.main(argv)` as if started with
 those arguments. EOF instead of an order (the pool closed, or the node died) ends it quietly.
 
-`WarmPool` (in the supervising process) hands them out and replaces each one taken after a delay,
-so the replacement's import does not compete with the trial it just served for the CPU.
+`WarmPool` (in the supervising process) hands them out and replaces each one taken shortly after
+the task it became has ended, so the replacement's import (seconds of CPU) never competes with the
+trial it just served.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import IO
 
@@ -54,7 +56,7 @@ class WarmPool:
     """Up to `size` warm processes of this node; `take` never waits for one to become ready."""
 
     def __init__(self, *, size: int, env: dict[str, str], log_dir: Path,
-                 refill_delay_seconds: float = 20.0) -> None:
+                 refill_delay_seconds: float = 2.0) -> None:
         self.size, self.env, self.log_dir = size, env, log_dir
         self.refill_delay = refill_delay_seconds
         self._ready: list[subprocess.Popen[bytes]] = []
@@ -97,10 +99,15 @@ class WarmPool:
         except (BrokenPipeError, OSError):
             process.wait()
             return None
-        timer = threading.Timer(self.refill_delay, self._spawn)
-        timer.daemon = True
-        timer.start()
+        threading.Thread(target=self._refill_after, args=(process,), name="warm-refill",
+                         daemon=True).start()
         return process
+
+    def _refill_after(self, process: subprocess.Popen[bytes]) -> None:
+        # The supervisor polls the same process; Popen lets both wait for it.
+        process.wait()
+        time.sleep(self.refill_delay)  # the task's own clean-up and the outcome come first
+        self._spawn()
 
     def close(self) -> None:
         with self._lock:

@@ -74,6 +74,12 @@ def test_same_module_trains_under_every_strategy(case: str, trained: Callable[[s
     assert throughput and all(t["images_per_sec"] > 0 for t in throughput)
     assert Path(outcome.export_path, "saved_model.pb").is_file()
     assert Path(outcome.best_checkpoint_path + ".index").is_file()
+    from training.tfenv import tf
+
+    # The best epoch's checkpoint holds the model's weights only, not the optimizer's slots.
+    saved = [name for name, _ in tf.train.list_variables(outcome.best_checkpoint_path)]
+    assert any(name.startswith("model/") for name in saved)
+    assert not any(name.startswith("optimizer/") for name in saved), saved
     assert all(code == 0 for code in outcome.exit_codes.values()), outcome.exit_codes
 
 

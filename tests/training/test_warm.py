@@ -55,8 +55,41 @@ def test_a_task_runs_in_the_warm_process_with_its_own_environment_and_log(
     assert first_step.time <= first_metric.time
     log = Path(run.outcome.attempt_dir) / "worker-0.log"
     assert log.exists()
-    # Taken processes are replaced only later, so the trial just served keeps the CPU.
+    # The replacement starts only after the task has ended (and a short delay), so its import
+    # never took CPU from the trial it served; then the node is warm again.
     assert _waiting_pids(pool) == []
+    deadline = time.monotonic() + 30
+    while not _waiting_pids(pool) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert len(_waiting_pids(pool)) == 1 and _waiting_pids(pool) != [warm_pid]
+
+
+def test_the_replacement_waits_for_the_end_of_the_task(tmp_path: Path) -> None:
+    from training.spec import TrialSpec
+
+    pool = WarmPool(size=1, env=task_base_environment(), log_dir=tmp_path / "warm",
+                    refill_delay_seconds=0.0)
+    try:
+        spec = TrialSpec(trial_id="pi", model="pi", dataset="", work_dir=str(tmp_path / "pi"),
+                         hyperparameters={"pi_samples_per_replica": 2_000_000, "pi_rounds": 20})
+        (tmp_path / "spec.json").write_text(spec.to_json())
+        taken = pool.take(
+            argv=["--spec", str(tmp_path / "spec.json"), "--events", str(tmp_path / "ev.jsonl")],
+            env=task_base_environment(), cwd=tmp_path, log=tmp_path / "task.log",
+        )
+        assert taken is not None
+        seen_running = 0
+        while taken.poll() is None:
+            assert _waiting_pids(pool) == [], "a replacement started while the task ran"
+            seen_running += 1
+            time.sleep(0.05)
+        assert seen_running > 5 and taken.returncode == 0, (tmp_path / "task.log").read_text()
+        deadline = time.monotonic() + 30
+        while not _waiting_pids(pool) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert len(_waiting_pids(pool)) == 1
+    finally:
+        pool.close()
 
 
 def test_without_a_warm_process_the_task_starts_cold(

@@ -1,0 +1,40 @@
+"""CPU time spent by processes during a run, from /proc: where each request's cost goes.
+
+On a machine whose cores the clients and servers share, throughput is bounded by the CPU each
+request costs in total, so these figures explain what latency and throughput tables alone
+cannot (for instance why batching, which saves only model time, barely moves throughput when
+protocol handling dominates).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _process_seconds(pid: int) -> float:
+    # Fields after the command name: utime and stime are the 12th and 13th (all threads).
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / _TICK
+
+
+def group_seconds(pgid: int) -> float:
+    """CPU seconds so far of every live process in process group `pgid`."""
+    total = 0.0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if os.getpgid(int(entry.name)) == pgid:
+                total += _process_seconds(int(entry.name))
+        except (OSError, IndexError, ValueError):  # exited meanwhile
+            continue
+    return total
+
+
+def own_seconds() -> float:
+    """CPU seconds of this process, every thread (the load generator's clients)."""
+    return time.process_time()
