@@ -1,0 +1,33 @@
+"""The inference section's CPU accounting: per-path totals and the bound on batching's gain."""
+
+from bench.inference import _batching_bound_note, _cpu_rows, _cpu_total
+
+
+def cpu_shares() -> dict:
+    per_path = {  # load generator, web, model server (ms per request)
+        "direct": ((0.5, 9.0, 9.0), (0.3, 9.0, 9.0)),
+        "embedded gRPC": ((0.4, 9.0, 1.6), (0.4, 9.0, 1.4)),
+        "embedded REST": ((1.0, 9.0, 1.0), (1.0, 9.0, 0.8)),
+        "platform REST": ((1.0, 1.5, 1.0), (1.0, 1.5, 0.8)),
+    }
+    return {
+        (path, batching, 8): [{"load generator": lg, "web": web, "model server": server}]
+        for path, rows in per_path.items()
+        for batching, (lg, web, server) in zip(("off", "on"), rows, strict=True)
+    }
+
+
+def test_only_processes_on_the_path_count() -> None:
+    cpu = cpu_shares()
+    assert _cpu_total(cpu, ("direct", "off", 8)) == 0.5  # everything runs in the client
+    assert _cpu_total(cpu, ("embedded gRPC", "off", 8)) == 0.4 + 1.6
+    assert _cpu_total(cpu, ("platform REST", "on", 8)) == 1.0 + 1.5 + 0.8
+    rows = {(r[0], r[1]): r for r in _cpu_rows(cpu)}
+    assert rows["embedded gRPC", "off"][2:] == ("0.40", "—", "1.60", "2.00")
+
+
+def test_the_bound_divides_a_request_by_what_batching_saved() -> None:
+    note = _batching_bound_note(cpu_shares())
+    # 0.2 ms saved in-process: gRPC 2.00 → 2.00 / 1.80, REST 2.00 → the same.
+    assert "saved 0.20 ms" in note
+    assert "embedded gRPC 2.00 ms → at most 1.11×" in note
