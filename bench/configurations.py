@@ -17,9 +17,10 @@ from dataclasses import dataclass
 
 from bench import stats
 from bench.api import PlatformClient
-from bench.quiet import wait_quiet, warm_refill_seconds
+from bench.quiet import wait_quiet
 from bench.report import BarChart, Section, Table, number
 from bench.runs import TrainingRun, Workload, platform_run
+from training.warm import REFILL_DELAY_SECONDS
 
 
 @dataclass(frozen=True)
@@ -64,7 +65,7 @@ def configurations_measure(client: PlatformClient, *, workload: Workload,
     for _ in range(rounds):
         for configuration in CONFIGURATIONS:
             # The previous run's warm-process replacement starts a moment after it ended.
-            time.sleep(warm_refill_seconds() + 1.0)
+            time.sleep(REFILL_DELAY_SECONDS + 1.0)
             wait_quiet(timeout=30)
             runs[configuration.label].append(platform_run(
                 client, label=configuration.label, resources=configuration.resources,
@@ -124,7 +125,7 @@ def configurations_measure(client: PlatformClient, *, workload: Workload,
             "more replicas add synchronisation work without adding compute: efficiency well "
             "below 1 is what this machine can show, not a platform limit.",
             "The worker node starts a replacement warm trial process "
-            f"{warm_refill_seconds():.0f} s after the task it served has ended; runs are "
+            f"{REFILL_DELAY_SECONDS:.0f} s after the task it served has ended; runs are "
             "started once the machine is quiet again, so that import overlaps no measurement.",
         ],
         seconds=time.monotonic() - started,

@@ -28,9 +28,10 @@ from pathlib import Path
 
 from bench import stats
 from bench.api import PlatformClient
-from bench.quiet import wait_quiet, warm_refill_seconds
+from bench.quiet import wait_quiet
 from bench.report import BarChart, Section, Table, Target, number
 from bench.runs import EpochRecord, TrainingRun, Workload, platform_run
+from training.warm import REFILL_DELAY_SECONDS
 
 ROOT = Path(__file__).resolve().parents[1]
 REFILL_IMPORT_SECONDS = 10.0  # a warm process importing TensorFlow on a busy 2-core machine
@@ -82,7 +83,7 @@ def overhead_measure(client: PlatformClient, *, workload: Workload, repeats: int
     started = time.monotonic()
     platform: list[TrainingRun] = []
     plain: list[TrainingRun] = []
-    spacing = warm_refill_seconds() + REFILL_IMPORT_SECONDS
+    spacing = REFILL_DELAY_SECONDS + REFILL_IMPORT_SECONDS
     platform_ended = time.monotonic() - spacing
 
     def settle() -> None:

@@ -29,15 +29,3 @@ def wait_quiet(*, idle: float = 0.85, timeout: float = 30.0, window: float = 1.0
             return True
     return False
 
-
-def warm_refill_seconds() -> float:
-    """How long after handing out a warm trial process a node starts its replacement."""
-    try:
-        import inspect
-
-        from training.warm import WarmPool  # TF-free at import
-
-        default = inspect.signature(WarmPool.__init__).parameters["refill_delay_seconds"].default
-        return float(default)
-    except (ImportError, KeyError, TypeError, ValueError):
-        return 0.0

@@ -27,6 +27,9 @@ import time
 from pathlib import Path
 from typing import IO
 
+# After the task a warm process became has ended, before its replacement starts importing.
+REFILL_DELAY_SECONDS = 2.0
+
 
 def _serve(stdin: IO[str]) -> int:
     import training.tfenv  # noqa: F401 - the whole point: pay for the import before the order
@@ -56,7 +59,7 @@ class WarmPool:
     """Up to `size` warm processes of this node; `take` never waits for one to become ready."""
 
     def __init__(self, *, size: int, env: dict[str, str], log_dir: Path,
-                 refill_delay_seconds: float = 2.0) -> None:
+                 refill_delay_seconds: float = REFILL_DELAY_SECONDS) -> None:
         self.size, self.env, self.log_dir = size, env, log_dir
         self.refill_delay = refill_delay_seconds
         self._ready: list[subprocess.Popen[bytes]] = []

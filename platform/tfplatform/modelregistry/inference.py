@@ -8,7 +8,7 @@ from django.conf import settings
 from serving.client import ModelServerError
 from tfplatform.core.errors import PayloadTooLarge, Unavailable
 from tfplatform.modelregistry.selectors import ModelRoute
-from tfplatform.modelregistry.server import model_server_predict
+from tfplatform.modelregistry.server import model_server_client
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ def inference_predict(
         )
     chosen, chosen_label = inference_route(model=model, version=version, label=label)
     try:
-        status, answer = model_server_predict(
+        status, answer = model_server_client().predict_rest(
             name=model.name,
             version=chosen,
             label=None if chosen is not None else chosen_label,
