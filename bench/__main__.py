@@ -59,6 +59,7 @@ def _pick(value: int | None, *, full: int, quick: int, is_quick: bool) -> int:
 def _stack_sections(args: argparse.Namespace) -> list[Section]:
     from bench.api import PlatformClient
     from bench.configurations import configurations_measure
+    from bench.inference import BATCHING_PARAMETERS
     from bench.overhead import overhead_measure
     from bench.runs import Workload
     from bench.stack import Stack
@@ -69,7 +70,8 @@ def _stack_sections(args: argparse.Namespace) -> list[Section]:
     broker = os.environ.get("BENCH_STACK_REDIS_URL", "redis://127.0.0.1:6379/3")
     sections = []
     with tempfile.TemporaryDirectory(prefix="bench-stack-") as var, Stack(
-        var_dir=Path(var), broker_url=broker if args.broker == "redis" else ""
+        var_dir=Path(var), broker_url=broker if args.broker == "redis" else "",
+        batching_parameters=BATCHING_PARAMETERS,
     ) as stack:
         client = PlatformClient(stack.base_url, stack.token)
         if "configurations" in args.items:

@@ -51,6 +51,7 @@ class Stack:
     port: int = field(default_factory=free_port)
     grpc_port: int = field(default_factory=free_port)
     rest_port: int = field(default_factory=free_port)
+    batching_parameters: str = ""  # the model server's parameters file; empty: its defaults
     token: str = ""
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
 
@@ -134,7 +135,12 @@ class Stack:
         self.var_dir.mkdir(parents=True, exist_ok=True)
         self.manage("migrate", "--noinput")
         self.manage("platform_bootstrap")
-        self.spawn("serving", [PYTHON, "manage.py", "serve_models"])
+        batching = {}
+        if self.batching_parameters:
+            path = self.var_dir / "batching.config"
+            path.write_text(self.batching_parameters)
+            batching["TF_SERVING_BATCHING_PARAMETERS_FILE"] = str(path)
+        self.spawn("serving", [PYTHON, "manage.py", "serve_models"], **batching)
         self.spawn("web", web_args(port=self.port))
         self.spawn("scheduler", [PYTHON, "manage.py", "scheduler"])
         self.spawn("worker", [

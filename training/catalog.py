@@ -15,7 +15,7 @@ from training import arrays
 from training.errors import InvalidInput
 from training.spec import Resources, TrialSpec
 
-ZOO_MODELS: tuple[str, ...] = ("mlp", "cifar10_cnn", "resnet20")
+ZOO_MODELS: tuple[str, ...] = ("mlp", "cifar10_cnn", "resnet20", "gru")
 BUILTIN_DATASETS: tuple[str, ...] = ("digits", "cifar10", "synthetic_images")
 DIAGNOSTIC_JOBS: tuple[str, ...] = ("pi",)
 OPTIMIZERS: tuple[str, ...] = ("adam", "sgd", "rmsprop", "adagrad")
@@ -36,8 +36,9 @@ HYPERPARAMETERS: dict[str, tuple[type, Any]] = {
     "from_logits": (bool, False),  # user models that end without softmax
     "stop_at_target": (bool, False),
     "augment": (bool, False),  # random flips/crops for image datasets
-    "hidden_units": (int, 128),  # mlp
+    "hidden_units": (int, 128),  # mlp / gru
     "dropout": (float, 0.0),  # mlp / cifar10_cnn
+    "recurrent_layers": (int, 1),  # gru
     "test_fraction": (float, 0.2),  # CSV uploads have no split of their own
     "synthetic_train_size": (int, 2048),
     "synthetic_test_size": (int, 256),
@@ -52,6 +53,8 @@ ZOO_DEFAULTS: dict[str, dict[str, Any]] = {
                     "dropout": 0.25, "augment": True},
     "resnet20": {"batch_size": 128, "learning_rate": 0.1, "optimizer": "sgd", "momentum": 0.9,
                  "epochs": 60, "warmup_epochs": 2, "augment": True},
+    "gru": {"batch_size": 32, "learning_rate": 0.005, "optimizer": "adam", "epochs": 30,
+            "hidden_units": 64},
     "pi": {"epochs": 1},
 }
 

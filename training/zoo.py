@@ -4,6 +4,8 @@
   training set's (constants in the graph, so the export needs no side files).
 - cifar10_cnn: the classic Keras CIFAR-10 convnet (the one in TF's multi-GPU benchmarks).
 - resnet20: He et al. 2016 CIFAR ResNet (3 stages × 3 basic blocks, 16/32/64 filters).
+- gru: a (stacked) recurrent classifier that reads each example as a sequence along its first
+  axis: a flat vector one value per step (the sequential-MNIST setting), an image one row per step.
 
 Image models rescale uint8 pixels by 1/255 in-graph. All end in a float32 softmax.
 """
@@ -80,4 +82,23 @@ def resnet20_build(*, hparams: dict[str, Any], data: ArrayData) -> Any:
     return keras.Model(inputs, outputs, name="resnet20")
 
 
-ZOO_BUILDERS = {"mlp": mlp_build, "cifar10_cnn": cifar10_cnn_build, "resnet20": resnet20_build}
+def gru_build(*, hparams: dict[str, Any], data: ArrayData) -> Any:
+    steps = data.input_shape[0]
+    width = int(np.prod(data.input_shape[1:], dtype=np.int64))
+    inputs = keras.Input(shape=data.input_shape, name="inputs")
+    x = layers.Reshape((steps, width))(inputs)
+    if data.x_train.dtype == np.uint8:
+        x = layers.Rescaling(1.0 / 255)(x)
+    else:
+        # One mean/variance per step feature, over every step: the same scaling at every step.
+        values: np.ndarray = data.x_train.reshape(-1, width).astype(np.float64)
+        x = layers.Normalization(mean=values.mean(axis=0), variance=values.var(axis=0))(x)
+    for index in range(hparams["recurrent_layers"]):
+        last = index == hparams["recurrent_layers"] - 1
+        x = layers.GRU(hparams["hidden_units"], return_sequences=not last)(x)
+    outputs = layers.Dense(data.num_classes, activation="softmax", dtype="float32")(x)
+    return keras.Model(inputs, outputs, name="gru")
+
+
+ZOO_BUILDERS = {"mlp": mlp_build, "cifar10_cnn": cifar10_cnn_build, "resnet20": resnet20_build,
+                "gru": gru_build}

@@ -27,7 +27,7 @@ def test_only_processes_on_the_path_count() -> None:
 
 
 def test_the_bound_divides_a_request_by_what_batching_saved() -> None:
-    note = _batching_bound_note(cpu_shares())
+    note = _batching_bound_note(cpu_shares(), model="dense")
     # 0.2 ms saved in-process: gRPC 2.00 → 2.00 / 1.80, REST 2.00 → the same.
     assert "saved 0.20 ms" in note
     assert "embedded gRPC 2.00 ms → at most 1.11×" in note

@@ -69,3 +69,22 @@ def test_mlp_standardises_tabular_features_inside_the_model(tf_modules: tuple[An
     model = zoo.mlp_build(hparams=hyperparameters_resolve(model="mlp", values={}), data=data)
     normalised = model.layers[1](x).numpy()
     assert abs(float(normalised.mean())) < 1e-3 and abs(float(normalised.std()) - 1) < 1e-2
+
+
+def test_gru_reads_flat_features_one_per_step_and_images_one_row_per_step(
+    tf_modules: tuple[Any, Any]
+) -> None:
+    _, zoo = tf_modules
+    hparams = hyperparameters_resolve(model="gru", values={"hidden_units": 16})
+    digits = digits_load()
+    flat = zoo.gru_build(hparams=hparams, data=digits)
+    assert flat.get_layer(index=1).output_shape == (None, 64, 1)
+    standardised = flat.get_layer(index=2)(digits.x_train.reshape(-1, 64, 1)).numpy()
+    assert abs(float(standardised.mean())) < 1e-3 and abs(float(standardised.std()) - 1) < 1e-2
+
+    images = synthetic_images_load(train_size=8, test_size=2)
+    rows = zoo.gru_build(hparams=hparams, data=images)
+    assert rows.get_layer(index=1).output_shape == (None, 32, 96)
+    probabilities = rows(images.x_test.astype(np.float32), training=False).numpy()
+    assert probabilities.shape == (2, 10)
+    np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, atol=1e-5)

@@ -1,4 +1,4 @@
-"""The pi diagnostic job and a built-in image model on CIFAR-format files."""
+"""The pi diagnostic job, a built-in image model on CIFAR-format files, the recurrent model."""
 
 from __future__ import annotations
 
@@ -88,6 +88,29 @@ def test_cifar10_cnn_trains_on_cifar_files_and_exports_a_uint8_signature(
     tf.train.Checkpoint(model=model).restore(latest).expect_partial()
     np.testing.assert_allclose(probabilities, model.predict(data.x_test, verbose=0), atol=1e-6)
     np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, atol=1e-5)
+
+
+
+def test_gru_learns_digits_as_pixel_sequences_under_mirrored(
+    tmp_path: Path, run_trial: Callable[..., Any], make_spec: Callable[..., Any]
+) -> None:
+    spec = make_spec(
+        work_dir=tmp_path / "gru",
+        model="gru",
+        dataset="digits",
+        resources=Resources(gpus_per_worker=2),
+        hyperparameters={"epochs": 8, "hidden_units": 32},
+    )
+    outcome = run_trial(spec=spec).outcome
+    assert outcome.status == "completed", outcome.exit_reason
+    assert outcome.strategy == "MirroredStrategy"
+    assert outcome.final_metrics["val_accuracy"] > 0.5  # ten classes: chance is 0.1
+
+    from training.tfenv import tf
+
+    served = tf.saved_model.load(outcome.export_path).signatures["serving_default"]
+    signature = served.structured_input_signature[1]["inputs"]
+    assert signature.dtype == tf.float32 and signature.shape.as_list() == [None, 64]
 
 
 OWN_DATA_AND_OPTIMIZER = """

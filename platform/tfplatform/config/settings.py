@@ -222,6 +222,9 @@ PLATFORM = {
     "WORK_DIR": Path(env.str("PLATFORM_WORK_DIR", default=str(VAR_DIR / "work"))),
     "TF_SERVING_GRPC": env.str("TF_SERVING_GRPC", default="127.0.0.1:8500"),
     "TF_SERVING_REST": env.str("TF_SERVING_REST", default="http://127.0.0.1:8501"),
+    # TF Serving's batching_parameters_file for the embedded server; empty: its defaults.
+    "TF_SERVING_BATCHING_PARAMETERS_FILE": env.str("TF_SERVING_BATCHING_PARAMETERS_FILE",
+                                                   default=""),
     "HEARTBEAT_SECONDS": env.float("PLATFORM_HEARTBEAT_SECONDS", default=5.0),
     "NODE_LOST_SECONDS": env.float("PLATFORM_NODE_LOST_SECONDS", default=30.0),
     "SCHEDULER_INTERVAL_SECONDS": env.float("PLATFORM_SCHEDULER_INTERVAL", default=1.0),

@@ -285,7 +285,8 @@ def test_version_swap_and_rollback_under_load_lose_no_request(
 def test_model_server_restarts_from_the_written_config_with_labels(
     model_server: dict[str, Any], tmp_path: Any
 ) -> None:
-    """The config file the platform writes brings a restarted server back to the same state."""
+    """The config file the platform writes brings a restarted server back to the same state,
+    batching as the operator's parameters file says."""
     import sys
 
     from tests import live
@@ -300,12 +301,15 @@ def test_model_server_restarts_from_the_written_config_with_labels(
     assert "version_labels" in config.read_text()
     grpc_port, rest_port = live.free_port(), live.free_port()
     log = tmp_path / "restarted.log"
+    batching = tmp_path / "batching.config"
+    batching.write_text("max_batch_size { value: 2 }\n")
     process = live.start(
         [sys.executable, "manage.py", "serve_models"],
         env=live.child_env(
             MODEL_BASE_PATH=str(model_server["base"]),
             TF_SERVING_GRPC=f"127.0.0.1:{grpc_port}",
             TF_SERVING_REST=f"http://127.0.0.1:{rest_port}",
+            TF_SERVING_BATCHING_PARAMETERS_FILE=str(batching),
         ),
         log=log,
     )
@@ -325,6 +329,9 @@ def test_model_server_restarts_from_the_written_config_with_labels(
             log=log,
         )
         assert body == [3.0]
+        too_many = requests.post(url, json={"instances": [0.0, 1.0, 2.0]}, timeout=5)
+        assert too_many.status_code == 400
+        assert "larger than maximum input batch size 2" in too_many.json()["error"]
     finally:
         live.stop(process)
 

@@ -29,6 +29,9 @@ class Command(BaseCommand):
             # Embedded serving is for this machine only; compose uses tensorflow/serving.
             "--host=127.0.0.1",
         ]
+        batching = settings.PLATFORM["TF_SERVING_BATCHING_PARAMETERS_FILE"]
+        if batching:
+            argv.append(f"--batching_parameters_file={batching}")
         self.stdout.write(f"Model server: gRPC :{grpc_port}, REST :{rest_port}, config {config}")
         sys.stdout.flush()
         # Replace this process so signals from the process manager reach the server directly.
