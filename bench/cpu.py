@@ -15,7 +15,8 @@ from pathlib import Path
 _TICK = os.sysconf("SC_CLK_TCK")
 
 
-def _process_seconds(pid: int) -> float:
+def process_seconds(pid: int) -> float:
+    """CPU seconds so far of one process, every thread."""
     # Fields after the command name: utime and stime are the 12th and 13th (all threads).
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / _TICK
@@ -29,7 +30,7 @@ def group_seconds(pgid: int) -> float:
             continue
         try:
             if os.getpgid(int(entry.name)) == pgid:
-                total += _process_seconds(int(entry.name))
+                total += process_seconds(int(entry.name))
         except (OSError, IndexError, ValueError):  # exited meanwhile
             continue
     return total
