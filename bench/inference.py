@@ -410,7 +410,8 @@ def _section(*, measured: dict[str, Measured], rounds: int, requests_per_thread:
                   columns=("model", "batching on", "batching off"), rows=added_rows),
             Table(
                 title="CPU per request at concurrency 8, ms (median over rounds; processes on "
-                      "the request's path; the load generator's clients run in this process)",
+                      "the request's path; load generator = the benchmark process and its "
+                      "client processes)",
                 columns=("model", "path", "batching", *CPU_SIDES, "total"),
                 rows=cpu_rows,
             ),
