@@ -85,7 +85,7 @@ def hyperparameters_resolve(*, model: str, values: dict[str, Any]) -> dict[str, 
         resolved[name] = value if kind is None else _coerce(name=name, kind=kind, value=value)
     if resolved["optimizer"] not in OPTIMIZERS:
         raise InvalidInput(f"optimizer must be one of {', '.join(OPTIMIZERS)}")
-    for name in ("epochs", "batch_size"):
+    for name in ("epochs", "batch_size", "hidden_units", "recurrent_layers"):
         if resolved[name] < 1:
             raise InvalidInput(f"hyperparameter {name} must be at least 1")
     if resolved["learning_rate"] <= 0:

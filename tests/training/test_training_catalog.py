@@ -169,6 +169,10 @@ def test_hyperparameters_are_typed_and_defaulted_per_model() -> None:
         catalog.hyperparameters_resolve(model="mlp", values={"optimizer": "lion"})
     with pytest.raises(InvalidInput, match="epochs must be at least 1"):
         catalog.hyperparameters_resolve(model="mlp", values={"epochs": 0})
+    with pytest.raises(InvalidInput, match="recurrent_layers must be at least 1"):
+        catalog.hyperparameters_resolve(model="gru", values={"recurrent_layers": 0})
+    with pytest.raises(InvalidInput, match="hidden_units must be at least 1"):
+        catalog.hyperparameters_resolve(model="gru", values={"hidden_units": 0})
 
 
 def test_spec_validation_covers_resources_and_target() -> None:
