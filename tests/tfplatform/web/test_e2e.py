@@ -49,6 +49,8 @@ def test_launch_watch_deploy_predict_then_a_stranger_sees_nothing(
     shot(page, "01-experiments-empty")
 
     page.click("nav >> text=New experiment")
+    # The form's script runs at the end of the page: until "load" the upload fields still show.
+    page.wait_for_load_state("load")
     outlook = page.inner_text("#resources-outlook")
     assert "1 CPU slot" in outlook and "could start right away" in outlook, outlook
     assert page.is_hidden("#field-model_file") and page.is_hidden("#field-dataset_file")
