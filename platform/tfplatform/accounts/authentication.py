@@ -5,7 +5,6 @@ was a third of the platform's own time per prediction (bench/inference.py). A to
 a user deactivated is refused within PLATFORM["LOOKUP_CACHE_SECONDS"].
 """
 
-import copy
 import threading
 from typing import Any
 
@@ -28,8 +27,11 @@ class CachedTokenAuthentication(TokenAuthentication):
             with _lock:
                 _checked[key] = found
         user, token = found
-        # Each request gets its own user object: views may annotate it.
-        return copy.copy(user), token
+        # Each request gets its own user object: views may annotate it. __getstate__ is the copy
+        # copy.copy makes (own _state, own field cache) without pickle's protocol around it.
+        clone = user.__class__.__new__(user.__class__)
+        clone.__dict__.update(user.__getstate__())
+        return clone, token
 
 
 def token_cache_clear() -> None:

@@ -12,6 +12,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from tfplatform.core.errors import InvalidInput, PayloadTooLarge
+from tfplatform.core.negotiation import JsonOnlyNegotiation
 from tfplatform.core.serializers import StrictInputSerializer
 from tfplatform.core.throttling import ScopedWindowRateThrottle
 from tfplatform.experiments.selectors import experiment_get
@@ -189,6 +190,7 @@ class PredictApi(APIView):
     parser_classes: list[Any] = []
     # Answers (and errors) are JSON only: no content negotiation on the hot path.
     renderer_classes = [JSONRenderer]
+    content_negotiation_class = JsonOnlyNegotiation
 
     @extend_schema(request=OpenApiTypes.OBJECT, responses=OpenApiTypes.OBJECT)
     def post(

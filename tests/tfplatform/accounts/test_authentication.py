@@ -66,3 +66,6 @@ def test_each_request_gets_its_own_user_object() -> None:
         "/", HTTP_AUTHORIZATION=f"Token {token.key}")))
     assert first is not None and second is not None
     assert first[0] == second[0] == user and first[0] is not second[0]
+    assert first[0]._state is not second[0]._state
+    first[0].username = "changed-by-a-view"
+    assert second[0].username == user.username

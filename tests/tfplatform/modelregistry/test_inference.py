@@ -145,6 +145,22 @@ def test_bad_inference_input_is_4xx_with_tf_serving_error(
     assert text in response.json()["error"]
 
 
+def test_predict_answers_json_whatever_the_client_accepts(model_server: dict[str, Any]) -> None:
+    # TF Serving ignores Accept; clients written for it (and browsers' defaults) must not get 406.
+    client = api(UserFactory())
+    register(client, "half")
+    for accept in ("text/html", "application/xml;q=0.9, */*;q=0.1", "image/png"):
+        answer = client.post("/api/v1/models/half:predict", data=json.dumps({"instances": [2.0]}),
+                             content_type="application/json", HTTP_ACCEPT=accept)
+        assert answer.status_code == 200, (accept, answer.content)
+        assert answer["Content-Type"] == "application/json"
+        assert answer.json() == {"predictions": [3.0]}
+    missing = client.post("/api/v1/models/nope:predict", data=b"{}",
+                          content_type="application/json", HTTP_ACCEPT="text/html")
+    assert missing.status_code == 404
+    assert missing["Content-Type"] == "application/json" and "error" in missing.json()
+
+
 def test_body_over_the_cap_is_413_before_the_model_server(
     model_server: dict[str, Any], settings: Any
 ) -> None:
