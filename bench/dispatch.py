@@ -51,7 +51,10 @@ def _raw_redis_round_trips(*, url: str, count: int) -> list[float]:
 
 
 def dispatch_measure(*, broker_url: str, redis_url: str, count: int = 300) -> DispatchResult:
-    app = Celery("bench", broker=broker_url, backend=redis_url)
+    # No Django fixup: this app needs no Django, and the fixup's django.setup() would reconfigure
+    # this process's logging, closing every handler there is (absl's closes its stream, which
+    # under pytest is the capture file).
+    app = Celery("bench", broker=broker_url, backend=redis_url, fixups=[])
     app.conf.update(task_acks_late=True, worker_prefetch_multiplier=1, result_expires=60)
 
     @app.task(name="bench.noop")

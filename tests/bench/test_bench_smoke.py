@@ -1,5 +1,7 @@
 """`python -m bench --only dispatch` end to end: a real Celery worker, a real Redis, a report."""
 
+import io
+import logging
 import os
 from pathlib import Path
 
@@ -7,6 +9,7 @@ import pytest
 import redis
 
 from bench.__main__ import main
+from bench.dispatch import dispatch_measure
 
 REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/2")
 
@@ -40,3 +43,25 @@ def test_unknown_items_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main(["--only", "everything"])
     assert "unknown item(s) everything" in capsys.readouterr().err
+
+
+class _ClosesItsStream(logging.StreamHandler):  # type: ignore[type-arg]
+    """Like absl's handler, which TensorFlow creates: closing it closes its stream."""
+
+    def close(self) -> None:
+        self.stream.close()
+        super().close()
+
+
+@pytest.mark.usefixtures("redis_or_skip")
+@pytest.mark.filterwarnings("ignore:Call to deprecated setex")
+@pytest.mark.filterwarnings("ignore:Task name 'bench.noop' is already registered")
+def test_dispatch_leaves_the_process_logging_alone() -> None:
+    # Reconfiguring logging closes every handler in the process; under pytest, absl's handler
+    # then closed the capture file and the whole run died ("lost sys.stderr").
+    stream = io.StringIO()
+    handler = _ClosesItsStream(stream)
+    result = dispatch_measure(broker_url=REDIS_URL, redis_url=REDIS_URL, count=3)
+    assert len(result.celery_ms) == 3
+    assert not stream.closed
+    handler.close()
