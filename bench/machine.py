@@ -42,7 +42,9 @@ def git_commit() -> str:
         ).stdout.strip()
 
     commit = git("rev-parse", "--short", "HEAD") or "unknown"
-    return f"{commit}+uncommitted changes" if git("status", "--porcelain") else commit
+    # The results this run writes are not changes to what was measured.
+    changed = git("status", "--porcelain", "--", ".", ":(exclude)bench/results")
+    return f"{commit}+uncommitted changes" if changed else commit
 
 
 def versions_describe() -> str:
