@@ -3,9 +3,10 @@
 (a) Steady-state images/sec through the platform ÷ the same model, data and batch in a plain
     `model.fit` script (bench/plain_fit.py) run as a subprocess beside the idle stack. Two
     definitions, both medians over steady epochs then over repeats: fit's own epoch (begin →
-    end, as both report it; the target) and the epoch cycle on the wall clock (one epoch end
-    to the next, so the platform's per-epoch checkpoint and reporting count against it, shown
-    with the pause between epochs they make).
+    end, as both report it) and the epoch cycle on the wall clock (one epoch end to the next,
+    so the platform's per-epoch checkpoint and reporting count against it, shown with the
+    pause between epochs they make). The target is fit's epoch as a paired ratio: each
+    repeat's platform run ÷ its adjacent plain run, median over repeats.
 (b) Submit → first training step through the platform (its `first_step_at`) ÷ the plain
     script's process start → first step (taken just before Popen; the script records its first
     step's end with on_train_batch_end(0)).
@@ -101,7 +102,13 @@ def overhead_measure(client: PlatformClient, *, workload: Workload, repeats: int
                 platform_ended = time.monotonic()
             else:
                 plain.append(plain_run(workload=workload))
-    fit_ratio = stats.ratio(
+    # Each repeat's two runs are adjacent in time, so their ratio cancels the machine's drift
+    # between repeats (this VM's throughput wanders by ±10 % over minutes); the target is the
+    # median of those paired ratios. The ratio of the two medians is shown beside it.
+    paired = [a.steady_images_per_sec / b.steady_images_per_sec
+              for a, b in zip(platform, plain, strict=True)]
+    fit_ratio = stats.median(paired)
+    medians_ratio = stats.ratio(
         stats.median([r.steady_images_per_sec for r in platform]),
         stats.median([r.steady_images_per_sec for r in plain]),
     )
@@ -115,7 +122,8 @@ def overhead_measure(client: PlatformClient, *, workload: Workload, repeats: int
         ("images/sec, fit's epoch (begin → end)",
          number(stats.median([r.steady_images_per_sec for r in platform]), 0),
          number(stats.median([r.steady_images_per_sec for r in plain]), 0),
-         number(fit_ratio, 3)),
+         number(medians_ratio, 3)),
+        ("the same, median of each repeat's platform ÷ plain", "", "", number(fit_ratio, 3)),
         ("images/sec, epoch cycle on the wall clock", number(wall_platform, 0),
          number(wall_plain, 0), number(stats.ratio(wall_platform, wall_plain), 3)),
         ("between epochs (checkpoints, reporting), ms", number(pause_platform, 1),
@@ -126,8 +134,9 @@ def overhead_measure(client: PlatformClient, *, workload: Workload, repeats: int
     ]
     notes = [
         "Per repeat (platform / plain): images/sec "
-        + "; ".join(f"{a.steady_images_per_sec:,.0f} / {b.steady_images_per_sec:,.0f}"
-                    for a, b in zip(platform, plain, strict=True))
+        + "; ".join(f"{a.steady_images_per_sec:,.0f} / {b.steady_images_per_sec:,.0f} "
+                    f"({ratio:.3f})"
+                    for a, b, ratio in zip(platform, plain, paired, strict=True))
         + "; first step s "
         + "; ".join(f"{number(a.first_step_seconds, 2)} / {number(b.first_step_seconds, 2)}"
                     for a, b in zip(platform, plain, strict=True)) + ".",
@@ -147,8 +156,8 @@ def overhead_measure(client: PlatformClient, *, workload: Workload, repeats: int
         tables=[Table(columns=("measure", "platform", "plain script", "platform ÷ plain"),
                       rows=rows)],
         targets=[
-            Target("training images/sec, platform ÷ plain (median of steady epochs)", fit_ratio,
-                   ">=", 0.97),
+            Target("training images/sec, platform ÷ plain (steady epochs; median over "
+                   "interleaved pairs)", fit_ratio, ">=", 0.97),
             Target("start → first step, platform ÷ plain", stats.ratio(first_platform, first_plain),
                    "<=", 1.0),
         ],

@@ -117,11 +117,32 @@ class BatchingRunner:
         timeout_ms: int,
     ) -> list[np.ndarray]:
         size = batch_size(feeds)
+        if size > self._options.max_batch_size and self._options.enable_large_batch_splitting:
+            # Splitting only changes how the rows are grouped, not the answer.
+            return servable.run(feeds=feeds, fetches=fetches, timeout_ms=timeout_ms)
+        return self.submit(
+            servable=servable, feeds=feeds, fetches=fetches, timeout_ms=timeout_ms
+        ).result()
+
+    def accepts(self, feeds: Mapping[str, np.ndarray]) -> bool:
+        """Whether submit() takes these feeds (rows within max_batch_size)."""
+        return batch_size(feeds) <= self._options.max_batch_size
+
+    def submit(
+        self,
+        *,
+        servable: Servable,
+        feeds: Mapping[str, np.ndarray],
+        fetches: Sequence[str],
+        timeout_ms: int,
+    ) -> Future[list[np.ndarray]]:
+        """Queues one task and returns at once: its future holds the rows' outputs or the error.
+
+        For callers that must not block, such as the REST server's event loop.
+        """
+        size = batch_size(feeds)
         limit = self._options.max_batch_size
         if size > limit:
-            if self._options.enable_large_batch_splitting:
-                # Splitting only changes how the rows are grouped, not the answer.
-                return servable.run(feeds=feeds, fetches=fetches, timeout_ms=timeout_ms)
             raise invalid_argument(
                 f"Task size {size} is larger than maximum input batch size {limit}"
             )
@@ -136,9 +157,17 @@ class BatchingRunner:
             queue = self._queues.get(key)
             if queue is None:
                 queue = self._queues[key] = _Queue(key, servable, names, tuple(fetches))
-            self._enqueue(queue, task)
-            self._cond.notify()
-        return task.future.result()
+            try:
+                self._enqueue(queue, task)
+            finally:
+                # Even a refused task may have closed the open batch, which can run now.
+                self._cond.notify()
+        return task.future
+
+    def pending(self) -> int:
+        """Tasks queued and not yet taken by a batch thread (the queue depth TF Serving exports)."""
+        with self._cond:
+            return sum(len(b.tasks) for q in self._queues.values() for b in q.batches)
 
     def _enqueue(self, queue: _Queue, task: _Task) -> None:
         limit = self._options.max_batch_size

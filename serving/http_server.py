@@ -1,17 +1,27 @@
-"""The REST port: the standard library's ThreadingHTTPServer in front of RestApi.
+"""The REST port: aiohttp on an event loop of its own, in front of RestApi.
 
-The REST layer only moves bytes (every answer is built by RestApi), so the stdlib server is
-enough and adds no dependency; HTTP/1.1 keep-alive, chunked request bodies and
-`Expect: 100-continue` (sent by curl for larger bodies) are handled here.
+One loop thread reads, parses and answers every connection. A predict is parsed and checked on
+the loop and handed to the batch scheduler without waiting; the loop awaits its future. So a
+batch of answers wakes one thread, once, instead of every handler thread that waited on it, and
+those threads no longer take turns at the GIL to write their answers. Anything that would block
+the loop (the other calls, runs without batching, large bodies) runs in a thread pool.
+
+aiohttp handles HTTP/1.1 keep-alive, chunked request bodies and `Expect: 100-continue` (sent by
+curl for larger bodies), and sets TCP_NODELAY.
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import logging
+import os
 import re
+import socket
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from concurrent.futures import ThreadPoolExecutor
+
+from aiohttp import web
 
 from serving import rjson
 from serving.errors import Code, ServingError
@@ -21,102 +31,108 @@ log = logging.getLogger(__name__)
 
 _MAX_BODY = 2**31 - 1
 _ORIGIN = re.compile(r"https?://")
-
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-    request_queue_size = 1024  # the stdlib's backlog of 5 refuses bursts of new clients
-
-    def __init__(self, address: tuple[str, int], api: RestApi, cors: bool) -> None:
-        self.api = api
-        self.cors = cors
-        super().__init__(address, _Handler)
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    timeout = 120  # closes idle keep-alive connections, each of which holds a thread
-    # Headers and body go out in two writes; with Nagle's algorithm the body then waits for
-    # the client's delayed ACK of the headers (40 ms on Linux) on every keep-alive request.
-    disable_nagle_algorithm = True
-    server: _Server
-
-    def log_message(self, format: str, *args: Any) -> None:
-        log.debug("%s - %s", self.address_string(), format % args)
-
-    def _read_body(self) -> bytes:
-        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
-            parts: list[bytes] = []
-            while True:
-                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
-                if size == 0:
-                    while self.rfile.readline().strip():
-                        pass  # trailers
-                    return b"".join(parts)
-                parts.append(self.rfile.read(size))
-                self.rfile.readline()
-        length = int(self.headers.get("Content-Length") or 0)
-        if length > _MAX_BODY:
-            raise ValueError("request body too large")
-        return self.rfile.read(length) if length else b""
-
-    def _reply(self, status: int, body: bytes, content_type: str = "application/json") -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        if self.server.cors:
-            self.send_header("Access-Control-Allow-Origin", "*")
-            self.send_header("Access-Control-Allow-Methods", "POST, GET")
-            self.send_header("Access-Control-Allow-Headers", "Content-Type")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def _dispatch(self) -> None:
-        path = self.path.split("?", 1)[0]
-        try:
-            body = self._read_body()
-        except ValueError:
-            self.close_connection = True
-            self._reply(400, rjson.error_body("Malformed request body").encode())
-            return
-        if not PATH_PREFIX.fullmatch(path):
-            self._reply(404, b"<HTML><HEAD><TITLE>404 Not Found</TITLE></HEAD></HTML>", "text/html")
-            return
-        if self.command == "OPTIONS":
-            # CORS preflight, answered before the API handler as TF Serving does.
-            if _ORIGIN.search(self.headers.get("Origin", "")):
-                self._reply(200, b"")
-            else:
-                error = ServingError(
-                    Code.FAILED_PRECONDITION, "Origin header is missing in CORS preflight"
-                )
-                self._reply(error.http_status, rjson.error_body(error.message).encode())
-            return
-        status, payload = self.server.api.handle(method=self.command, path=path, body=body)
-        self._reply(status, payload)
-
-    do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _dispatch
+# Larger bodies are parsed in the pool: a long parse on the loop would stall every connection.
+_LOOP_PARSE_LIMIT = 64 * 1024
+_IDLE_SECONDS = 120  # closes idle keep-alive connections
+_NOT_FOUND = b"<HTML><HEAD><TITLE>404 Not Found</TITLE></HEAD></HTML>"
 
 
 class RestServer:
-    def __init__(self, *, api: RestApi, host: str, port: int, cors: bool = False) -> None:
-        self._server = _Server((host, port), api, cors)
-        self._thread = threading.Thread(
-            # A short poll interval only makes shutdown() prompt; requests never wait on it.
-            target=lambda: self._server.serve_forever(poll_interval=0.05),
-            name="rest-api",
-            daemon=True,
-        )
+    def __init__(self, *, api: RestApi, host: str, port: int, cors: bool = False,
+                 threads: int | None = None) -> None:
+        self._api = api
+        self._cors = cors
+        # Bound now, so a taken port fails here and port 0's choice is known before start().
+        self._socket = socket.create_server((host, port), backlog=1024)
+        self._pool = ThreadPoolExecutor(max_workers=threads or 4 * (os.cpu_count() or 1),
+                                        thread_name_prefix="rest")
+        self._loop = asyncio.new_event_loop()
+        self._started = threading.Event()
+        self._thread = threading.Thread(target=self._serve, name="rest-api", daemon=True)
 
     @property
     def port(self) -> int:
-        return int(self._server.server_address[1])
+        return int(self._socket.getsockname()[1])
 
     def start(self) -> None:
         self._thread.start()
+        self._started.wait()
 
     def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
+        if self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=10)
+        elif self._thread.ident is None:  # never started: the loop thread did not close it
+            self._loop.close()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._socket.close()
+
+    def _serve(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        app = web.Application(client_max_size=_MAX_BODY)
+        app.router.add_route("*", "/{path:.*}", self._handle)
+        runner = web.AppRunner(app, access_log=None, keepalive_timeout=_IDLE_SECONDS,
+                               shutdown_timeout=2.0)
+        try:
+            self._loop.run_until_complete(runner.setup())
+            self._loop.run_until_complete(web.SockSite(runner, self._socket).start())
+        finally:
+            self._started.set()
+        try:
+            self._loop.run_forever()
+        finally:
+            self._loop.run_until_complete(runner.cleanup())
+            self._loop.close()
+
+    async def _handle(self, request: web.Request) -> web.Response:
+        path = request.raw_path.split("?", 1)[0]
+        try:
+            body = await request.read()
+        except web.HTTPRequestEntityTooLarge:
+            raise
+        except Exception:  # a body that ended early or broke its chunking
+            response = self._reply(400, rjson.error_body("Malformed request body").encode())
+            response.force_close()
+            return response
+        if not PATH_PREFIX.fullmatch(path):
+            return self._reply(404, _NOT_FOUND, "text/html")
+        if request.method == "OPTIONS":
+            return self._preflight(request)
+        answer = None
+        if request.method == "POST" and len(body) <= _LOOP_PARSE_LIMIT:
+            answer = await self._predict(path, body)
+        if answer is None:
+            answer = await self._loop.run_in_executor(self._pool, functools.partial(
+                self._api.handle, method=request.method, path=path, body=body))
+        return self._reply(*answer)
+
+    async def _predict(self, path: str, body: bytes) -> tuple[int, bytes] | None:
+        call = self._api.predict_parse(path=path, body=body)
+        if call is None or isinstance(call, tuple):
+            return call
+        done = self._api.predict_start(call, executor=self._pool)
+        try:
+            # Shielded: a cancelled wait must not cancel the task inside the batch scheduler.
+            await asyncio.shield(asyncio.wrap_future(done))
+        except asyncio.CancelledError:
+            done.add_done_callback(lambda _: call.release.close())
+            raise
+        except Exception:  # noqa: S110 - predict_finish reads the error from `done`
+            pass
+        return self._api.predict_finish(call, done)
+
+    def _preflight(self, request: web.Request) -> web.Response:
+        # CORS preflight, answered before the API handler as TF Serving does.
+        if _ORIGIN.search(request.headers.get("Origin", "")):
+            return self._reply(200, b"")
+        error = ServingError(Code.FAILED_PRECONDITION, "Origin header is missing in CORS preflight")
+        return self._reply(error.http_status, rjson.error_body(error.message).encode())
+
+    def _reply(self, status: int, body: bytes, content_type: str = "application/json"
+               ) -> web.Response:
+        response = web.Response(status=status, body=body, content_type=content_type)
+        if self._cors:
+            response.headers["Access-Control-Allow-Origin"] = "*"
+            response.headers["Access-Control-Allow-Methods"] = "POST, GET"
+            response.headers["Access-Control-Allow-Headers"] = "Content-Type"
+        return response

@@ -5,6 +5,8 @@ regressor, get_model_metadata_impl and get_model_status_impl, with their error t
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from concurrent.futures import Executor, Future
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -21,7 +23,7 @@ from tensorflow_serving.apis import (
 )
 
 from serving import tensors as T
-from serving.batching import Runner
+from serving.batching import BatchingRunner, Runner
 from serving.classify_regress import Classes, classifications, regressions, serialized_examples
 from serving.errors import Code, ServingError, invalid_argument
 from serving.manager import ModelManager
@@ -40,6 +42,17 @@ def _join(names: Any) -> str:
 
 def _debug(message: Any) -> str:
     return str(text_format.MessageToString(message))
+
+
+@dataclass(frozen=True)
+class PredictPlan:
+    signature_name: str
+    aliases: list[str]
+    feeds: dict[str, np.ndarray]
+    fetches: list[str]
+
+    def outputs(self, results: Sequence[np.ndarray]) -> dict[str, np.ndarray]:
+        return dict(zip(self.aliases, results, strict=True))
 
 
 class Inference:
@@ -69,6 +82,23 @@ class Inference:
             response.outputs[alias].CopyFrom(T.to_proto(array))
         return response
 
+    def run_start(self, *, servable: Servable, plan: PredictPlan, timeout_ms: int,
+                  executor: Executor) -> Future[list[np.ndarray]]:
+        """Starts a planned run without blocking: queued with the batch scheduler, or on
+        `executor` where it would block (batching off, rows beyond max_batch_size). A refusal
+        (a full batch queue) comes back as the future's exception."""
+        runner = self.runner
+        try:
+            if isinstance(runner, BatchingRunner) and runner.accepts(plan.feeds):
+                return runner.submit(servable=servable, feeds=plan.feeds, fetches=plan.fetches,
+                                     timeout_ms=timeout_ms)
+            return executor.submit(runner.run, servable=servable, feeds=plan.feeds,
+                                   fetches=plan.fetches, timeout_ms=timeout_ms)
+        except Exception as exc:
+            failed: Future[list[np.ndarray]] = Future()
+            failed.set_exception(exc)
+            return failed
+
     def run_predict(
         self,
         *,
@@ -79,6 +109,24 @@ class Inference:
         timeout_ms: int,
     ) -> tuple[str, dict[str, np.ndarray]]:
         """RunPredict: inputs are arrays (REST) or TensorProtos (gRPC), keyed by alias."""
+        plan = self.plan_predict(
+            servable=servable, signature_name=signature_name, inputs=inputs,
+            output_filter=output_filter,
+        )
+        results = self.runner.run(
+            servable=servable, feeds=plan.feeds, fetches=plan.fetches, timeout_ms=timeout_ms
+        )
+        return plan.signature_name, plan.outputs(results)
+
+    def plan_predict(
+        self,
+        *,
+        servable: Servable,
+        signature_name: str,
+        inputs: Mapping[str, Any],
+        output_filter: Sequence[str],
+    ) -> PredictPlan:
+        """RunPredict's checks and feeds, without the run (callers that must not block run it)."""
         name = signature_name or DEFAULT_SIGNATURE
         signature = servable.signatures.get(name)
         if signature is None:
@@ -98,11 +146,12 @@ class Inference:
             )
         feeds = _input_values(signature, inputs)
         aliases = _output_aliases(signature, output_filter)
-        fetches = [signature.outputs[alias].name for alias in aliases]
-        results = self.runner.run(
-            servable=servable, feeds=feeds, fetches=fetches, timeout_ms=timeout_ms
+        return PredictPlan(
+            signature_name=name,
+            aliases=aliases,
+            feeds=feeds,
+            fetches=[signature.outputs[alias].name for alias in aliases],
         )
-        return name, dict(zip(aliases, results, strict=True))
 
     # ---- Classify and Regress -----------------------------------------------------------
 

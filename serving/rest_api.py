@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable
+from concurrent.futures import Executor, Future
 from contextlib import ExitStack
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote_to_bytes
 
@@ -17,7 +20,8 @@ from tensorflow_serving.apis import get_model_metadata_pb2, get_model_status_pb2
 
 from serving import json_request, json_response, rjson
 from serving.errors import ServingError, invalid_argument
-from serving.inference import DEFAULT_SIGNATURE, SIGNATURE_DEF_FIELD, Inference
+from serving.inference import DEFAULT_SIGNATURE, SIGNATURE_DEF_FIELD, Inference, PredictPlan
+from serving.servable import Servable
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +41,44 @@ def _decode(text: str) -> str:
     return unquote_to_bytes(text).decode("utf-8", "surrogateescape")
 
 
+def _model_spec(match: re.Match[str]) -> model_pb2.ModelSpec:
+    name_raw, version_raw, label_raw, _ = match.groups()
+    spec = model_pb2.ModelSpec(name=_decode(name_raw) if name_raw else "")
+    if version_raw:
+        version = int(version_raw)
+        if version > _INT64_MAX:
+            raise invalid_argument(f"Failed to convert version: {version_raw} to numeric.")
+        spec.version.value = version
+    if label_raw:
+        spec.version_label = _decode(label_raw)
+    return spec
+
+
+def _answer(work: Callable[[], bytes], *, method: str, path: str) -> tuple[int, bytes]:
+    """(200, work()) or, when it raises, the error in TF Serving's JSON shape."""
+    try:
+        return 200, work()
+    except ServingError as exc:
+        return exc.http_status, rjson.error_body(exc.message).encode("utf-8", "surrogateescape")
+    except RecursionError:
+        # rapidjson parses any depth; Python's recursion limit is the request's fault here.
+        return 400, rjson.error_body("JSON value nests too deeply").encode("utf-8")
+    except Exception as exc:  # an unexpected failure still answers in TF Serving's shape
+        log.exception("REST request %s %s failed", method, path)
+        return 500, rjson.error_body(f"Internal error: {exc}").encode("utf-8")
+
+
+@dataclass
+class PredictCall:
+    """A parsed predict that holds its model version (`release`) until it is answered."""
+
+    path: str
+    servable: Servable
+    plan: PredictPlan
+    row_format: bool
+    release: ExitStack
+
+
 class RestApi:
     def __init__(self, *, inference: Inference, timeout_ms: int = 0) -> None:
         self._inference = inference
@@ -44,16 +86,46 @@ class RestApi:
 
     def handle(self, *, method: str, path: str, body: bytes) -> tuple[int, bytes]:
         """ProcessRequest: (HTTP status, JSON body) for one request to a /v1/ path."""
+        return _answer(lambda: self._process(method, path, body), method=method, path=path)
+
+    # ---- predict without blocking: parse, start, finish ----------------------------------
+
+    def predict_parse(self, *, path: str, body: bytes) -> PredictCall | tuple[int, bytes] | None:
+        """A POST's JSON parsed and checked against its model, not yet run: what an event loop
+        can do itself. The answer instead when the request fails here; None when the path is
+        not a predict (answer those with handle())."""
+        match = _PREDICTION.fullmatch(path)
+        if match is None or match.group(4) != "predict":  # as _process: other cases are malformed
+            return None
+        stack = ExitStack()
+        parsed: list[PredictCall] = []
+
+        def parse() -> bytes:
+            parsed.append(self._predict_parse(_model_spec(match), body, stack, path=path))
+            return b""
+
+        answer = _answer(parse, method="POST", path=path)
+        if parsed:
+            return parsed[0]
+        stack.close()
+        return answer
+
+    def predict_start(self, call: PredictCall, *, executor: Executor) -> Future[list[Any]]:
+        """Hands the run to the batch scheduler, or to `executor` where it would block."""
+        return self._inference.run_start(servable=call.servable, plan=call.plan,
+                                         timeout_ms=self._timeout_ms, executor=executor)
+
+    def predict_finish(self, call: PredictCall, done: Future[list[Any]]) -> tuple[int, bytes]:
+        """The answer once `done` has finished; releases the model version `call` held."""
         try:
-            return 200, self._process(method, path, body)
-        except ServingError as exc:
-            return exc.http_status, rjson.error_body(exc.message).encode("utf-8", "surrogateescape")
-        except RecursionError:
-            # rapidjson parses any depth; Python's recursion limit is the request's fault here.
-            return 400, rjson.error_body("JSON value nests too deeply").encode("utf-8")
-        except Exception as exc:  # an unexpected failure still answers in TF Serving's shape
-            log.exception("REST request %s %s failed", method, path)
-            return 500, rjson.error_body(f"Internal error: {exc}").encode("utf-8")
+            return _answer(
+                lambda: json_response.predict_json(
+                    call.plan.outputs(done.result()), row_format=call.row_format
+                ),
+                method="POST", path=call.path,
+            )
+        finally:
+            call.release.close()
 
     def _process(self, method: str, path: str, body: bytes) -> bytes:
         malformed = invalid_argument(f"Malformed request: {method} {path}")
@@ -65,15 +137,8 @@ class RestApi:
             raise malformed
         if match is None:
             raise malformed
-        name_raw, version_raw, label_raw, verb = match.groups()
-        spec = model_pb2.ModelSpec(name=_decode(name_raw) if name_raw else "")
-        if version_raw:
-            version = int(version_raw)
-            if version > _INT64_MAX:
-                raise invalid_argument(f"Failed to convert version: {version_raw} to numeric.")
-            spec.version.value = version
-        if label_raw:
-            spec.version_label = _decode(label_raw)
+        spec = _model_spec(match)
+        verb = match.group(4)
         if method == "POST":
             if verb == "predict":
                 return self._predict(spec, body)
@@ -87,30 +152,38 @@ class RestApi:
         return self._status(spec)
 
     def _predict(self, spec: model_pb2.ModelSpec, body: bytes) -> bytes:
-        document = rjson.parse_object(body)
         with ExitStack() as stack:
-            held: list[Any] = []
-
-            def input_dtypes(signature_name: str) -> dict[str, int]:
-                # GetInfoMap: the model is looked up only once the JSON has parsed.
-                servable = stack.enter_context(self._inference.manager.handle(spec))
-                held.append(servable)
-                name = signature_name or DEFAULT_SIGNATURE
-                if name not in servable.signatures:
-                    raise invalid_argument(
-                        f'Serving signature name: "{name}" not found in signature def'
-                    )
-                return {k: v.dtype for k, v in servable.signatures[name].inputs.items()}
-
-            request = json_request.parse_predict(document, input_dtypes=input_dtypes)
-            _, outputs = self._inference.run_predict(
-                servable=held[0],
-                signature_name=request.signature_name,
-                inputs=request.inputs,
-                output_filter=(),
+            call = self._predict_parse(spec, body, stack, path="")
+            results = self._inference.runner.run(
+                servable=call.servable, feeds=call.plan.feeds, fetches=call.plan.fetches,
                 timeout_ms=self._timeout_ms,
             )
-        return json_response.predict_json(outputs, row_format=request.row_format)
+        return json_response.predict_json(call.plan.outputs(results), row_format=call.row_format)
+
+    def _predict_parse(self, spec: model_pb2.ModelSpec, body: bytes, stack: ExitStack, *,
+                       path: str) -> PredictCall:
+        """The request parsed and planned; `stack` holds the model version until closed."""
+        document = rjson.parse_object(body)
+        held: list[Servable] = []
+
+        def input_dtypes(signature_name: str) -> dict[str, int]:
+            # GetInfoMap: the model is looked up only once the JSON has parsed.
+            servable = stack.enter_context(self._inference.manager.handle(spec))
+            held.append(servable)
+            name = signature_name or DEFAULT_SIGNATURE
+            if name not in servable.signatures:
+                raise invalid_argument(
+                    f'Serving signature name: "{name}" not found in signature def'
+                )
+            return {k: v.dtype for k, v in servable.signatures[name].inputs.items()}
+
+        request = json_request.parse_predict(document, input_dtypes=input_dtypes)
+        plan = self._inference.plan_predict(
+            servable=held[0], signature_name=request.signature_name, inputs=request.inputs,
+            output_filter=(),
+        )
+        return PredictCall(path=path, servable=held[0], plan=plan,
+                           row_format=request.row_format, release=stack)
 
     def _classify_regress(self, spec: model_pb2.ModelSpec, body: bytes, verb: str) -> bytes:
         signature_name, request_input = json_request.parse_examples(rjson.parse_object(body))
