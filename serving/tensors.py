@@ -6,6 +6,7 @@ the gRPC paths use it.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -87,6 +88,12 @@ _FIELD: dict[int, str] = {
 }
 
 
+# dtype_of's lookup: every response tensor passes through it, so no scan over _NUMPY.
+_BY_NUMPY: dict[np.dtype[Any], int] = {
+    np.dtype(np_type): enum_value for enum_value, np_type in _NUMPY.items() if np_type is not object
+}
+
+
 def dtype_name(dtype: int) -> str:
     return DTYPE_NAMES.get(dtype, types_pb2.DataType.Name(dtype).removeprefix("DT_").lower())
 
@@ -106,11 +113,11 @@ def dtype_of(array: np.ndarray) -> int:
     kind = array.dtype
     if kind.kind in "OSU":
         return DT_STRING
+    found = _BY_NUMPY.get(kind)
+    if found is not None:
+        return found
     if kind.name == "bfloat16":
         return DT_BFLOAT16
-    for enum_value, np_type in _NUMPY.items():
-        if np_type is not object and kind == np.dtype(np_type):
-            return enum_value
     raise ValueError(f"unsupported numpy dtype {kind}")
 
 
@@ -130,7 +137,7 @@ def _from_proto(proto: tensor_pb2.TensorProto) -> np.ndarray | None:
     shape = [dim.size for dim in proto.tensor_shape.dim]
     if any(size < 0 for size in shape) or proto.dtype not in _FIELD:
         return None
-    count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+    count = math.prod(shape)
     np_type = numpy_dtype(proto.dtype)
     if proto.tensor_content and proto.dtype != DT_STRING:
         if len(proto.tensor_content) != count * np.dtype(np_type).itemsize:
