@@ -39,7 +39,7 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
                         help="epochs per training run (default 10; item 2: 20)")
     parser.add_argument("--requests", type=int, default=None,
                         help="item 3 requests per client thread per round (default 150)")
-    parser.add_argument("--inference-rounds", type=int, default=None, help="default 3")
+    parser.add_argument("--inference-rounds", type=int, default=None, help="default 5")
     parser.add_argument("--broker", choices=("redis", "filesystem"), default="redis",
                         help="the stack's Celery broker (Redis: BENCH_STACK_REDIS_URL)")
     parser.add_argument("--databases", default="sqlite,postgresql",
@@ -90,7 +90,7 @@ def _stack_sections(args: argparse.Namespace) -> list[Section]:
 
             sections.append(inference_measure(
                 stack, client,
-                rounds=_pick(args.inference_rounds, full=3, quick=1, is_quick=quick),
+                rounds=_pick(args.inference_rounds, full=5, quick=1, is_quick=quick),
                 requests_per_thread=_pick(args.requests, full=150, quick=20, is_quick=quick),
             ))
             print(section_text(sections[-1]), flush=True)

@@ -1,6 +1,9 @@
-"""The inference section's CPU accounting: per-path totals and the bound on batching's gain."""
+"""The inference section's figures: CPU per path, the bound on batching's gain, the gain itself."""
 
-from bench.inference import _batching_bound_note, _cpu_rows, _cpu_total
+import pytest
+
+from bench.inference import _batching_bound_note, _cpu_rows, _cpu_total, batching_gain
+from bench.loadgen import LoadResult
 
 
 def cpu_shares() -> dict:
@@ -31,3 +34,22 @@ def test_the_bound_divides_a_request_by_what_batching_saved() -> None:
     # 0.2 ms saved in-process: gRPC 2.00 → 2.00 / 1.80, REST 2.00 → the same.
     assert "saved 0.20 ms" in note
     assert "embedded gRPC 2.00 ms → at most 1.11×" in note
+
+
+def runs(*rates: float) -> list[LoadResult]:
+    return [LoadResult(latencies_ms=[1.0] * int(rate), seconds=1.0) for rate in rates]
+
+
+def test_the_gain_is_the_median_of_back_to_back_ratios() -> None:
+    # The machine drifts between rounds; within a round both runs see the same machine.
+    results = {("embedded gRPC", "on", 8): runs(300, 1000, 2000),
+               ("embedded gRPC", "off", 8): runs(100, 1000, 1000)}
+    # Ratios 3.0, 1.0, 2.0 → 2.0; the ratio of the medians would say 1000 / 1000 = 1.0.
+    assert batching_gain(results, name="embedded gRPC") == 2.0
+
+
+def test_a_round_without_its_pair_is_refused() -> None:
+    results = {("embedded REST", "on", 8): runs(300, 200),
+               ("embedded REST", "off", 8): runs(100)}
+    with pytest.raises(ValueError):
+        batching_gain(results, name="embedded REST")
