@@ -36,7 +36,11 @@ def _serve(stdin: IO[str]) -> int:
 
     line = stdin.readline()
     if not line.strip():
-        return 0
+        # Nothing ran here, so nothing needs tearing down: skipping the interpreter's teardown
+        # of TensorFlow (0.8 s here) shortens every stop of a node, which waits for its pool.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
     order = json.loads(line)
     sys.stdout.flush()
     sys.stderr.flush()
