@@ -59,7 +59,7 @@ def _pick(value: int | None, *, full: int, quick: int, is_quick: bool) -> int:
 def _stack_sections(args: argparse.Namespace) -> list[Section]:
     from bench.api import PlatformClient
     from bench.configurations import configurations_measure
-    from bench.inference import BATCHING_PARAMETERS
+    from bench.inference import BATCHING_PARAMETERS, SESSION_PARALLELISM
     from bench.overhead import overhead_measure
     from bench.runs import Workload
     from bench.stack import Stack
@@ -71,7 +71,7 @@ def _stack_sections(args: argparse.Namespace) -> list[Section]:
     sections = []
     with tempfile.TemporaryDirectory(prefix="bench-stack-") as var, Stack(
         var_dir=Path(var), broker_url=broker if args.broker == "redis" else "",
-        batching_parameters=BATCHING_PARAMETERS,
+        batching_parameters=BATCHING_PARAMETERS, session_parallelism=SESSION_PARALLELISM,
     ) as stack:
         client = PlatformClient(stack.base_url, stack.token)
         if "configurations" in args.items:

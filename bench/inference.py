@@ -54,6 +54,13 @@ BATCHING_PARAMETERS = (
     "max_batch_size { value: 8 }\nbatch_timeout_micros { value: 2000 }\n"
     "num_batch_threads { value: 2 }\n"
 )
+# The model server's session threads (TF Serving's --tensorflow_intra_op_parallelism and
+# --tensorflow_inter_op_parallelism, as the operator's TF_SERVING_*_OP_PARALLELISM): each
+# request's (or batch's) ops run in the thread serving it, one op at a time. With TensorFlow's
+# default pools every run hands its ops to pool threads and back; for models this small those
+# hand-offs, each a wake-up on another core, cost more than the ops (platform REST over
+# embedded REST, dense, concurrency 1: 1.5-2.4 ms with the default pools, 1.2-1.5 ms without).
+SESSION_PARALLELISM = (1, -1)
 
 
 @dataclass(frozen=True)
@@ -116,11 +123,15 @@ class DirectPath:
 
 
 def direct_caller(*, name: str, path: Path, row: Any, batching: bool) -> DirectPath:
+    import tensorflow as tf
+
     from serving.batching import BatchingRunner, DirectRunner, Runner
     from serving.config import parse_batching_parameters
     from serving.servable import Servable
 
-    servable = Servable(name=name, version=1, path=path)
+    intra, inter = SESSION_PARALLELISM
+    servable = Servable(name=name, version=1, path=path, session_config=tf.compat.v1.ConfigProto(
+        intra_op_parallelism_threads=intra, inter_op_parallelism_threads=inter))
     signature = servable.signatures["serving_default"]
     feed = signature.inputs["inputs"].name
     fetches = [signature.outputs[k].name for k in sorted(signature.outputs)]
@@ -177,6 +188,7 @@ def unbatched_start(stack: Stack) -> Endpoints:
         PYTHON, "-m", "serving.server", f"--port={grpc_port}", f"--rest_api_port={rest_port}",
         f"--model_config_file={stack.model_base_path / 'models.config'}",
         "--allow_version_labels_for_unavailable_models", "--host=127.0.0.1",
+        *stack.session_flags,
     ])
     endpoints = Endpoints(f"127.0.0.1:{grpc_port}", f"http://127.0.0.1:{rest_port}",
                           f"http://127.0.0.1:{web_port}")
@@ -408,7 +420,11 @@ def _section(*, measured: dict[str, Measured], rounds: int, requests_per_thread:
             "each round's on ÷ off ratio (measured back to back). Batching on = `serve_models` "
             "with `TF_SERVING_BATCHING_PARAMETERS_FILE` holding `" + parameters + "` (the direct "
             "path batches with the same parameters); off = the same server without "
-            "--enable_batching."
+            "--enable_batching. Both servers, and the direct path's session, run with "
+            f"`TF_SERVING_INTRA_OP_PARALLELISM={SESSION_PARALLELISM[0]}`, "
+            f"`TF_SERVING_INTER_OP_PARALLELISM={SESSION_PARALLELISM[1]}` (TF Serving's "
+            "`--tensorflow_*_op_parallelism`): a request's ops run in the thread serving it, "
+            "not in TensorFlow's thread pools, the tuning for small models on few cores."
         ),
         tables=[
             Table(columns=("model", "path", "batching", "concurrency", "p50 ms", "p99 ms",

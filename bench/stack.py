@@ -52,6 +52,8 @@ class Stack:
     grpc_port: int = field(default_factory=free_port)
     rest_port: int = field(default_factory=free_port)
     batching_parameters: str = ""  # the model server's parameters file; empty: its defaults
+    # The model server's (intra-op, inter-op) session threads; (0, 0): TensorFlow's defaults.
+    session_parallelism: tuple[int, int] = (0, 0)
     token: str = ""
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
 
@@ -66,6 +68,13 @@ class Stack:
     @property
     def rest_url(self) -> str:
         return f"http://127.0.0.1:{self.rest_port}"
+
+    @property
+    def session_flags(self) -> list[str]:
+        """The model server's session-thread flags, for a server started outside serve_models."""
+        intra, inter = self.session_parallelism
+        return [f"--tensorflow_intra_op_parallelism={intra}",
+                f"--tensorflow_inter_op_parallelism={inter}"]
 
     @property
     def model_base_path(self) -> Path:
@@ -88,6 +97,8 @@ class Stack:
             "TF_SERVING_GRPC": self.grpc_target,
             "TF_SERVING_REST": self.rest_url,
             "PLATFORM_THROTTLE_INFERENCE": "1000000/min",  # the benchmark is not abuse
+            "TF_SERVING_INTRA_OP_PARALLELISM": str(self.session_parallelism[0]),
+            "TF_SERVING_INTER_OP_PARALLELISM": str(self.session_parallelism[1]),
             "PYTHONUNBUFFERED": "1",
             "TF_CPP_MIN_LOG_LEVEL": "2",
         }

@@ -100,6 +100,24 @@ def parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _session_parallelism(args: argparse.Namespace) -> tuple[int, int]:
+    """(intra-op, inter-op) threads, chosen as TF Serving's server.cc chooses them: both as given
+    when either is positive, else tensorflow_session_parallelism for both. 0 lets TensorFlow
+    pick; a negative inter-op count runs a request's ops in the thread that serves it."""
+    intra, inter = args.tensorflow_intra_op_parallelism, args.tensorflow_inter_op_parallelism
+    session = args.tensorflow_session_parallelism
+    if intra > 0 and inter > 0 and session > 0:
+        raise ValueError(
+            "Either configure server_options.tensorflow_session_parallelism or "
+            "(server_options.tensorflow_intra_op_parallelism, "
+            "server_options.tensorflow_inter_op_parallelism) separately. "
+            "You cannot configure all."
+        )
+    if intra > 0 or inter > 0:
+        return intra, inter
+    return session, session
+
+
 def options_from_args(args: argparse.Namespace) -> tuple[ServerOptions, ModelServer]:
     """Validates like Server::BuildAndStart and builds the server (not started)."""
     if args.port == 0 and not args.grpc_socket_path:
@@ -121,8 +139,7 @@ def options_from_args(args: argparse.Namespace) -> tuple[ServerOptions, ModelSer
             "server_options.batching_parameters_file is set without setting "
             "server_options.enable_batching to true."
         )
-    intra = args.tensorflow_intra_op_parallelism or args.tensorflow_session_parallelism
-    inter = args.tensorflow_inter_op_parallelism or args.tensorflow_session_parallelism
+    intra, inter = _session_parallelism(args)
     extra = {name: value for name in _IGNORED if (value := getattr(args, name)) is not None}
     for name in extra:
         log.warning("--%s is accepted for compatibility and ignored", name)

@@ -60,6 +60,14 @@ def test_tf_serving_shares_the_model_volume_with_the_platform() -> None:
     assert "--model_config_file=/models/models.config" in services["tfserving"]["command"]
 
 
+def test_tf_serving_takes_the_session_thread_settings_the_embedded_server_takes() -> None:
+    command = COMPOSE["services"]["tfserving"]["command"]
+    for setting in ("INTRA_OP", "INTER_OP"):
+        flag = f"--tensorflow_{setting.lower()}_parallelism"
+        # Unset, 0: TF Serving's own default, the embedded server's too.
+        assert f"{flag}=${{TF_SERVING_{setting}_PARALLELISM:-0}}" in command
+
+
 def test_app_image_puts_platform_folder_on_the_path() -> None:
     dockerfile = (ROOT / "Dockerfile").read_text()
     assert "PYTHONPATH=/app/platform:/app" in dockerfile

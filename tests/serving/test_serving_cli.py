@@ -108,6 +108,9 @@ def processes(model_base: Path, tmp_path_factory: pytest.TempPathFactory) -> Ite
             "--rest_api_timeout_in_ms=5000",
             "--rest_api_num_threads=4",
             "--enable_model_warmup=false",
+            # Each batch's ops run in the batch thread (TF Serving's small-model tuning).
+            "--tensorflow_intra_op_parallelism=1",
+            "--tensorflow_inter_op_parallelism=-1",
             "--host=127.0.0.1",
         ),
     }
@@ -170,6 +173,11 @@ BATCHING_FILE_ALONE = (
     "server_options.batching_parameters_file is set without setting "
     "server_options.enable_batching to true."
 )
+ALL_PARALLELISM = (
+    "Either configure server_options.tensorflow_session_parallelism or "
+    "(server_options.tensorflow_intra_op_parallelism, "
+    "server_options.tensorflow_inter_op_parallelism) separately. You cannot configure all."
+)
 
 
 @pytest.mark.parametrize(
@@ -178,6 +186,15 @@ BATCHING_FILE_ALONE = (
         (["--port=8500"], NO_MODEL),
         (["--port=0", "--model_base_path=/m"], NO_PORT),
         (["--model_base_path=/m", "--batching_parameters_file=/b"], BATCHING_FILE_ALONE),
+        (
+            [
+                "--model_base_path=/m",
+                "--tensorflow_session_parallelism=2",
+                "--tensorflow_intra_op_parallelism=1",
+                "--tensorflow_inter_op_parallelism=1",
+            ],
+            ALL_PARALLELISM,
+        ),
     ],
 )
 def test_invalid_flags_fail_like_tensorflow_model_server(flags: list[str], error: str) -> None:
@@ -214,3 +231,22 @@ def test_flags_map_onto_server_options(tmp_path: Path) -> None:
     assert (options.intra_op_parallelism, options.inter_op_parallelism) == (2, 2)
     assert options.saved_model_tags == ("serve", "gpu")
     assert options.extra == {"enable_profiler": "false"}
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [
+        ([], (0, 0)),
+        (["--tensorflow_session_parallelism=3"], (3, 3)),
+        # Either per-pool count given: both as given, the session count is not used.
+        (["--tensorflow_session_parallelism=3", "--tensorflow_intra_op_parallelism=2"], (2, 0)),
+        (["--tensorflow_intra_op_parallelism=1", "--tensorflow_inter_op_parallelism=-1"], (1, -1)),
+        # A negative inter-op count alone is not "set" for TF Serving: the session count wins.
+        (["--tensorflow_session_parallelism=2", "--tensorflow_inter_op_parallelism=-1"], (2, 2)),
+    ],
+)
+def test_session_parallelism_is_chosen_like_tensorflow_model_server(
+    flags: list[str], expected: tuple[int, int]
+) -> None:
+    options, _ = options_from_args(flag_parser().parse_args(["--model_base_path=/m", *flags]))
+    assert (options.intra_op_parallelism, options.inter_op_parallelism) == expected

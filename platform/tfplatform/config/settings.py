@@ -225,6 +225,12 @@ PLATFORM = {
     # TF Serving's batching_parameters_file for the embedded server; empty: its defaults.
     "TF_SERVING_BATCHING_PARAMETERS_FILE": env.str("TF_SERVING_BATCHING_PARAMETERS_FILE",
                                                    default=""),
+    # TF Serving's --tensorflow_intra_op_parallelism / --tensorflow_inter_op_parallelism for the
+    # embedded server (compose passes them to tensorflow/serving). 0: TensorFlow's thread pools
+    # sized to the cores. Small models on few cores answer sooner with intra 1 and inter -1:
+    # a request's ops run in the thread serving it, with no hand-off to a pool (bench item 3).
+    "TF_SERVING_INTRA_OP_PARALLELISM": env.int("TF_SERVING_INTRA_OP_PARALLELISM", default=0),
+    "TF_SERVING_INTER_OP_PARALLELISM": env.int("TF_SERVING_INTER_OP_PARALLELISM", default=0),
     "HEARTBEAT_SECONDS": env.float("PLATFORM_HEARTBEAT_SECONDS", default=5.0),
     "NODE_LOST_SECONDS": env.float("PLATFORM_NODE_LOST_SECONDS", default=30.0),
     "SCHEDULER_INTERVAL_SECONDS": env.float("PLATFORM_SCHEDULER_INTERVAL", default=1.0),

@@ -1,5 +1,6 @@
 import os
 import sys
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
@@ -13,26 +14,40 @@ class Command(BaseCommand):
     help = "Start the embedded TF Serving-compatible model server on the configured ports."
 
     def handle(self, *args: Any, **options: Any) -> None:
-        grpc_port = settings.PLATFORM["TF_SERVING_GRPC"].rsplit(":", 1)[1]
-        rest_port = urlparse(settings.PLATFORM["TF_SERVING_REST"]).port or 8501
         config = model_config_ensure()
-        argv = [
-            sys.executable,
-            "-m",
-            "serving.server",
-            f"--port={grpc_port}",
-            f"--rest_api_port={rest_port}",
-            f"--model_config_file={config}",
-            "--enable_batching",
-            # The config names labels; at start-up their versions are not loaded yet.
-            "--allow_version_labels_for_unavailable_models",
-            # Embedded serving is for this machine only; compose uses tensorflow/serving.
-            "--host=127.0.0.1",
-        ]
-        batching = settings.PLATFORM["TF_SERVING_BATCHING_PARAMETERS_FILE"]
-        if batching:
-            argv.append(f"--batching_parameters_file={batching}")
-        self.stdout.write(f"Model server: gRPC :{grpc_port}, REST :{rest_port}, config {config}")
+        argv = serve_models_argv(config=config)
+        self.stdout.write(
+            f"Model server: gRPC {settings.PLATFORM['TF_SERVING_GRPC']}, REST "
+            f"{settings.PLATFORM['TF_SERVING_REST']}, config {config}"
+        )
         sys.stdout.flush()
         # Replace this process so signals from the process manager reach the server directly.
         os.execv(sys.executable, argv)  # noqa: S606 - argv is ours, no shell involved
+
+
+def serve_models_argv(*, config: Path) -> list[str]:
+    """The embedded server's command line, from the platform's settings."""
+    grpc_port = settings.PLATFORM["TF_SERVING_GRPC"].rsplit(":", 1)[1]
+    rest_port = urlparse(settings.PLATFORM["TF_SERVING_REST"]).port or 8501
+    argv = [
+        sys.executable,
+        "-m",
+        "serving.server",
+        f"--port={grpc_port}",
+        f"--rest_api_port={rest_port}",
+        f"--model_config_file={config}",
+        "--enable_batching",
+        # The config names labels; at start-up their versions are not loaded yet.
+        "--allow_version_labels_for_unavailable_models",
+        # Embedded serving is for this machine only; compose uses tensorflow/serving.
+        "--host=127.0.0.1",
+    ]
+    batching = settings.PLATFORM["TF_SERVING_BATCHING_PARAMETERS_FILE"]
+    if batching:
+        argv.append(f"--batching_parameters_file={batching}")
+    intra = settings.PLATFORM["TF_SERVING_INTRA_OP_PARALLELISM"]
+    inter = settings.PLATFORM["TF_SERVING_INTER_OP_PARALLELISM"]
+    if intra or inter:
+        argv += [f"--tensorflow_intra_op_parallelism={intra}",
+                 f"--tensorflow_inter_op_parallelism={inter}"]
+    return argv

@@ -1,0 +1,43 @@
+"""`manage.py serve_models`: the embedded server's command line follows the platform's settings."""
+
+from pathlib import Path
+from typing import Any
+
+from serving.flags import options_from_args
+from serving.flags import parser as flag_parser
+from serving.server import ServerOptions
+from tfplatform.modelregistry.management.commands.serve_models import serve_models_argv
+
+
+def _options(argv: list[str]) -> ServerOptions:
+    assert argv[1:3] == ["-m", "serving.server"]
+    return options_from_args(flag_parser().parse_args(argv[3:]))[0]
+
+
+def _platform(settings: Any, **values: object) -> None:
+    settings.PLATFORM = {**settings.PLATFORM, "TF_SERVING_GRPC": "127.0.0.1:9500",
+                         "TF_SERVING_REST": "http://127.0.0.1:9501", **values}
+
+
+def test_defaults_leave_the_session_thread_pools_to_tensorflow(
+    settings: Any, tmp_path: Path
+) -> None:
+    _platform(settings, TF_SERVING_BATCHING_PARAMETERS_FILE="",
+              TF_SERVING_INTRA_OP_PARALLELISM=0, TF_SERVING_INTER_OP_PARALLELISM=0)
+    options = _options(serve_models_argv(config=tmp_path / "models.config"))
+    assert (options.grpc_port, options.rest_api_port, options.host) == (9500, 9501, "127.0.0.1")
+    assert options.batching is not None  # --enable_batching with TF Serving's default parameters
+    assert (options.intra_op_parallelism, options.inter_op_parallelism) == (0, 0)
+
+
+def test_batching_file_and_session_threads_reach_the_server(
+    settings: Any, tmp_path: Path
+) -> None:
+    batching = tmp_path / "batching.config"
+    batching.write_text("max_batch_size { value: 8 }\nnum_batch_threads { value: 3 }\n")
+    _platform(settings, TF_SERVING_BATCHING_PARAMETERS_FILE=str(batching),
+              TF_SERVING_INTRA_OP_PARALLELISM=1, TF_SERVING_INTER_OP_PARALLELISM=-1)
+    options = _options(serve_models_argv(config=tmp_path / "models.config"))
+    assert options.batching is not None
+    assert (options.batching.max_batch_size, options.batching.num_batch_threads) == (8, 3)
+    assert (options.intra_op_parallelism, options.inter_op_parallelism) == (1, -1)
