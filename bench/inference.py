@@ -124,15 +124,13 @@ class DirectPath:
 
 
 def direct_caller(*, name: str, path: Path, row: Any, batching: bool) -> DirectPath:
-    import tensorflow as tf
-
     from serving.batching import BatchingRunner, DirectRunner, Runner
     from serving.config import parse_batching_parameters
-    from serving.servable import Servable
+    from serving.servable import Servable, session_config
 
     intra, inter = SESSION_PARALLELISM
-    servable = Servable(name=name, version=1, path=path, session_config=tf.compat.v1.ConfigProto(
-        intra_op_parallelism_threads=intra, inter_op_parallelism_threads=inter))
+    servable = Servable(name=name, version=1, path=path, session_config=session_config(
+        intra_op_parallelism=intra, inter_op_parallelism=inter))
     signature = servable.signatures["serving_default"]
     feed = signature.inputs["inputs"].name
     fetches = [signature.outputs[k].name for k in sorted(signature.outputs)]

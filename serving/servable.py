@@ -31,6 +31,16 @@ def load_error(exc: BaseException) -> ServingError:
     return ServingError(Code.UNKNOWN, str(exc) or type(exc).__name__)
 
 
+
+def session_config(
+    *, intra_op_parallelism: int, inter_op_parallelism: int
+) -> config_pb2.ConfigProto:
+    """A servable's session threads, as TF Serving's --tensorflow_*_op_parallelism set them."""
+    return config_pb2.ConfigProto(
+        intra_op_parallelism_threads=intra_op_parallelism,
+        inter_op_parallelism_threads=inter_op_parallelism,
+    )
+
 class Servable:
     """A SavedModel in its own graph and session; close() waits for in-flight runs."""
 

@@ -16,7 +16,6 @@ from types import TracebackType
 
 import grpc
 from google.protobuf import text_format
-from tensorflow.core.protobuf import config_pb2
 from tensorflow_serving.config import model_server_config_pb2
 
 from serving.batching import BatchingRunner, DirectRunner, Runner
@@ -26,7 +25,7 @@ from serving.http_server import RestServer
 from serving.inference import Inference
 from serving.manager import ModelManager
 from serving.rest_api import RestApi
-from serving.servable import DEFAULT_TAGS, Servable
+from serving.servable import DEFAULT_TAGS, Servable, session_config
 
 log = logging.getLogger(__name__)
 
@@ -68,9 +67,9 @@ class ModelServer:
         self._initial = (
             config if config is not None else model_server_config_pb2.ModelServerConfig()
         )
-        session_config = config_pb2.ConfigProto(
-            intra_op_parallelism_threads=options.intra_op_parallelism,
-            inter_op_parallelism_threads=options.inter_op_parallelism,
+        sessions = session_config(
+            intra_op_parallelism=options.intra_op_parallelism,
+            inter_op_parallelism=options.inter_op_parallelism,
         )
 
         def load(name: str, version: int, path: Path) -> Servable:
@@ -79,7 +78,7 @@ class ModelServer:
                 version=version,
                 path=path,
                 tags=options.saved_model_tags,
-                session_config=session_config,
+                session_config=sessions,
             )
 
         self.manager = ModelManager(
