@@ -355,7 +355,11 @@ def test_model_server_restarts_from_the_written_config_with_labels(
 def test_inference_is_rate_limited(model_server: dict[str, Any], monkeypatch: Any) -> None:
     from rest_framework.throttling import ScopedRateThrottle
 
+    from tfplatform.core.throttling import ScopedWindowRateThrottle
+
     monkeypatch.setitem(ScopedRateThrottle.THROTTLE_RATES, "inference", "3/min")
+    # Counted per fixed minute: five requests straddling a minute's end would start a new count.
+    monkeypatch.setattr(ScopedWindowRateThrottle, "timer", lambda self: 1_800_000_030.0)
     client = api(UserFactory())
     register(client, "limited")
     codes = [
