@@ -34,9 +34,9 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
                         help="reduced sizes (one round, fewer epochs and requests)")
     parser.add_argument("--results", type=Path, default=RESULTS, help="where to write")
     parser.add_argument("--rounds", type=int, default=None, help="item 1 rounds (default 2)")
-    parser.add_argument("--repeats", type=int, default=None, help="item 2 repeats (default 7)")
+    parser.add_argument("--repeats", type=int, default=None, help="item 2 repeats (default 12)")
     parser.add_argument("--epochs", type=int, default=None,
-                        help="epochs per training run (default 10; item 2: 20)")
+                        help="epochs per training run (default 10; item 2: 12)")
     parser.add_argument("--requests", type=int, default=None,
                         help="item 3 requests per client thread per round (default 150)")
     parser.add_argument("--inference-rounds", type=int, default=None, help="default 5")
@@ -79,11 +79,12 @@ def _stack_sections(args: argparse.Namespace) -> list[Section]:
             sections.append(configurations_measure(client, workload=workload, rounds=rounds))
             print(section_text(sections[-1]), flush=True)
         if "overhead" in args.items:
-            repeats = _pick(args.repeats, full=7, quick=1, is_quick=quick)
-            # Longer runs than item 1: more steady epochs per median, on a noisy 2-core machine.
-            longer = dataclasses.replace(
-                workload, epochs=_pick(args.epochs, full=20, quick=5, is_quick=quick))
-            sections.append(overhead_measure(client, workload=longer, repeats=repeats))
+            # Many short pairs rather than a few long ones: the rate varies more between processes
+            # than within one (bench/overhead.py), and 12 pairs give a 96 % interval.
+            repeats = _pick(args.repeats, full=12, quick=1, is_quick=quick)
+            pairs = dataclasses.replace(
+                workload, epochs=_pick(args.epochs, full=12, quick=5, is_quick=quick))
+            sections.append(overhead_measure(client, workload=pairs, repeats=repeats))
             print(section_text(sections[-1]), flush=True)
         if "inference" in args.items:
             from bench.inference import inference_measure

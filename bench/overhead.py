@@ -12,8 +12,12 @@
     step's end with on_train_batch_end(0)).
 
 Repeats are interleaved, alternating which side goes first. Before every run the machine is let
-go quiet, and platform runs are spaced so the node has refilled its warm trial process, as a
-node between jobs would have.
+go quiet, and after a platform run the node has first refilled its warm trial process, as a node
+between jobs would have.
+
+On this VM one process's steady rate differs from the next one's by ~10 % (standard deviation),
+more than it drifts within a run: the target's precision comes from the number of pairs, not from
+epochs per run, and the report gives the median's distribution-free 95 % interval beside it.
 """
 
 from __future__ import annotations
@@ -35,7 +39,9 @@ from bench.runs import EpochRecord, TrainingRun, Workload, platform_run
 from training.warm import REFILL_DELAY_SECONDS
 
 ROOT = Path(__file__).resolve().parents[1]
-REFILL_IMPORT_SECONDS = 10.0  # a warm process importing TensorFlow on a busy 2-core machine
+# By then the node's replacement warm process has been importing TensorFlow (~4 s of one core)
+# for a while, so waiting for a quiet machine waits for the import to end.
+REFILL_STARTED_SECONDS = REFILL_DELAY_SECONDS + 1.5
 
 
 def plain_run(*, workload: Workload) -> TrainingRun:
@@ -84,14 +90,14 @@ def overhead_measure(client: PlatformClient, *, workload: Workload, repeats: int
     started = time.monotonic()
     platform: list[TrainingRun] = []
     plain: list[TrainingRun] = []
-    spacing = REFILL_DELAY_SECONDS + REFILL_IMPORT_SECONDS
+    spacing = REFILL_STARTED_SECONDS
     platform_ended = time.monotonic() - spacing
 
     def settle() -> None:
         # Neither side may run while the node imports TensorFlow into a new warm process, which
         # it starts a moment after a trial has ended.
         time.sleep(max(0.0, platform_ended + spacing - time.monotonic()))
-        wait_quiet(timeout=20)
+        wait_quiet(timeout=30)
 
     for repeat in range(repeats):
         for side in ("platform", "plain") if repeat % 2 == 0 else ("plain", "platform"):
@@ -108,6 +114,7 @@ def overhead_measure(client: PlatformClient, *, workload: Workload, repeats: int
     paired = [a.steady_images_per_sec / b.steady_images_per_sec
               for a, b in zip(platform, plain, strict=True)]
     fit_ratio = stats.median(paired)
+    interval = stats.median_interval(paired)
     medians_ratio = stats.ratio(
         stats.median([r.steady_images_per_sec for r in platform]),
         stats.median([r.steady_images_per_sec for r in plain]),
@@ -124,6 +131,8 @@ def overhead_measure(client: PlatformClient, *, workload: Workload, repeats: int
          number(stats.median([r.steady_images_per_sec for r in plain]), 0),
          number(medians_ratio, 3)),
         ("the same, median of each repeat's platform ÷ plain", "", "", number(fit_ratio, 3)),
+        (f"its {interval.coverage:.1%} confidence interval (distribution-free)", "", "",
+         f"{interval.low:.3f} – {interval.high:.3f}"),
         ("images/sec, epoch cycle on the wall clock", number(wall_platform, 0),
          number(wall_plain, 0), number(stats.ratio(wall_platform, wall_plain), 3)),
         ("between epochs (checkpoints, reporting), ms", number(pause_platform, 1),
