@@ -48,7 +48,8 @@ class PlatformClient:
         query = f"?name={name}" if name else ""
         return list(self._call("GET", f"/api/v1/experiments/{experiment_id}/metrics/{query}"))
 
-    def experiment_wait(self, experiment_id: int, *, timeout: float) -> dict[str, Any]:
+    def experiment_wait(self, experiment_id: int, *, timeout: float,
+                        poll_seconds: float = 1.5) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
         while True:
             body = self.experiment(experiment_id)
@@ -64,7 +65,7 @@ class PlatformClient:
                 raise PlatformError(f"experiment {experiment_id} still {body['state']} after "
                                     f"{timeout:.0f}s")
             # Each poll costs the web process CPU the training shares: not too often.
-            time.sleep(1.5)
+            time.sleep(poll_seconds)
 
     def model_register_path(self, *, model_name: str, path: str) -> dict[str, Any]:
         body = {"model_name": model_name, "path": path}

@@ -80,6 +80,17 @@ class TrainingRun:
         return stats.median([e.images for e in self.epochs[1:]]) / stats.median(gaps)
 
     @property
+    def span(self) -> tuple[float, float]:
+        """Wall-clock start of the first epoch and end of the last."""
+        return self.epochs[0].ended_at - self.epochs[0].seconds, self.epochs[-1].ended_at
+
+    def steady_images_per_sec_within(self, span: tuple[float, float]) -> float | None:
+        """Like steady_images_per_sec, over the steady epochs that lie wholly inside `span`."""
+        inside = [e.images_per_sec for e in self.epochs[1:]
+                  if e.ended_at - e.seconds >= span[0] and e.ended_at <= span[1]]
+        return stats.median(inside) if inside else None
+
+    @property
     def final_val_accuracy(self) -> float | None:
         return self.epochs[-1].val_accuracy if self.epochs else None
 
@@ -118,14 +129,15 @@ def epochs_from_metrics(metrics: list[dict[str, Any]]) -> list[EpochRecord]:
 
 
 def platform_run(client: PlatformClient, *, label: str, resources: dict[str, int],
-                 workload: Workload, timeout: float = 600) -> TrainingRun:
+                 workload: Workload, timeout: float = 600, poll_seconds: float = 1.5
+                 ) -> TrainingRun:
     started = time.time()
     created = client.experiment_submit(
         name=f"bench {label}", model=workload.model, dataset=workload.dataset,
         hyperparameters=workload.hyperparameters(), resources=resources,
         target_accuracy=workload.target_accuracy,
     )
-    done = client.experiment_wait(created["id"], timeout=timeout)
+    done = client.experiment_wait(created["id"], timeout=timeout, poll_seconds=poll_seconds)
     results = done.get("results") or {}
     return TrainingRun(
         label=label,

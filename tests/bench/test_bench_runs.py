@@ -54,3 +54,16 @@ def test_steady_and_wall_clock_rates_leave_the_first_epoch_out() -> None:
     assert run.final_val_accuracy == 0.95
     assert TrainingRun(label="one", epochs=run.epochs[:1]).wall_images_per_sec is None
     assert TrainingRun(label="none", epochs=[]).first_step_seconds is None
+
+
+def test_overlap_keeps_steady_epochs_wholly_inside_the_other_runs_span() -> None:
+    run = TrainingRun(label="a", epochs=[
+        record(1, rate=50.0, seconds=1.0, ended_at=11.0),  # tracing: never counted
+        record(2, rate=100.0, seconds=1.0, ended_at=12.0),
+        record(3, rate=200.0, seconds=1.0, ended_at=13.0),
+        record(4, rate=300.0, seconds=1.0, ended_at=14.0),
+    ])
+    assert run.span == (10.0, 14.0)
+    assert run.steady_images_per_sec_within((11.5, 20.0)) == 250.0  # epoch 2 began at 11.0
+    assert run.steady_images_per_sec_within((0.0, 13.0)) == 150.0
+    assert run.steady_images_per_sec_within((20.0, 30.0)) is None

@@ -4,7 +4,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from tfplatform.experiments.models import Checkpoint, Experiment, Metric, Trial
-from tfplatform.experiments.trials import metric_record, trial_append_log
+from tfplatform.experiments.trials import metrics_record, trial_append_log
 from training.spec import TrialEvent
 
 # Throughput arrives every few seconds; these are the names charts and benchmarks read.
@@ -39,15 +39,9 @@ class TrialEventRecorder:
             trial__experiment_id=self.trial.experiment_id, epoch=epoch
         ).exists():
             return
-        for name, value in numbers.items():
-            metric_record(
-                trial=self.trial,
-                name=name,
-                value=value,
-                step=epoch,
-                epoch=epoch,
-                recorded_at=self._when(event),
-            )
+        metrics_record(
+            trial=self.trial, values=numbers, step=epoch, epoch=epoch, recorded_at=self._when(event)
+        )
 
     def _on_throughput(self, event: TrialEvent) -> None:
         if event.task not in CHIEF_TASKS:
@@ -55,16 +49,13 @@ class TrialEventRecorder:
         numbers = self._numbers(event.payload)
         self.throughput_step += 1
         epoch = int(numbers["epoch"]) if "epoch" in numbers else None
-        for name in THROUGHPUT_KEYS:
-            if name in numbers:
-                metric_record(
-                    trial=self.trial,
-                    name=name,
-                    value=numbers[name],
-                    step=self.throughput_step,
-                    epoch=epoch,
-                    recorded_at=self._when(event),
-                )
+        metrics_record(
+            trial=self.trial,
+            values={name: numbers[name] for name in THROUGHPUT_KEYS if name in numbers},
+            step=self.throughput_step,
+            epoch=epoch,
+            recorded_at=self._when(event),
+        )
 
     def _on_status(self, event: TrialEvent) -> None:
         payload = event.payload

@@ -50,3 +50,33 @@ def test_first_step_time_is_kept_from_the_first_report() -> None:
     trial.refresh_from_db()
     assert trial.first_step_at is not None
     assert trial.first_step_at.timestamp() == pytest.approx(now, abs=1e-3)
+
+
+def test_an_epoch_is_recorded_as_one_row_per_number_sharing_its_time() -> None:
+    trial = TrialFactory()
+    record = TrialEventRecorder(trial=trial)
+    now = time.time()
+    record(TrialEvent(kind="metric", task="worker:0", time=now, payload={
+        "epoch": 3, "loss": 0.5, "val_accuracy": 0.9, "images_per_sec": 4000.0, "note": "text",
+    }))
+    rows = {m.name: m for m in Metric.objects.filter(trial=trial)}
+    assert {name: m.value for name, m in rows.items()} == {
+        "loss": 0.5, "val_accuracy": 0.9, "images_per_sec": 4000.0,
+    }
+    assert {(m.epoch, m.step) for m in rows.values()} == {(3, 3)}
+    assert len({m.recorded_at for m in rows.values()}) == 1
+    assert rows["loss"].recorded_at.timestamp() == pytest.approx(now, abs=1e-3)
+
+
+def test_throughput_keeps_the_chiefs_rates_only() -> None:
+    trial = TrialFactory()
+    record = TrialEventRecorder(trial=trial)
+    payload = {"epoch": 2, "optimizer_step": 90, "images_per_sec": 3000.0,
+               "images_per_sec_per_replica": 1500.0}
+    record(TrialEvent(kind="throughput", task="worker:1", payload=payload))
+    record(TrialEvent(kind="throughput", task="worker:0", payload=payload))
+    rows = Metric.objects.filter(trial=trial).order_by("name")
+    assert [(m.name, m.value, m.step, m.epoch) for m in rows] == [
+        ("images_per_sec", 3000.0, 1, 2),
+        ("images_per_sec_per_replica", 1500.0, 1, 2),
+    ]
