@@ -12,6 +12,8 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
+from bench.cpu import stat_fields
+
 
 def cpus_available() -> set[int]:
     return set(os.sched_getaffinity(0))
@@ -25,7 +27,7 @@ def process_tree(roots: Iterable[int]) -> list[int]:
         if not entry.name.isdigit():
             continue
         try:
-            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            parent = int(stat_fields(int(entry.name))[1])
         except (OSError, IndexError, ValueError):
             continue  # exited meanwhile
         children.setdefault(parent, []).append(int(entry.name))

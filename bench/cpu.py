@@ -15,10 +15,15 @@ from pathlib import Path
 _TICK = os.sysconf("SC_CLK_TCK")
 
 
+def stat_fields(pid: int) -> list[str]:
+    """/proc/<pid>/stat after the command name (which may hold spaces and parentheses): state,
+    parent pid, ..., utime and stime are the 12th and 13th."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
 def process_seconds(pid: int) -> float:
     """CPU seconds so far of one process, every thread."""
-    # Fields after the command name: utime and stime are the 12th and 13th (all threads).
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    fields = stat_fields(pid)
     return (int(fields[11]) + int(fields[12])) / _TICK
 
 

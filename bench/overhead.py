@@ -133,10 +133,8 @@ def _side_by_side(client: PlatformClient, *, stack_pids: list[int], workload: Wo
     plain_rate = plain.steady_images_per_sec_within(platform.span)
     if platform_rate is None or plain_rate is None:
         return None  # they did not train at the same time
-    overlapping = sum(
-        1 for run, other in ((platform, plain), (plain, platform)) for e in run.epochs[1:]
-        if e.ended_at - e.seconds >= other.span[0] and e.ended_at <= other.span[1]
-    )
+    overlapping = (len(platform.steady_epochs_within(plain.span))
+                   + len(plain.steady_epochs_within(platform.span)))
     steady = len(platform.epochs) + len(plain.epochs) - 2
     return SidePair(platform=platform, plain=plain, platform_cpu=platform_cpu,
                     platform_rate=platform_rate, plain_rate=plain_rate,

@@ -84,10 +84,14 @@ class TrainingRun:
         """Wall-clock start of the first epoch and end of the last."""
         return self.epochs[0].ended_at - self.epochs[0].seconds, self.epochs[-1].ended_at
 
+    def steady_epochs_within(self, span: tuple[float, float]) -> list[EpochRecord]:
+        """The steady epochs (first left out) that lie wholly inside `span`."""
+        return [e for e in self.epochs[1:]
+                if e.ended_at - e.seconds >= span[0] and e.ended_at <= span[1]]
+
     def steady_images_per_sec_within(self, span: tuple[float, float]) -> float | None:
-        """Like steady_images_per_sec, over the steady epochs that lie wholly inside `span`."""
-        inside = [e.images_per_sec for e in self.epochs[1:]
-                  if e.ended_at - e.seconds >= span[0] and e.ended_at <= span[1]]
+        """Like steady_images_per_sec, over steady_epochs_within(span)."""
+        inside = [e.images_per_sec for e in self.steady_epochs_within(span)]
         return stats.median(inside) if inside else None
 
     @property
