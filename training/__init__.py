@@ -6,8 +6,8 @@ supervisor) does not load TensorFlow; only trial processes (`python -m training.
 through `training.tfenv`.
 
     web process        catalog.spec_validate(spec=...)               -> 400 on InvalidInput
-    job runner         supervisor.trial_supervise(spec=..., on_event=..., should_cancel=...)
-                           -> TrialOutcome, streaming TrialEvent to on_event
+    job runner         supervisor.trial_supervise(spec=..., on_events=..., should_cancel=...)
+                           -> TrialOutcome, streaming TrialEvents to on_events
     trial processes    worker.main -> trial.trial_run: strategy.strategy_build (the one place a
                        strategy is made), modelling, datasets, callbacks, checkpoints, export, pi
 """

@@ -1,6 +1,6 @@
 """Runs one trial as a gang of OS processes and turns what they do into one `TrialOutcome`.
 
-    trial_supervise(spec=..., on_event=..., should_cancel=...) -> TrialOutcome
+    trial_supervise(spec=..., on_events=..., should_cancel=...) -> TrialOutcome
 
 Each attempt gets `<work_dir>/attempts/<n>/` holding the spec, the cluster layout, one events file
 and one log (stdout+stderr) per task. Tasks are `python -m training.worker` processes, or warm
@@ -117,29 +117,44 @@ def _log_tail(path: Path) -> str:
 
 
 class _Gang:
-    def __init__(self, *, tasks: list[_Task], on_event: Callable[[TrialEvent], None],
+    def __init__(self, *, tasks: list[_Task], on_events: Callable[[list[TrialEvent]], None],
                  builder: OutcomeBuilder, trial_id: str) -> None:
-        self.tasks, self.on_event, self.builder, self.trial_id = tasks, on_event, builder, trial_id
+        self.tasks, self.on_events, self.builder = tasks, on_events, builder
+        self.trial_id = trial_id
+
+    def _event(self, kind: str, **payload: object) -> TrialEvent:
+        return TrialEvent(kind=kind, payload=dict(payload), task="supervisor",
+                          trial_id=self.trial_id)
 
     def notice(self, kind: str, **payload: object) -> None:
-        self.on_event(TrialEvent(kind=kind, payload=dict(payload), task="supervisor",
-                                 trial_id=self.trial_id))
+        self.on_events([self._event(kind, **payload)])
 
     def pump(self) -> None:
-        """Forwards new events, then records exits (in that order, so no last words are lost)."""
+        """Forwards new events, then records exits (in that order, so no last words are lost).
+
+        Everything one pump found goes out as one batch: the recorder writes it in one
+        transaction (an epoch's metrics and checkpoint arrive together), and every commit costs
+        the node cores that the trial trains on.
+        """
+        found: list[TrialEvent] = []
         for task in self.tasks:
-            for event in task.events.read_new():
-                self.builder.feed(event)
-                self.on_event(event)
+            found += self._read(task)
         for task in self.tasks:
             if task.exit_code is None and task.process.poll() is not None:
                 task.exit_code, task.exited_at = task.process.returncode, time.monotonic()
-                for event in task.events.read_new():
-                    self.builder.feed(event)
-                    self.on_event(event)
-                self.notice("log", message=f"{task.address.name} exited with code "
-                            f"{task.exit_code}", exit_code=task.exit_code,
-                            task=task.address.name)
+                found += self._read(task)
+                found.append(self._event(
+                    "log", message=f"{task.address.name} exited with code {task.exit_code}",
+                    exit_code=task.exit_code, task=task.address.name,
+                ))
+        if found:
+            self.on_events(found)
+
+    def _read(self, task: _Task) -> list[TrialEvent]:
+        events = task.events.read_new()
+        for event in events:
+            self.builder.feed(event)
+        return events
 
     def running(self) -> list[_Task]:
         return [t for t in self.tasks if t.exit_code is None]
@@ -198,7 +213,8 @@ def _failure_reason(*, gang: _Gang, culprit: _Task) -> tuple[bool, str]:
 
 
 def trial_supervise(
-    *, spec: TrialSpec, on_event: Callable[[TrialEvent], None], should_cancel: Callable[[], bool],
+    *, spec: TrialSpec, on_events: Callable[[list[TrialEvent]], None],
+    should_cancel: Callable[[], bool],
     grace_seconds: float = 30.0, cluster: ClusterPlan | None = None,
     local_host: str = LOCALHOST, poll_seconds: float = 0.2, cancel_check_seconds: float = 1.0,
 ) -> TrialOutcome:
@@ -214,7 +230,7 @@ def trial_supervise(
     (attempt / "cluster.json").write_text(plan.to_json())
     builder = OutcomeBuilder(chief=plan.chief.name)
     local = plan.local(host=local_host)
-    gang = _Gang(tasks=[], on_event=on_event, builder=builder, trial_id=spec.trial_id)
+    gang = _Gang(tasks=[], on_events=on_events, builder=builder, trial_id=spec.trial_id)
     try:
         gang.notice("status", phase="launching", attempt=attempt.name,
                     tasks=[{"task": t.name, "address": t.address} for t in local])
@@ -224,7 +240,7 @@ def trial_supervise(
                           seconds=cancel_check_seconds, check=should_cancel),
                       grace_seconds=grace_seconds, poll_seconds=poll_seconds, attempt=attempt)
     finally:
-        if gang.running():  # on_event or should_cancel raised: never leave orphans behind
+        if gang.running():  # on_events or should_cancel raised: never leave orphans behind
             gang.stop(grace_seconds=grace_seconds)
         gang.close()
 

@@ -66,13 +66,14 @@ def trial_run(
     run = TrialRun(outcome=TrialOutcome(status="failed", retryable=False, exit_reason=""))
     start = time.monotonic()
 
-    def collect(event: TrialEvent) -> None:
-        run.events.append(event)
+    def collect(events: list[TrialEvent]) -> None:
+        run.events += events
         if on_event is not None:
-            on_event(event)
+            for event in events:
+                on_event(event)
 
     run.outcome = trial_supervise(
-        spec=spec, on_event=collect, should_cancel=should_cancel, grace_seconds=grace_seconds
+        spec=spec, on_events=collect, should_cancel=should_cancel, grace_seconds=grace_seconds
     )
     run.seconds = time.monotonic() - start
     return run

@@ -8,6 +8,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from tfplatform.cluster.discovery import DeviceInfo
+from tfplatform.cluster.dispatch import scheduler_wake_on_commit
 from tfplatform.cluster.models import Allocation, Device, Node
 from tfplatform.core.errors import InvalidTransition
 
@@ -57,6 +58,8 @@ def node_register(
                 released_at__isnull=True
             ).exists():
                 device.delete()
+        if node.state == Node.State.READY:
+            scheduler_wake_on_commit()  # new or returning capacity
     return node
 
 
@@ -78,15 +81,23 @@ def node_recover_after_restart(*, node: Node) -> list[int]:
 
 
 def node_heartbeat(*, hostname: str) -> None:
-    Node.objects.filter(hostname=hostname).update(last_heartbeat=timezone.now())
-    Node.objects.filter(hostname=hostname, state=Node.State.LOST).update(state=Node.State.READY)
+    with transaction.atomic():
+        Node.objects.filter(hostname=hostname).update(last_heartbeat=timezone.now())
+        revived = Node.objects.filter(hostname=hostname, state=Node.State.LOST).update(
+            state=Node.State.READY
+        )
+        if revived:
+            scheduler_wake_on_commit()  # a lost node is back with its devices
 
 
 def node_set_state(*, node: Node, state: str) -> Node:
     allowed = {Node.State.READY, Node.State.CORDONED, Node.State.DRAINING}
     if state not in allowed:
         raise InvalidTransition(f"A node cannot be set to {state} by hand.")
-    Node.objects.filter(pk=node.pk).update(state=state)
+    with transaction.atomic():
+        Node.objects.filter(pk=node.pk).update(state=state)
+        if state == Node.State.READY:
+            scheduler_wake_on_commit()  # uncordoned: its devices can be placed on again
     node.refresh_from_db()
     return node
 

@@ -233,7 +233,10 @@ PLATFORM = {
     "TF_SERVING_INTER_OP_PARALLELISM": env.int("TF_SERVING_INTER_OP_PARALLELISM", default=0),
     "HEARTBEAT_SECONDS": env.float("PLATFORM_HEARTBEAT_SECONDS", default=5.0),
     "NODE_LOST_SECONDS": env.float("PLATFORM_NODE_LOST_SECONDS", default=30.0),
-    "SCHEDULER_INTERVAL_SECONDS": env.float("PLATFORM_SCHEDULER_INTERVAL", default=1.0),
+    # The scheduler's own loop is the safety net (lost nodes, drained nodes, a missed wake-up):
+    # submissions, ended trials and nodes becoming ready wake a pass at once (scheduler_wake),
+    # so the loop can idle without costing the cores that train.
+    "SCHEDULER_INTERVAL_SECONDS": env.float("PLATFORM_SCHEDULER_INTERVAL", default=5.0),
     # Accelerator slots declared for this node; for CPU-only machines each is a logical CPU device.
     "DECLARED_GPU_SLOTS": env.int("PLATFORM_GPU_SLOTS", default=0),
     # Task processes per node kept ready with TensorFlow imported (0 turns the warm start off).

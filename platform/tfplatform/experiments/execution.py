@@ -8,6 +8,7 @@ from typing import Any
 from django.conf import settings
 from django.db import close_old_connections, transaction
 
+from tfplatform.cluster.dispatch import scheduler_wake_on_commit
 from tfplatform.cluster.models import Node
 from tfplatform.cluster.scheduler import allocations_release
 from tfplatform.experiments.gang import trial_cluster_plan, trial_part_claim
@@ -83,7 +84,7 @@ def trial_execute(*, trial_id: int, node_id: int | None = None) -> None:
         experiment_start(experiment=experiment)
         outcome = trial_supervise(
             spec=trial_spec_build(trial=trial),
-            on_event=TrialEventRecorder(trial=trial),
+            on_events=TrialEventRecorder(trial=trial),
             should_cancel=lambda: _stop_requested(trial_id=trial.pk),
             grace_seconds=STOP_GRACE_SECONDS,
             cluster=plan,
@@ -108,8 +109,6 @@ def _stop_requested(*, trial_id: int) -> bool:
 
 
 def trial_outcome_record(*, trial: Trial, outcome: TrialOutcome) -> None:
-    from tfplatform.cluster.tasks import scheduler_wake
-
     trial.refresh_from_db()
     experiment = trial.experiment
     with transaction.atomic():
@@ -148,7 +147,7 @@ def trial_outcome_record(*, trial: Trial, outcome: TrialOutcome) -> None:
             experiment_transition(
                 experiment=experiment, to=State.FAILED, error=outcome.exit_reason, **changes
             )
-        transaction.on_commit(lambda: scheduler_wake.delay())
+        scheduler_wake_on_commit()
 
 
 def _restart_allowed(*, trial: Trial, outcome: TrialOutcome) -> bool:

@@ -1,7 +1,10 @@
 """Turns the training engine's events into metrics, checkpoints and logs in the database."""
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
+
+from django.db import transaction
 
 from tfplatform.experiments.models import Checkpoint, Experiment, Metric, Trial
 from tfplatform.experiments.trials import metrics_record, trial_append_log
@@ -16,11 +19,20 @@ class TrialEventRecorder:
     def __init__(self, *, trial: Trial) -> None:
         self.trial = trial
         self.throughput_step = 0
+        self._log_lines: list[str] = []
 
-    def __call__(self, event: TrialEvent) -> None:
-        handler = getattr(self, f"_on_{event.kind}", None)
-        if handler is not None:
-            handler(event)
+    def __call__(self, events: Sequence[TrialEvent]) -> None:
+        """One batch, one transaction: the supervisor hands over what it read in one go, and
+        each commit costs the cores the trial trains on."""
+        self._log_lines = []
+        with transaction.atomic():
+            for event in events:
+                handler = getattr(self, f"_on_{event.kind}", None)
+                if handler is not None:
+                    handler(event)
+            if self._log_lines:
+                text, self._log_lines = "".join(self._log_lines), []
+                trial_append_log(trial=self.trial, text=text)
 
     def _when(self, event: TrialEvent) -> datetime:
         return datetime.fromtimestamp(event.time, tz=UTC)
@@ -96,4 +108,4 @@ class TrialEventRecorder:
 
     def _log(self, event: TrialEvent, text: str) -> None:
         stamp = self._when(event).strftime("%H:%M:%S")
-        trial_append_log(trial=self.trial, text=f"{stamp} [{event.task or 'trial'}] {text}\n")
+        self._log_lines.append(f"{stamp} [{event.task or 'trial'}] {text}\n")

@@ -11,6 +11,7 @@ from django.db.models.fields.files import FieldFile
 from django.utils import timezone
 
 from tfplatform.accounts.models import User
+from tfplatform.cluster.dispatch import scheduler_wake_on_commit
 from tfplatform.core.errors import InvalidInput, InvalidTransition
 from tfplatform.experiments import validation
 from tfplatform.experiments.models import Environment, Experiment
@@ -90,14 +91,8 @@ def experiment_create(*, owner: User, request: ExperimentRequest) -> Experiment:
                 f"{experiment.pk}-{name}", request.dataset_file, save=False
             )
         experiment.save()
-        _scheduler_wake_on_commit()
+        scheduler_wake_on_commit()
     return experiment
-
-
-def _scheduler_wake_on_commit() -> None:
-    from tfplatform.cluster.tasks import scheduler_wake
-
-    transaction.on_commit(lambda: scheduler_wake.delay())
 
 
 def experiment_transition(*, experiment: Experiment, to: str, **changes: Any) -> Experiment:

@@ -3,9 +3,11 @@
 import time
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from tests.factories import ExperimentFactory, TrialFactory
-from tfplatform.experiments.models import Metric
+from tfplatform.experiments.models import Checkpoint, Metric
 from tfplatform.experiments.recorder import TrialEventRecorder
 from training.spec import TrialEvent
 
@@ -21,14 +23,13 @@ def metric(epoch: int, **extra: object) -> TrialEvent:
 def test_replayed_epochs_fill_only_the_gaps_a_lost_gang_left() -> None:
     experiment = ExperimentFactory()
     first = TrialFactory(experiment=experiment, restart_count=0)
-    TrialEventRecorder(trial=first)(metric(1))
-    TrialEventRecorder(trial=first)(metric(2))
+    TrialEventRecorder(trial=first)([metric(1)])
+    TrialEventRecorder(trial=first)([metric(2)])
     # The gang died after saving epoch 3's checkpoint but before reporting it.
     second = TrialFactory(experiment=experiment, restart_count=1)
     record = TrialEventRecorder(trial=second)
-    for epoch in (1, 2, 3):
-        record(metric(epoch, replayed=True))
-    record(metric(4))
+    record([metric(epoch, replayed=True) for epoch in (1, 2, 3)])
+    record([metric(4)])
     rows = Metric.objects.filter(trial__experiment=experiment, name="loss").order_by("epoch")
     assert [(m.epoch, m.trial_id) for m in rows] == [
         (1, first.pk),
@@ -43,9 +44,9 @@ def test_first_step_time_is_kept_from_the_first_report() -> None:
     trial = TrialFactory()
     record = TrialEventRecorder(trial=trial)
     now = time.time()
-    record(TrialEvent(kind="status", payload={"phase": "first_step"}, task="worker:0", time=now))
+    record([TrialEvent(kind="status", payload={"phase": "first_step"}, task="worker:0", time=now)])
     record(
-        TrialEvent(kind="status", payload={"phase": "first_step"}, task="worker:0", time=now + 5)
+        [TrialEvent(kind="status", payload={"phase": "first_step"}, task="worker:0", time=now + 5)]
     )
     trial.refresh_from_db()
     assert trial.first_step_at is not None
@@ -56,9 +57,9 @@ def test_an_epoch_is_recorded_as_one_row_per_number_sharing_its_time() -> None:
     trial = TrialFactory()
     record = TrialEventRecorder(trial=trial)
     now = time.time()
-    record(TrialEvent(kind="metric", task="worker:0", time=now, payload={
+    record([TrialEvent(kind="metric", task="worker:0", time=now, payload={
         "epoch": 3, "loss": 0.5, "val_accuracy": 0.9, "images_per_sec": 4000.0, "note": "text",
-    }))
+    })])
     rows = {m.name: m for m in Metric.objects.filter(trial=trial)}
     assert {name: m.value for name, m in rows.items()} == {
         "loss": 0.5, "val_accuracy": 0.9, "images_per_sec": 4000.0,
@@ -73,10 +74,49 @@ def test_throughput_keeps_the_chiefs_rates_only() -> None:
     record = TrialEventRecorder(trial=trial)
     payload = {"epoch": 2, "optimizer_step": 90, "images_per_sec": 3000.0,
                "images_per_sec_per_replica": 1500.0}
-    record(TrialEvent(kind="throughput", task="worker:1", payload=payload))
-    record(TrialEvent(kind="throughput", task="worker:0", payload=payload))
+    record([TrialEvent(kind="throughput", task="worker:1", payload=payload),
+            TrialEvent(kind="throughput", task="worker:0", payload=payload)])
     rows = Metric.objects.filter(trial=trial).order_by("name")
     assert [(m.name, m.value, m.step, m.epoch) for m in rows] == [
         ("images_per_sec", 3000.0, 1, 2),
         ("images_per_sec_per_replica", 1500.0, 1, 2),
     ]
+
+
+def checkpoint(epoch: object) -> TrialEvent:
+    return TrialEvent(kind="checkpoint", task="worker:0",
+                      payload={"epoch": epoch, "path": f"/ckpt/epoch-{epoch}", "best": True})
+
+
+def status(phase: str) -> TrialEvent:
+    return TrialEvent(kind="status", payload={"phase": phase}, task="worker:0")
+
+
+def test_a_batch_appends_its_log_lines_in_one_write_in_order() -> None:
+    trial = TrialFactory(logs="")
+    record = TrialEventRecorder(trial=trial)
+    with CaptureQueriesContext(connection) as queries:
+        record([status("strategy"), metric(1), checkpoint(1), status("training"),
+                status("exporting")])
+    log_writes = [q["sql"] for q in queries.captured_queries
+                  if q["sql"].startswith("UPDATE") and '"logs"' in q["sql"]]
+    assert len(log_writes) == 1
+    trial.refresh_from_db()
+    assert [line.split("] ", 1)[1] for line in trial.logs.splitlines()] == [
+        "phase=strategy", "phase=training", "phase=exporting",
+    ]
+    assert Checkpoint.objects.filter(trial=trial, epoch=1, is_best=True).count() == 1
+
+
+def test_a_batch_is_recorded_whole_or_not_at_all() -> None:
+    trial = TrialFactory(logs="")
+    record = TrialEventRecorder(trial=trial)
+    with pytest.raises(ValueError):
+        record([status("training"), metric(1), checkpoint("not a number")])
+    assert not Metric.objects.filter(trial=trial).exists()
+    trial.refresh_from_db()
+    assert trial.logs == ""
+    # The failed batch leaves nothing behind for the next one.
+    record([status("exporting")])
+    trial.refresh_from_db()
+    assert trial.logs.endswith("phase=exporting\n") and "training" not in trial.logs

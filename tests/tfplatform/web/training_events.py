@@ -14,15 +14,13 @@ def epochs_report(
     record = TrialEventRecorder(trial=trial)
     start = time.time() - 60 if start is None else start
     for epoch in epochs:
-        record(
+        record([
             TrialEvent(
                 kind="throughput",
                 payload={"epoch": epoch, "images_per_sec": images_per_sec - 50},
                 task="worker:0",
                 time=start + 10 * epoch - 5,
-            )
-        )
-        record(
+            ),
             TrialEvent(
                 kind="metric",
                 payload={
@@ -36,15 +34,15 @@ def epochs_report(
                 },
                 task="worker:0",
                 time=start + 10 * epoch,
-            )
-        )
+            ),
+        ])
 
 
 def strategy_report(*, trial: Trial, strategy: str, reason: str) -> None:
-    TrialEventRecorder(trial=trial)(
+    TrialEventRecorder(trial=trial)([
         TrialEvent(
             kind="status",
             payload={"phase": "strategy", "strategy": strategy, "reason": reason},
             task="worker:0",
         )
-    )
+    ])

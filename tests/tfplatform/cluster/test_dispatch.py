@@ -1,0 +1,51 @@
+"""Capacity that appears wakes a scheduling pass at once: with no scheduler loop running at all,
+a node that registers, or is uncordoned, gets the experiment that was waiting for it (the pass
+runs on the real worker node, through the real broker)."""
+
+import time
+from pathlib import Path
+
+import pytest
+
+from tests import live
+from tests.factories import ExperimentFactory
+from tfplatform.cluster.models import Node
+from tfplatform.cluster.services import node_set_state
+from tfplatform.experiments.models import Experiment
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+PI = {"pi_samples_per_replica": 5_000, "pi_rounds": 1}
+
+
+def completed(experiment: Experiment) -> bool:
+    experiment.refresh_from_db()
+    assert experiment.state not in ("failed", "canceled"), experiment.error
+    return experiment.state == Experiment.State.COMPLETED
+
+
+def test_a_node_that_registers_or_is_uncordoned_gets_the_waiting_experiment(
+    tmp_path: Path,
+) -> None:
+    # Factories write rows without the submission's own wake-up: only the node can start it.
+    waiting = ExperimentFactory(model="pi", hyperparameters=PI)
+    name = f"wake-{tmp_path.name[-10:]}"
+    log = tmp_path / "worker.log"
+    process = live.worker_start(node=name, log=log, PLATFORM_WORK_DIR=str(tmp_path / "work"))
+    try:
+        live.wait_for(lambda: completed(waiting), timeout=120, what="the first experiment",
+                      log=log)
+
+        node = Node.objects.get(hostname=name)
+        node_set_state(node=node, state=Node.State.CORDONED)
+        second = ExperimentFactory(model="pi", hyperparameters=PI)
+        # Long enough for the pass the first experiment's end asked for to have run (the
+        # broker is polled every second) and left the second waiting on the cordoned node.
+        time.sleep(4)
+        second.refresh_from_db()
+        assert second.state == Experiment.State.QUEUED
+        node_set_state(node=node, state=Node.State.READY)
+        live.wait_for(lambda: completed(second), timeout=120, what="the second experiment",
+                      log=log)
+    finally:
+        live.stop(process)
