@@ -15,7 +15,9 @@ import environ
 ROOT_DIR = Path(__file__).resolve().parents[3]
 env = environ.Env()
 
-VAR_DIR = Path(env.str("PLATFORM_VAR_DIR", default=str(ROOT_DIR / "var")))
+# Relative to the repository (an absolute path wins): the test suite uses var/test, so a `make run`
+# in the same checkout never shares its database, broker folders or models with the tests.
+VAR_DIR = ROOT_DIR / env.str("PLATFORM_VAR_DIR", default="var")
 VAR_DIR.mkdir(parents=True, exist_ok=True)
 
 
