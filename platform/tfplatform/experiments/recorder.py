@@ -31,8 +31,7 @@ class TrialEventRecorder:
                 if handler is not None:
                     handler(event)
             if self._log_lines:
-                text, self._log_lines = "".join(self._log_lines), []
-                trial_append_log(trial=self.trial, text=text)
+                trial_append_log(trial=self.trial, text="".join(self._log_lines))
 
     def _when(self, event: TrialEvent) -> datetime:
         return datetime.fromtimestamp(event.time, tz=UTC)

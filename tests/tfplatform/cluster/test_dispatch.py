@@ -18,12 +18,6 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 PI = {"pi_samples_per_replica": 5_000, "pi_rounds": 1}
 
 
-def completed(experiment: Experiment) -> bool:
-    experiment.refresh_from_db()
-    assert experiment.state not in ("failed", "canceled"), experiment.error
-    return experiment.state == Experiment.State.COMPLETED
-
-
 def test_a_node_that_registers_or_is_uncordoned_gets_the_waiting_experiment(
     tmp_path: Path,
 ) -> None:
@@ -33,8 +27,9 @@ def test_a_node_that_registers_or_is_uncordoned_gets_the_waiting_experiment(
     log = tmp_path / "worker.log"
     process = live.worker_start(node=name, log=log, PLATFORM_WORK_DIR=str(tmp_path / "work"))
     try:
-        live.wait_for(lambda: completed(waiting), timeout=120, what="the first experiment",
-                      log=log)
+        finished = live.experiment_wait_finished(waiting.pk, timeout=120, log=log,
+                                                 what="the first experiment")
+        assert finished == Experiment.State.COMPLETED
 
         node = Node.objects.get(hostname=name)
         node_set_state(node=node, state=Node.State.CORDONED)
@@ -45,7 +40,8 @@ def test_a_node_that_registers_or_is_uncordoned_gets_the_waiting_experiment(
         second.refresh_from_db()
         assert second.state == Experiment.State.QUEUED
         node_set_state(node=node, state=Node.State.READY)
-        live.wait_for(lambda: completed(second), timeout=120, what="the second experiment",
-                      log=log)
+        finished = live.experiment_wait_finished(second.pk, timeout=120, log=log,
+                                                 what="the second experiment")
+        assert finished == Experiment.State.COMPLETED
     finally:
         live.stop(process)
