@@ -7,6 +7,9 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     DJANGO_DEBUG=false
 
 WORKDIR /app
+# bubblewrap: worker nodes sandbox every trial task (PLATFORM_TRIAL_RUNTIME=sandbox, the default).
+RUN apt-get update && apt-get install -y --no-install-recommends bubblewrap \
+    && rm -rf /var/lib/apt/lists/*
 RUN useradd --create-home --uid 1000 platform
 COPY requirements.txt .
 RUN pip install --no-cache-dir -r requirements.txt

@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat requirements.txt pyproject.toml | sha1sum | cut -c1-12)
 
-.PHONY: run test lint typecheck pytest bench install browser clean-var
+.PHONY: run test lint typecheck pytest bench install browser sandbox clean-var
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -22,7 +22,15 @@ browser:
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq chromium >/dev/null; \
 	  else echo "Install Debian's chromium (apt-get install chromium) for the browser tests"; fi; }
 
-run: install
+# Debian's bubblewrap: the default trial runtime sandboxes every task with it (and Landlock).
+sandbox: install
+	@command -v bwrap >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq bubblewrap >/dev/null; \
+	  else echo "Trials run sandboxed: install Debian's bubblewrap (apt-get install bubblewrap)," \
+	    "or set PLATFORM_TRIAL_RUNTIME=process to run them without isolation"; exit 1; fi; }
+	@$(PY) -m training.runtime
+
+run: install $(if $(filter process,$(PLATFORM_TRIAL_RUNTIME)),,sandbox)
 	DJANGO_DEBUG=true $(PY) manage.py migrate --noinput
 	DJANGO_DEBUG=true $(PY) manage.py platform_bootstrap
 	@echo ""
@@ -36,7 +44,7 @@ lint: install
 typecheck: install
 	$(VENV)/bin/mypy platform/tfplatform platform/tfplatform_cli training serving bench manage.py
 
-pytest: install browser
+pytest: install browser sandbox
 	$(VENV)/bin/pytest
 
 test: lint typecheck pytest

@@ -7,6 +7,8 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
+from training.runtime import DEFAULT_RUNTIME
+
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = (
     "tensorflow", "tf-keras", "tensorflow-serving-api", "Django", "djangorestframework", "celery",
@@ -31,8 +33,15 @@ def memory_gib() -> float:
 def machine_describe() -> str:
     return (
         f"{os.cpu_count()} cores ({cpu_model()}), {memory_gib():.0f} GiB, "
-        f"{platform.platform()}"
+        f"{platform.platform()}; trial runtime: {trial_runtime_describe()}"
     )
+
+
+def trial_runtime_describe() -> str:
+    # The stack's worker node reads the same variable (bench/stack.py passes the environment on).
+    name = os.environ.get("PLATFORM_TRIAL_RUNTIME", DEFAULT_RUNTIME)
+    return {"sandbox": "sandbox (bubblewrap + Landlock)",
+            "process": "process (no isolation)"}.get(name, name)
 
 
 def git_commit() -> str:

@@ -5,6 +5,10 @@ version must appear complete in one step: publish_version stages the copy in a h
 directory (same filesystem, and ignored by TF Serving because its name is not a number) and
 renames it into place. Concurrent publishers race on the rename; the loser retries with the
 next number.
+
+A source written by user code (a trial's export) is published with `untrusted=True`: the tree is
+walked through directory descriptors with nothing followed, so a symbolic link anywhere in it
+(or in place of it) or anything but a directory or a regular file is refused, never read.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import errno
 import os
 import re
 import shutil
+import stat
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +25,16 @@ from pathlib import Path
 _MODEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _STAGING_PREFIX = ".staging-"
 _MAX_ATTEMPTS = 1000
+# Deeper than any SavedModel; keeps a hostile tree from exhausting recursion or descriptors.
+_MAX_DEPTH = 32
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# O_NONBLOCK: a fifo swapped in after the check must not hang the open; fstat refuses it.
+_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_COPY_CHUNK = 1024 * 1024
+
+
+class UnsafeSource(ValueError):
+    """A source tree that is or holds a symlink, or a fifo, socket or device."""
 
 
 @dataclass(frozen=True)
@@ -68,9 +83,17 @@ def version_path(*, model_path: Path, version: int) -> Path:
     return Path(matches[0])
 
 
-def publish_version(*, source: Path, model_base: Path, model_name: str) -> PublishedVersion:
-    """Copies a SavedModel directory in as the next version (max existing + 1, or 1)."""
+def publish_version(
+    *, source: Path, model_base: Path, model_name: str, untrusted: bool = False
+) -> PublishedVersion:
+    """Copies a SavedModel directory in as the next version (max existing + 1, or 1).
+
+    `untrusted`: the source was written by user code; it is copied as plain_tree_copy does
+    (UnsafeSource for a link or a special file), never following a symbolic link.
+    """
     source = Path(source)
+    if untrusted:
+        plain_tree_check(root=source)
     if not (source / "saved_model.pb").is_file() and not (source / "saved_model.pbtxt").is_file():
         raise ValueError(f"{source} does not contain saved_model.pb")
     directory = model_path(model_base=model_base, model_name=model_name)
@@ -78,11 +101,126 @@ def publish_version(*, source: Path, model_base: Path, model_name: str) -> Publi
     staging = directory / f"{_STAGING_PREFIX}{uuid.uuid4().hex}"
     staging.mkdir()  # honours the umask, so servers running as another user can read it
     try:
-        shutil.copytree(source, staging, symlinks=False, dirs_exist_ok=True)
+        if untrusted:
+            # Checked above and walked again while copying: what changed in between is
+            # refused the same way, never followed.
+            plain_tree_copy(source=source, destination=staging)
+        else:
+            shutil.copytree(source, staging, symlinks=False, dirs_exist_ok=True)
         return _rename_into_place(staging, directory)
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
+
+
+def plain_tree_check(*, root: Path) -> None:
+    """Refuses (UnsafeSource) a tree that is not made of directories and regular files only.
+
+    Everything is looked at with lstat, nothing is followed or read: a symbolic link to another
+    experiment's files or to /etc is reported as a link.
+    """
+    _plain_tree_walk(source=Path(root), destination=None)
+
+
+def plain_tree_copy(*, source: Path, destination: Path) -> None:
+    """Copies a tree of directories and regular files into the existing `destination`.
+
+    Each directory and file is opened relative to its parent's descriptor with O_NOFOLLOW, so a
+    symbolic link swapped in after plain_tree_check is refused, not followed; permission bits
+    (without set-id bits) and modification times are kept.
+    """
+    _plain_tree_walk(source=Path(source), destination=Path(destination))
+
+
+def _plain_tree_walk(*, source: Path, destination: Path | None) -> None:
+    # Messages name paths inside the tree only: where the tree lives is the caller's business.
+    shown = "the source directory"
+    try:
+        mode = os.lstat(source).st_mode
+    except OSError as error:
+        raise UnsafeSource(f"{shown} cannot be read: {error.strerror}") from error
+    if stat.S_ISLNK(mode):
+        raise UnsafeSource(f"{shown} is a symbolic link")
+    if not stat.S_ISDIR(mode):
+        raise UnsafeSource(f"{shown} is a {_kind(mode)}, not a directory")
+    root = _source_open(name=str(source), flags=_DIR_FLAGS, dir_fd=None, shown=shown)
+    try:
+        _plain_dir_walk(fd=root, shown="", destination=destination, depth=0)
+    finally:
+        os.close(root)
+
+
+def _plain_dir_walk(*, fd: int, shown: str, destination: Path | None, depth: int) -> None:
+    if depth > _MAX_DEPTH:
+        raise UnsafeSource(f"{shown.rstrip('/')} is nested more than {_MAX_DEPTH} directories deep")
+    try:
+        names = sorted(os.listdir(fd))
+    except OSError as error:
+        where = shown.rstrip("/") or "the source directory"
+        raise UnsafeSource(f"{where} cannot be listed: {error.strerror}") from error
+    for name in names:
+        path = f"{shown}{name}"
+        try:
+            mode = os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode
+        except OSError as error:
+            raise UnsafeSource(f"{path} cannot be read: {error.strerror}") from error
+        if stat.S_ISLNK(mode):
+            raise UnsafeSource(f"{path} is a symbolic link")
+        if stat.S_ISDIR(mode):
+            child = _source_open(name=name, flags=_DIR_FLAGS, dir_fd=fd, shown=path)
+            try:
+                target = None
+                if destination is not None:
+                    target = destination / name
+                    target.mkdir()
+                _plain_dir_walk(fd=child, shown=f"{path}/", destination=target, depth=depth + 1)
+            finally:
+                os.close(child)
+        elif stat.S_ISREG(mode):
+            if destination is not None:
+                _plain_file_copy(dir_fd=fd, name=name, shown=path, target=destination / name)
+        else:
+            raise UnsafeSource(f"{path} is a {_kind(mode)}, not a regular file or directory")
+
+
+def _plain_file_copy(*, dir_fd: int, name: str, shown: str, target: Path) -> None:
+    source = _source_open(name=name, flags=_FILE_FLAGS, dir_fd=dir_fd, shown=shown)
+    try:
+        status = os.fstat(source)
+        if not stat.S_ISREG(status.st_mode):
+            raise UnsafeSource(f"{shown} is a {_kind(status.st_mode)}, not a regular file")
+        os.set_blocking(source, True)
+        with open(target, "xb") as out:
+            while chunk := os.read(source, _COPY_CHUNK):
+                out.write(chunk)
+            os.fchmod(out.fileno(), stat.S_IMODE(status.st_mode) & 0o777)
+        os.utime(target, ns=(status.st_atime_ns, status.st_mtime_ns))
+    finally:
+        os.close(source)
+
+
+def _source_open(*, name: str, flags: int, dir_fd: int | None, shown: str) -> int:
+    try:
+        return os.open(name, flags, dir_fd=dir_fd)
+    except OSError as error:
+        if error.errno == errno.ELOOP:  # O_NOFOLLOW met a link swapped in after the lstat
+            raise UnsafeSource(f"{shown} is a symbolic link") from error
+        raise UnsafeSource(f"{shown} cannot be read: {error.strerror}") from error
+
+
+def _kind(mode: int) -> str:
+    for test, kind in (
+        (stat.S_ISLNK, "symbolic link"),
+        (stat.S_ISDIR, "directory"),
+        (stat.S_ISREG, "regular file"),
+        (stat.S_ISFIFO, "fifo"),
+        (stat.S_ISSOCK, "socket"),
+        (stat.S_ISCHR, "character device"),
+        (stat.S_ISBLK, "block device"),
+    ):
+        if test(mode):
+            return kind
+    return "special file"
 
 
 def _rename_into_place(staging: Path, directory: Path) -> PublishedVersion:

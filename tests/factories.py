@@ -61,6 +61,11 @@ class NodeFactory(factory.django.DjangoModelFactory):
     state = Node.State.READY
     cpu_count = 2
     last_heartbeat = factory.LazyFunction(timezone.now)
+    trial_runtime = Node.TrialRuntime.SANDBOX
+
+    class Params:
+        # A development node: trials run as plain processes, without isolation.
+        unisolated = factory.Trait(trial_runtime=Node.TrialRuntime.PROCESS)
 
 
 class DeviceFactory(factory.django.DjangoModelFactory):

@@ -118,10 +118,10 @@ def metric_epochs(client: object, experiment_id: int, name: str = "val_accuracy"
 def trial_task_pids(experiment_id: int) -> list[str]:
     """Live (non-zombie) training task processes of an experiment on this machine.
 
-    Found by working directory, the attempt folder: warm-started tasks keep the command line of
-    `training.warm`, cold ones have `training.worker`'s.
+    Found by working directory: a task works in its experiment's work dir (a sandboxed one under
+    the same path in its own mount namespace); nothing else of the platform does.
     """
-    marker = f"/experiment-{experiment_id}/attempts/"
+    marker = f"/experiment-{experiment_id}/"
     alive = []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
@@ -131,6 +131,6 @@ def trial_task_pids(experiment_id: int) -> list[str]:
             state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue  # gone meanwhile
-        if marker in cwd + "/" and state != "Z":
+        if (cwd + "/").endswith(marker) and "/runs/" not in cwd and state != "Z":
             alive.append(proc.name)
     return alive

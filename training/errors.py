@@ -18,6 +18,15 @@ class UserCodeError(RuntimeError):
     """The user's module or data failed inside the trial; retrying cannot help."""
 
 
+class EnvironmentBuildFailed(InvalidInput):
+    """An environment's venv could not be built on this node; `log_tail` is the build's last
+    output (pip's reason), for the trial's error and the staff page."""
+
+    def __init__(self, message: str, *, log_tail: str = "") -> None:
+        super().__init__(message)
+        self.log_tail = log_tail
+
+
 def traceback_tail(exc: BaseException, *, lines: int = TRACEBACK_LINES) -> str:
     """The last lines of a traceback: where it failed and why, without TF's deep internals."""
     text = "".join(traceback.format_exception(exc)).rstrip().splitlines()

@@ -7,7 +7,9 @@ so the supervisor can tail it while the task runs. A killed task can leave half 
 
 from __future__ import annotations
 
+import os
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -15,9 +17,10 @@ from training.spec import TrialEvent
 
 
 class EventWriter:
-    def __init__(self, *, path: str, task: str, trial_id: str) -> None:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        self._file: TextIO = Path(path).open("a", encoding="utf-8")  # noqa: SIM115 - long-lived
+    def __init__(self, *, fd: int, task: str, trial_id: str) -> None:
+        # The supervisor opened the file and passed the descriptor: a sandboxed task cannot
+        # open anything of the supervisor's by name.
+        self._file: TextIO = os.fdopen(fd, "a", encoding="utf-8")
         self.task = task
         self.trial_id = trial_id
         self._lock = threading.Lock()  # the throughput thread writes too
@@ -33,30 +36,59 @@ class EventWriter:
         self._file.close()
 
 
-class EventTail:
-    def __init__(self, *, path: str) -> None:
+class LineTail:
+    """Complete new lines of a file a task writes, at most `max_bytes` per read.
+
+    The task is untrusted: the file is opened without following links, a line longer than
+    `max_line` is cut, and a task that writes faster than it is read only delays itself.
+    """
+
+    def __init__(self, *, path: str, max_bytes: int = 1 << 20, max_line: int = 64 * 1024) -> None:
         self.path = Path(path)
+        self.max_bytes, self.max_line = max_bytes, max_line
         self._offset = 0
         self._partial = b""
 
-    def read_new(self) -> list[TrialEvent]:
-        if not self.path.exists():
+    def read_lines(self) -> list[bytes]:
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:
             return []
-        with self.path.open("rb") as handle:
+        with os.fdopen(fd, "rb") as handle:
             handle.seek(self._offset)
-            chunk = handle.read()
+            chunk = handle.read(self.max_bytes)
         self._offset += len(chunk)
         lines = (self._partial + chunk).split(b"\n")
         self._partial = lines.pop()
+        if len(self._partial) > self.max_line:
+            lines.append(self._partial)
+            self._partial = b""
+        return [line[: self.max_line] for line in lines]
+
+
+class EventTail:
+    """Events of one task; who sent them is the supervisor's knowledge, not the task's claim."""
+
+    def __init__(self, *, path: str, task: str = "", trial_id: str = "") -> None:
+        self._lines = LineTail(path=path)
+        self.task, self.trial_id = task, trial_id
+
+    def read_new(self) -> list[TrialEvent]:
         events = []
-        for line in lines:
+        for line in self._lines.read_lines():
             if not line.strip():
                 continue
             try:
-                events.append(TrialEvent.from_json(line.decode("utf-8")))
+                event = TrialEvent.from_json(line.decode("utf-8"))
+                if not isinstance(event.kind, str) or not isinstance(event.payload, dict):
+                    continue
+                event = replace(event, task=self.task or event.task,
+                                trial_id=self.trial_id or event.trial_id,
+                                time=float(event.time))
             except (ValueError, TypeError):
-                # A corrupt line (disk full, torn write) must not take the supervisor down.
+                # A corrupt line (disk full, torn write, or a hostile task) is dropped.
                 continue
+            events.append(event)
         return events
 
 

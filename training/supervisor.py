@@ -2,11 +2,13 @@
 
     trial_supervise(spec=..., on_events=..., should_cancel=...) -> TrialOutcome
 
-Each attempt gets `<work_dir>/attempts/<n>/` holding the spec, the cluster layout, one events file
-and one log (stdout+stderr) per task. Tasks are `python -m training.worker` processes, or warm
-ones from `training.warm` already past the TensorFlow import, each in its own session (so a kill
-reaches anything user code spawned), with TF_CONFIG, CUDA_VISIBLE_DEVICES from the allocation,
-TF_USE_LEGACY_KERAS=1 and the repo root on PYTHONPATH.
+Each attempt gets `<run_dir>/attempts/<n>/` holding the spec, the cluster layout, one events file
+and one log (stdout+stderr) per task. `run_dir` is the supervisor's: a trial only ever gets its
+own two files there, as open descriptors. Each task runs in a task host (hosts.py): a bubblewrap
+sandbox confined to its own files and ports (the default), or a plain process (development),
+warm from the node's pool when one is ready. Its environment is an allow-list: TF_CONFIG, its
+devices and ids, nothing of the node's settings or secrets. What user code prints reaches the
+trial's log stream as "log" events, up to a budget per attempt.
 
 Gang semantics: the trial completes when every essential task (all workers; the chief under
 parameter servers) exits 0; the first task to fail stops all others (SIGTERM, then SIGKILL after
@@ -18,42 +20,54 @@ are started here.
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
 
 from training import catalog
 from training.cluster import LOCALHOST, ClusterPlan, TaskAddress, cluster_plan, gpu_ids_for
 from training.errors import InvalidInput
-from training.events import EventTail
+from training.events import EventTail, LineTail
+from training.hosts import TaskHost, host_start
 from training.outcome import OutcomeBuilder, exit_describe
+from training.runtime import DEFAULT_RUNTIME, Runtime, TaskPython, repo_root, runtime_for
+from training.sandbox import PRIVATE_TMP, SCRATCH, Exposure, task_confinement, trial_paths
 from training.signals import SUPERVISOR_PID_ENV
 from training.spec import TrialEvent, TrialOutcome, TrialSpec
 from training.warm import warm_pool
 from training.worker import EXIT_OK, EXIT_USER_ERROR
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 LOG_TAIL_LINES = 15
+# What one attempt's tasks may print into the trial's log stream (the rest stays in their logs).
+OUTPUT_LINES_MAX = 5000
+OUTPUT_LINE_CHARS = 1000
+# Node settings a task may see; anything else of the node's environment never reaches it.
+PASSTHROUGH_ENV = (
+    "TF_CPP_MIN_LOG_LEVEL", "TF_CPP_MAX_VLOG_LEVEL", "TF_ENABLE_ONEDNN_OPTS",
+    "TF_NUM_INTEROP_THREADS", "TF_NUM_INTRAOP_THREADS", "OMP_NUM_THREADS", "TZ", "LANG", "LC_ALL",
+)
 
 
 @dataclass
 class _Task:
     address: TaskAddress
-    process: subprocess.Popen[bytes]
+    host: TaskHost
     events: EventTail
+    output: LineTail
     log_path: Path
-    log: IO[bytes] | None  # None when a warm process opened the log itself
+    host_log_path: Path  # what a cold host printed before its order: sandbox set-up, imports
+    warm: bool
     exit_code: int | None = None
     exited_at: float = field(default=0.0)
 
 
-def _attempt_dir(*, work_dir: str) -> Path:
-    root = Path(work_dir) / "attempts"
+def run_dir_default(*, work_dir: str) -> str:
+    return f"{work_dir.rstrip('/')}.runs"
+
+
+def _attempt_dir(*, run_dir: str) -> Path:
+    root = Path(run_dir) / "attempts"
     root.mkdir(parents=True, exist_ok=True)
     while True:
         numbers = [int(p.name) for p in root.iterdir() if p.name.isdigit()]
@@ -65,47 +79,81 @@ def _attempt_dir(*, work_dir: str) -> Path:
         return path
 
 
-def task_base_environment() -> dict[str, str]:
-    """What every task process of this node starts with (warm processes too)."""
-    env = dict(os.environ)
-    env["TF_USE_LEGACY_KERAS"] = "1"
+def task_base_environment(*, python: TaskPython | None = None) -> dict[str, str]:
+    """What every task host of this node starts with (warm ones too): an allow-list."""
+    env = {name: os.environ[name] for name in PASSTHROUGH_ENV if name in os.environ}
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    env["PYTHONUNBUFFERED"] = "1"
-    env[SUPERVISOR_PID_ENV] = str(os.getpid())
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
-    env.pop("TF_CONFIG", None)
-    return env
+    env.setdefault("LANG", "C.UTF-8")
+    bin_dir = str(Path((python or TaskPython()).executable).parent)
+    return env | {
+        "PATH": os.pathsep.join([bin_dir, "/usr/local/bin", "/usr/bin", "/bin"]),
+        "HOME": PRIVATE_TMP,
+        "USER": "trial",
+        "TF_USE_LEGACY_KERAS": "1",
+        "PYTHONUNBUFFERED": "1",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONPATH": str(repo_root()),
+    }
 
 
-def _environment(*, spec: TrialSpec, plan: ClusterPlan, task: TaskAddress) -> dict[str, str]:
-    env = task_base_environment()
+def _environment(*, spec: TrialSpec, plan: ClusterPlan, task: TaskAddress, runtime: Runtime,
+                 python: TaskPython, gpus: tuple[int, ...]) -> dict[str, str]:
+    env = task_base_environment(python=python)
     # Empty hides every GPU: a CPU task must not grab GPU memory another trial was granted.
-    gpus = gpu_ids_for(resources=spec.resources, task=task)
     env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, gpus))
+    env["PLATFORM_TRIAL_ID"] = spec.trial_id
+    env["PLATFORM_TASK"] = task.name
+    if runtime.isolated:
+        env["HOME"] = env["TMPDIR"] = SCRATCH
+    else:  # a sandbox's pid namespace ends with its host instead
+        env[SUPERVISOR_PID_ENV] = str(os.getpid())
     tf_config = plan.tf_config(task=task)
     if tf_config:
         env["TF_CONFIG"] = tf_config
     return env
 
 
-def _launch(*, spec: TrialSpec, plan: ClusterPlan, task: TaskAddress, attempt: Path) -> _Task:
+def _open_for_task(path: Path) -> int:
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC,
+                   0o600)
+
+
+def _launch(*, spec: TrialSpec, plan: ClusterPlan, task: TaskAddress, attempt: Path,
+            runtime: Runtime, python: TaskPython) -> _Task:
     stem = f"{task.type}-{task.index}"
     events_path, log_path = attempt / f"{stem}.events.jsonl", attempt / f"{stem}.log"
-    argv = [
-        "--spec", str(attempt / "spec.json"), "--cluster", str(attempt / "cluster.json"),
-        "--task-type", task.type, "--task-index", str(task.index), "--events", str(events_path),
-    ]
-    env = _environment(spec=spec, plan=plan, task=task)
+    host_log_path = attempt / f"{stem}.host.log"
+    gpus = gpu_ids_for(resources=spec.resources, task=task)
+    confinement = (task_confinement(spec=spec, python=python, plan=plan, gpus=gpus)
+                   if runtime.isolated else None)
+    order = {
+        "spec": spec.to_json(), "cluster": plan.to_json(), "task_type": task.type,
+        "task_index": task.index, "cwd": spec.work_dir,
+        "env": _environment(spec=spec, plan=plan, task=task, runtime=runtime, python=python,
+                            gpus=gpus),
+        "confine": confinement.as_dict() if confinement else None,
+    }
+    write, read = trial_paths(spec=spec)
     pool = warm_pool()
-    warm = pool.take(argv=argv, env=env, cwd=attempt, log=log_path) if pool else None
-    if warm is not None:
-        return _Task(task, warm, EventTail(path=str(events_path)), log_path, None)
-    log = log_path.open("wb")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "training.worker", *argv], cwd=attempt, env=env,
-        stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-    )
-    return _Task(task, process, EventTail(path=str(events_path)), log_path, log)
+    host = (pool.take(python=python, write=write, read=read)
+            if pool is not None and pool.runtime == runtime else None)
+    fds = [_open_for_task(events_path), _open_for_task(log_path)]
+    warm = host is not None
+    try:
+        if host is None or not host.hand(order=order, fds=fds):
+            warm = False
+            host = host_start(runtime=runtime, python=python,
+                              env=task_base_environment(python=python),
+                              exposure=Exposure(write=write, read=read), log=host_log_path,
+                              cwd=attempt)
+            host.hand(order=order, fds=fds)
+    finally:
+        for fd in fds:
+            os.close(fd)
+    return _Task(task, host, EventTail(path=str(events_path), task=task.name,
+                                       trial_id=spec.trial_id),
+                 LineTail(path=str(log_path), max_line=OUTPUT_LINE_CHARS), log_path, host_log_path,
+                 warm)
 
 
 def _log_tail(path: Path) -> str:
@@ -121,6 +169,7 @@ class _Gang:
                  builder: OutcomeBuilder, trial_id: str) -> None:
         self.tasks, self.on_events, self.builder = tasks, on_events, builder
         self.trial_id = trial_id
+        self.output_lines = 0
 
     def _event(self, kind: str, **payload: object) -> TrialEvent:
         return TrialEvent(kind=kind, payload=dict(payload), task="supervisor",
@@ -140,8 +189,8 @@ class _Gang:
         for task in self.tasks:
             found += self._read(task)
         for task in self.tasks:
-            if task.exit_code is None and task.process.poll() is not None:
-                task.exit_code, task.exited_at = task.process.returncode, time.monotonic()
+            if task.exit_code is None and task.host.poll() is not None:
+                task.exit_code, task.exited_at = task.host.returncode, time.monotonic()
                 found += self._read(task)
                 found.append(self._event(
                     "log", message=f"{task.address.name} exited with code {task.exit_code}",
@@ -154,6 +203,25 @@ class _Gang:
         events = task.events.read_new()
         for event in events:
             self.builder.feed(event)
+        return events + self._output(task)
+
+    def _output(self, task: _Task) -> list[TrialEvent]:
+        """What the task printed, as log lines of its own, until the attempt's budget is spent."""
+        lines = [line for line in task.output.read_lines() if line.strip()]
+        if self.output_lines >= OUTPUT_LINES_MAX or not lines:
+            return []
+        kept = lines[: OUTPUT_LINES_MAX - self.output_lines]
+        self.output_lines += len(kept)
+        events = [
+            TrialEvent(kind="log", task=task.address.name, trial_id=self.trial_id,
+                       payload={"message": line.decode("utf-8", "replace").rstrip("\r"),
+                                "stream": "output"})
+            for line in kept
+        ]
+        if self.output_lines >= OUTPUT_LINES_MAX:
+            events.append(self._event(
+                "log", message=f"Output beyond {OUTPUT_LINES_MAX} lines is not shown here; each "
+                "task's full log is kept with the attempt."))
         return events
 
     def running(self) -> list[_Task]:
@@ -163,36 +231,21 @@ class _Gang:
         """SIGTERM everyone still running, SIGKILL what remains after the grace period."""
         start = time.monotonic()
         for task in self.running():
-            _signal(task, signal.SIGTERM)
+            task.host.terminate()
         deadline = start + grace_seconds
         while self.running() and time.monotonic() < deadline:
             time.sleep(0.05)
             self.pump()
         killed = [t.address.name for t in self.running()]
         for task in self.running():
-            _signal(task, signal.SIGKILL)
+            task.host.kill()
         for task in self.tasks:
-            task.process.wait()
+            task.host.wait()
         self.pump()
         return time.monotonic() - start, killed
 
-    def close(self) -> None:
-        for task in self.tasks:
-            if task.log is not None:
-                task.log.close()
-
     def exit_codes(self) -> dict[str, int | None]:
         return {t.address.name: t.exit_code for t in self.tasks}
-
-
-def _signal(task: _Task, signum: signal.Signals) -> None:
-    try:
-        if signum == signal.SIGKILL:
-            os.killpg(task.process.pid, signum)  # the session: user code's children too
-        else:
-            task.process.send_signal(signum)
-    except ProcessLookupError:
-        pass
 
 
 def _failure_reason(*, gang: _Gang, culprit: _Task) -> tuple[bool, str]:
@@ -207,7 +260,7 @@ def _failure_reason(*, gang: _Gang, culprit: _Task) -> tuple[bool, str]:
     detail = (error.get("traceback") or error.get("message", "")) if error else ""
     if error and error.get("message") and error["message"] not in detail:
         detail = f"{error['message']}\n{detail}"
-    detail = detail or _log_tail(culprit.log_path)
+    detail = detail or _log_tail(culprit.log_path) or _log_tail(culprit.host_log_path)
     reason = f"{culprit.address.name} {what} (exit code {code})"
     return retryable, f"{reason}:\n{detail}" if detail else reason
 
@@ -217,6 +270,7 @@ def trial_supervise(
     should_cancel: Callable[[], bool],
     grace_seconds: float = 30.0, cluster: ClusterPlan | None = None,
     local_host: str = LOCALHOST, poll_seconds: float = 0.2, cancel_check_seconds: float = 1.0,
+    runtime: Runtime | None = None, python: TaskPython | None = None, run_dir: str = "",
 ) -> TrialOutcome:
     try:  # the cheap, TF-free checks: a broken module fails before any process starts
         catalog.model_validate(model=spec.model)
@@ -224,25 +278,33 @@ def trial_supervise(
         catalog.hyperparameters_resolve(model=spec.model, values=spec.hyperparameters)
     except InvalidInput as error:
         return TrialOutcome(status="failed", retryable=False, exit_reason=f"invalid trial: {error}")
+    pool = warm_pool()
+    runtime = runtime or (pool.runtime if pool else runtime_for(name=DEFAULT_RUNTIME))
+    python = python or TaskPython()
     plan = cluster or cluster_plan(resources=spec.resources, host=local_host)
-    attempt = _attempt_dir(work_dir=spec.work_dir)
+    Path(spec.work_dir).mkdir(parents=True, exist_ok=True)
+    attempt = _attempt_dir(run_dir=run_dir or run_dir_default(work_dir=spec.work_dir))
     (attempt / "spec.json").write_text(spec.to_json())
     (attempt / "cluster.json").write_text(plan.to_json())
     builder = OutcomeBuilder(chief=plan.chief.name)
     local = plan.local(host=local_host)
     gang = _Gang(tasks=[], on_events=on_events, builder=builder, trial_id=spec.trial_id)
     try:
-        gang.notice("status", phase="launching", attempt=attempt.name,
+        gang.notice("status", phase="launching", attempt=attempt.name, runtime=runtime.name,
+                    isolated=runtime.isolated,
                     tasks=[{"task": t.name, "address": t.address} for t in local])
         for address in local:
-            gang.tasks.append(_launch(spec=spec, plan=plan, task=address, attempt=attempt))
+            gang.tasks.append(_launch(spec=spec, plan=plan, task=address, attempt=attempt,
+                                      runtime=runtime, python=python))
+        gang.notice("status", phase="launched", tasks=[
+            {"task": t.address.name, "host": t.host.pid, "warm": t.warm} for t in gang.tasks
+        ])
         return _watch(gang=gang, plan=plan, should_cancel=_asked_at_most_every(
                           seconds=cancel_check_seconds, check=should_cancel),
                       grace_seconds=grace_seconds, poll_seconds=poll_seconds, attempt=attempt)
     finally:
         if gang.running():  # on_events or should_cancel raised: never leave orphans behind
             gang.stop(grace_seconds=grace_seconds)
-        gang.close()
 
 
 def _asked_at_most_every(*, seconds: float, check: Callable[[], bool]) -> Callable[[], bool]:

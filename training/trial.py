@@ -43,7 +43,7 @@ from training.strategy import (
     strategy_finish,
     strategy_plan,
 )
-from training.tfenv import keras
+from training.tfenv import keras, tf
 
 
 def weights_checksum(weights: list[Any]) -> str:
@@ -69,7 +69,8 @@ def _strategy_start(*, spec: TrialSpec, events: EventWriter, flag: StopFlag
     # which would swallow the signal; ours must win so a cancel actually stops the task.
     flag.install()
     events.emit("status", phase="strategy", strategy=plan.name, reason=plan.reason,
-                emulated=plan.emulated, replicas=int(strategy.num_replicas_in_sync))
+                emulated=plan.emulated, replicas=int(strategy.num_replicas_in_sync),
+                tensorflow_version=tf.__version__)
     return strategy, plan
 
 

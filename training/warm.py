@@ -1,145 +1,192 @@
-"""Warm trial processes: Python with TensorFlow already imported, waiting to become a task.
+"""Task hosts kept warm: Python with TensorFlow already imported, waiting to become one task.
 
 Importing TensorFlow takes seconds, longer than a small trial's first step; a node that keeps one
-such process ready starts training sooner than a cold `python train.py` would. Only the import is
-done ahead: TF's runtime (devices, TF_CONFIG, logical device layout) initializes after the hand-off,
-from the task's own environment, exactly as in a cold start.
+such host ready starts training sooner than a cold `python train.py` would. Only the import is
+done ahead: TF's runtime (devices, TF_CONFIG, logical device layout) initializes after the
+hand-off, from the task's own environment, exactly as in a cold start.
 
-    python -m training.warm        # imports TF, then waits for one order on stdin
+    python -m training.warm --channel-fd N   # imports TF, then waits for one order on fd N
 
-The order is one JSON line: {"argv": [...], "env": {...}, "cwd": "...", "log": "..."}; the process
-then redirects stdout/stderr to `log` and runs `training.worker.main(argv)` as if started with
-those arguments. EOF instead of an order (the pool closed, or the node died) ends it quietly.
+The order (hosts.py sends it) is one JSON message with the task's events and log files passed
+as descriptors: the host points stdout/stderr at the log, takes the task's environment and
+working directory, confines itself (confine.py) and runs the task. EOF instead of an order (the
+pool closed, or the node died) ends it quietly. A host serves one task of one trial, never more.
 
-`WarmPool` (in the supervising process) hands them out and replaces each one taken shortly after
-the task it became has ended, so the replacement's import (seconds of CPU) never competes with the
-trial it just served.
+`WarmPool` keeps `size` hosts per environment (`TaskPython.key`): the node's own from the start,
+an environment's from the first trial that asks for it. A taken host is replaced shortly after
+the task it became has ended, so the replacement's import never competes with that trial.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
+import queue
+import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import IO
 
-# After the task a warm process became has ended, before its replacement starts importing.
+from training.hosts import TaskHost, host_start
+from training.runtime import Runtime, TaskPython
+from training.sandbox import Exposure
+
+# After the task a warm host became has ended, before its replacement starts importing.
 REFILL_DELAY_SECONDS = 2.0
+ORDER_MAX_BYTES = 4 * 1024 * 1024
+CLOSE_GRACE_SECONDS = 2.0
 
 
-def _serve(stdin: IO[str]) -> int:
+def _serve(*, channel_fd: int) -> int:
     import training.tfenv  # noqa: F401 - the whole point: pay for the import before the order
 
-    line = stdin.readline()
-    if not line.strip():
+    channel = socket.socket(fileno=channel_fd)
+    try:
+        message, fds, _, _ = socket.recv_fds(channel, ORDER_MAX_BYTES, 2)
+    except OSError:
+        message, fds = b"", []
+    channel.close()
+    if not message or len(fds) != 2:
         # Nothing ran here, so nothing needs tearing down: skipping the interpreter's teardown
         # of TensorFlow (0.8 s here) shortens every stop of a node, which waits for its pool.
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(0)
-    order = json.loads(line)
+    order = json.loads(message)
+    events_fd, log_fd = fds
     sys.stdout.flush()
     sys.stderr.flush()
-    log = os.open(order["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
-    os.dup2(log, 1)
-    os.dup2(log, 2)
-    os.close(log)
+    os.dup2(log_fd, 1)
+    os.dup2(log_fd, 2)
+    os.close(log_fd)
     os.close(devnull)
-    os.chdir(order["cwd"])
     os.environ.clear()
     os.environ.update(order["env"])
-    from training.worker import main
+    # The import already asked tempfile for a directory; the task's TMPDIR must win (AutoGraph
+    # writes the code it generates there).
+    tempfile.tempdir = None
+    os.chdir(order["cwd"])
+    if order.get("confine"):
+        from training.confine import Confinement, confine_apply
 
-    return main(list(order["argv"]))
+        confine_apply(confinement=Confinement.from_dict(order["confine"]))
+    from training.worker import task_main
+
+    return task_main(spec_json=order["spec"], cluster_json=order["cluster"],
+                     task_type=order["task_type"], task_index=int(order["task_index"]),
+                     events_fd=events_fd)
 
 
 class WarmPool:
-    """Up to `size` warm processes of this node; `take` never waits for one to become ready."""
+    """Up to `size` warm hosts per environment; `take` never waits for one to become ready."""
 
-    def __init__(self, *, size: int, env: dict[str, str], log_dir: Path,
+    def __init__(self, *, size: int, runtime: Runtime, env: dict[str, str], exposure: Exposure,
+                 log_dir: Path, python: TaskPython | None = None,
                  refill_delay_seconds: float = REFILL_DELAY_SECONDS) -> None:
-        self.size, self.env, self.log_dir = size, env, log_dir
-        self.refill_delay = refill_delay_seconds
-        self._ready: list[subprocess.Popen[bytes]] = []
+        self.size, self.runtime, self.env, self.exposure = size, runtime, env, exposure
+        self.log_dir, self.refill_delay = log_dir, refill_delay_seconds
+        self._ready: dict[str, list[TaskHost]] = {}
+        self._pythons: dict[str, TaskPython] = {}
         self._lock = threading.Lock()
         self._closed = False
         self._spawned = 0
+        self._orders: queue.Queue[TaskPython | None] = queue.Queue()
         log_dir.mkdir(parents=True, exist_ok=True)
-        for _ in range(size):
-            self._spawn()
+        # One long-lived thread starts every host: bwrap's --die-with-parent follows the thread
+        # that forked it, and a refill thread ends right after its spawn.
+        self._spawner = threading.Thread(target=self._spawn_loop, name="warm-spawner",
+                                         daemon=True)
+        self._spawner.start()
+        self._want(python or TaskPython())
 
-    def _spawn(self) -> None:
+    def _want(self, python: TaskPython) -> None:
         with self._lock:
-            if self._closed or len(self._ready) >= self.size:
+            if python.key in self._pythons:
                 return
-            self._spawned += 1
-            with (self.log_dir / f"warm-{self._spawned % 10}.log").open("wb") as log:
-                process = subprocess.Popen(
-                    [sys.executable, "-m", "training.warm"], cwd=self.log_dir, env=self.env,
-                    stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT,
-                    start_new_session=True,  # like a cold task: its own session for killpg
-                )
-            self._ready.append(process)
+            self._pythons[python.key] = python
+            self._ready[python.key] = []
+        for _ in range(self.size):
+            self._orders.put(python)
 
-    def take(self, *, argv: list[str], env: dict[str, str], cwd: Path,
-             log: Path) -> subprocess.Popen[bytes] | None:
-        """A warm process now running `training.worker` with these arguments, or None."""
+    def _spawn_loop(self) -> None:
+        while (python := self._orders.get()) is not None:
+            with self._lock:
+                if self._closed or len(self._ready[python.key]) >= self.size:
+                    continue
+                self._spawned += 1
+                number = self._spawned
+            try:
+                host = host_start(runtime=self.runtime, python=python, env=self.env,
+                                  exposure=self.exposure, cwd=self.log_dir,
+                                  log=self.log_dir / f"warm-{number % 10}.log")
+            except OSError:
+                continue  # the next take starts cold; the node stays usable
+            with self._lock:
+                if self._closed:
+                    host.close()
+                else:
+                    self._ready[python.key].append(host)
+
+    def ready_pids(self, *, python: TaskPython | None = None) -> list[int]:
+        key = (python or TaskPython()).key
         with self._lock:
-            alive = [p for p in self._ready if p.poll() is None]
-            for dead in set(self._ready) - set(alive):
-                dead.wait()
-            process = alive.pop(0) if alive else None
-            self._ready = alive
-        if process is None:
-            return None
-        order = {"argv": argv, "env": env, "cwd": str(cwd), "log": str(log)}
-        try:
-            assert process.stdin is not None
-            process.stdin.write((json.dumps(order) + "\n").encode())
-            process.stdin.close()
-        except (BrokenPipeError, OSError):
-            process.wait()
-            return None
-        threading.Thread(target=self._refill_after, args=(process,), name="warm-refill",
-                         daemon=True).start()
-        return process
+            return [h.pid for h in self._ready.get(key, []) if h.poll() is None]
 
-    def _refill_after(self, process: subprocess.Popen[bytes]) -> None:
-        # The supervisor polls the same process; Popen lets both wait for it.
-        process.wait()
+    def take(self, *, python: TaskPython, write: tuple[str, ...],
+             read: tuple[str, ...]) -> TaskHost | None:
+        """A warm host of this environment that can show these paths, or None (start cold)."""
+        self._want(python)
+        with self._lock:
+            hosts = self._ready.get(python.key, [])
+            alive = [h for h in hosts if h.poll() is None]
+            chosen = next((h for h in alive if h.exposure.covers(write=write, read=read)), None)
+            if chosen is not None:
+                alive.remove(chosen)
+            self._ready[python.key] = alive
+        if chosen is not None:
+            threading.Thread(target=self._refill_after, args=(chosen,), name="warm-refill",
+                             daemon=True).start()
+        return chosen
+
+    def _refill_after(self, host: TaskHost) -> None:
+        host.wait()  # the supervisor polls the same process; Popen lets both wait for it
         time.sleep(self.refill_delay)  # the task's own clean-up and the outcome come first
-        self._spawn()
+        self._orders.put(host.python)
 
     def close(self) -> None:
         with self._lock:
             self._closed = True
-            ready, self._ready = self._ready, []
-        for process in ready:
-            if process.stdin is not None and not process.stdin.closed:
-                process.stdin.close()  # EOF: it exits on its own
-        for process in ready:
+            ready = [h for hosts in self._ready.values() for h in hosts]
+            self._ready = {key: [] for key in self._ready}
+        self._orders.put(None)
+        for host in ready:
+            host.close()  # EOF: a host past its import exits on its own
+        deadline = time.monotonic() + CLOSE_GRACE_SECONDS
+        for host in ready:
             try:
-                process.wait(timeout=10)
+                host.wait(timeout=max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+                host.kill()  # still importing: it has run nothing, so nothing is lost
+                host.wait()
 
 
 _pool: WarmPool | None = None
 
 
-def warm_pool_configure(*, size: int, env: dict[str, str], log_dir: Path) -> WarmPool | None:
+def warm_pool_configure(*, size: int, runtime: Runtime, env: dict[str, str], exposure: Exposure,
+                        log_dir: Path) -> WarmPool | None:
     """Set this process's pool (a worker node calls it once at start); size 0 turns it off."""
     global _pool
     if _pool is not None:
         _pool.close()
-    _pool = WarmPool(size=size, env=env, log_dir=log_dir) if size > 0 else None
+    _pool = (WarmPool(size=size, runtime=runtime, env=env, exposure=exposure, log_dir=log_dir)
+             if size > 0 else None)
     return _pool
 
 
@@ -147,5 +194,15 @@ def warm_pool() -> WarmPool | None:
     return _pool
 
 
+def _main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m training.warm")
+    parser.add_argument("--channel-fd", type=int, required=True)
+    code = _serve(channel_fd=parser.parse_args().channel_fd)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # TF's gRPC and collective threads can block interpreter shutdown; the outcome is decided.
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(_serve(sys.stdin))
+    _main()

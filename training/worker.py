@@ -60,18 +60,29 @@ def _failure(*, exc: BaseException, spec: TrialSpec) -> tuple[int, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command line, for running one task by hand outside any supervisor."""
+    args = _arguments(argv)
+    spec_json = Path(args.spec).read_text()
+    spec = TrialSpec.from_json(spec_json)
+    cluster_json = (Path(args.cluster).read_text() if args.cluster
+                    else cluster_plan(resources=spec.resources).to_json())
+    path = Path(args.events or f"{spec.work_dir}/events/{args.task_type}-{args.task_index}.jsonl")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    return task_main(spec_json=spec_json, cluster_json=cluster_json, task_type=args.task_type,
+                     task_index=args.task_index, events_fd=fd)
+
+
+def task_main(*, spec_json: str, cluster_json: str, task_type: str, task_index: int,
+              events_fd: int) -> int:
+    """One task of a trial; events go to `events_fd`, the supervisor's file for this task."""
     flag = StopFlag()
     flag.install()
     orphan_watch()
-    args = _arguments(argv)
-    spec = TrialSpec.from_json(Path(args.spec).read_text())
-    cluster = (
-        ClusterPlan.from_json(Path(args.cluster).read_text()) if args.cluster
-        else cluster_plan(resources=spec.resources)
-    )
-    task = cluster.task(type=args.task_type, index=args.task_index)
-    events_path = args.events or f"{spec.work_dir}/events/{task.type}-{task.index}.jsonl"
-    events = EventWriter(path=events_path, task=task.name, trial_id=spec.trial_id)
+    spec = TrialSpec.from_json(spec_json)
+    cluster = ClusterPlan.from_json(cluster_json)
+    task = cluster.task(type=task_type, index=task_index)
+    events = EventWriter(fd=events_fd, task=task.name, trial_id=spec.trial_id)
     events.emit("status", phase="started", pid=os.getpid())
     try:
         flag.check()

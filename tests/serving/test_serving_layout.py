@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import stat
 import threading
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -77,6 +80,86 @@ def test_publish_rejects_bad_sources_and_names(tmp_path: Path) -> None:
     for name in ("../escape", "a/b", "", ".hidden"):
         with pytest.raises(ValueError, match="invalid model name"):
             layout.model_path(model_base=tmp_path, model_name=name)
+
+
+def test_untrusted_publish_copies_files_and_directories_as_they_are(tmp_path: Path) -> None:
+    source = saved_model(tmp_path / "export")
+    (source / "assets").mkdir()
+    (source / "assets" / "vocab.txt").write_bytes(b"a\nb\n")
+    (source / "assets" / "vocab.txt").chmod(0o640)
+    published = layout.publish_version(
+        source=source, model_base=tmp_path / "models", model_name="m", untrusted=True
+    )
+    copied = sorted(str(p.relative_to(published.path)) for p in published.path.rglob("*"))
+    assert copied == sorted(str(p.relative_to(source)) for p in source.rglob("*"))
+    assert (published.path / "assets" / "vocab.txt").read_bytes() == b"a\nb\n"
+    assert stat.S_IMODE((published.path / "assets" / "vocab.txt").stat().st_mode) == 0o640
+    assert (published.path / "saved_model.pb").stat().st_mtime_ns == (
+        source / "saved_model.pb"
+    ).stat().st_mtime_ns
+
+
+@pytest.mark.parametrize(
+    ("plant", "message"),
+    [
+        (lambda s: (s / "variables" / "evil").symlink_to("/etc/passwd"), "variables/evil is a sym"),
+        (lambda s: (s / "variables" / "up").symlink_to(".."), "variables/up is a symbolic link"),
+        (lambda s: (s / "broken").symlink_to(s / "nowhere"), "broken is a symbolic link"),
+        (lambda s: os.mkfifo(s / "variables" / "pipe"), "variables/pipe is a fifo"),
+        (lambda s: os.mknod(s / "sock", stat.S_IFSOCK | 0o600), "sock is a socket"),
+    ],
+)
+def test_untrusted_publish_refuses_links_and_special_files_anywhere(
+    tmp_path: Path, plant: Callable[[Path], object], message: str
+) -> None:
+    source = saved_model(tmp_path / "export")
+    plant(source)
+    with pytest.raises(layout.UnsafeSource, match=message):
+        layout.plain_tree_check(root=source)
+    with pytest.raises(layout.UnsafeSource, match=message):
+        layout.publish_version(
+            source=source, model_base=tmp_path / "models", model_name="m", untrusted=True
+        )
+    assert list((tmp_path / "models").glob("m/*")) == []  # not even a staging folder remains
+
+
+def test_untrusted_source_that_is_a_link_is_refused(tmp_path: Path) -> None:
+    real = saved_model(tmp_path / "real")
+    (tmp_path / "export").symlink_to(real)
+    with pytest.raises(layout.UnsafeSource, match="source directory is a symbolic link"):
+        layout.publish_version(
+            source=tmp_path / "export",
+            model_base=tmp_path / "models",
+            model_name="m",
+            untrusted=True,
+        )
+    # A trusted source (a staff member's path) is still copied as before, links followed.
+    published = layout.publish_version(
+        source=tmp_path / "export", model_base=tmp_path / "models", model_name="m"
+    )
+    assert (published.path / "saved_model.pb").read_bytes() == b"graph"
+
+
+def test_a_link_swapped_in_after_the_check_is_refused_not_followed(tmp_path: Path) -> None:
+    source = saved_model(tmp_path / "export")
+    layout.plain_tree_check(root=source)
+    secret = tmp_path / "secret"
+    secret.mkdir()
+    (secret / "variables.index").write_bytes(b"someone else's")
+    shutil.rmtree(source / "variables")
+    (source / "variables").symlink_to(secret)
+    destination = tmp_path / "copy"
+    destination.mkdir()
+    with pytest.raises(layout.UnsafeSource, match="variables is a symbolic link"):
+        layout.plain_tree_copy(source=source, destination=destination)
+    assert not (destination / "variables").exists()
+
+
+def test_an_untrusted_tree_nested_too_deep_is_refused(tmp_path: Path) -> None:
+    source = saved_model(tmp_path / "export")
+    (source / Path(*["d"] * 40)).mkdir(parents=True)
+    with pytest.raises(layout.UnsafeSource, match="nested more than"):
+        layout.plain_tree_check(root=source)
 
 
 def make_zip(path: Path, entries: dict[str, bytes]) -> Path:

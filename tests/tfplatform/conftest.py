@@ -15,10 +15,14 @@ from tfplatform.modelregistry.server import _client
 
 
 @pytest.fixture
-def worker_node(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+def worker_node(tmp_path: Path, settings: Any) -> Iterator[tuple[str, Path]]:
     name = f"pipeline-{tmp_path.name[-12:]}"
     log = tmp_path / "worker.log"
-    process = live.worker_start(node=name, log=log, PLATFORM_WORK_DIR=str(tmp_path / "work"))
+    # The web process and the nodes share the work dir (one volume in docker-compose.yml):
+    # deploy reads an experiment's export from there.
+    work = tmp_path / "work"
+    settings.PLATFORM = {**settings.PLATFORM, "WORK_DIR": work}
+    process = live.worker_start(node=name, log=log, PLATFORM_WORK_DIR=str(work))
     live.wait_for(
         lambda: Node.objects.filter(hostname=name).exists(),
         timeout=60,

@@ -12,7 +12,7 @@ import pytest
 from rest_framework.authtoken.models import Token
 
 from tests import live
-from tests.factories import PASSWORD, UserFactory
+from tests.factories import PASSWORD, EnvironmentFactory, UserFactory
 from tests.tfplatform_cli.conftest import Tfp
 from tfplatform.experiments.models import Experiment
 
@@ -145,6 +145,26 @@ def test_bad_spec_files_are_refused_with_the_field_errors(
     bad_state = user("list", "--state", "sleeping")
     assert bad_state.returncode == 1
     assert bad_state.stderr.startswith("error: Invalid input.\n  state: Select a valid choice.")
+
+
+def test_a_spec_picks_its_environment_by_name(
+    live_server: Any, tfp: Callable[[str], Tfp], tmp_path: Path
+) -> None:
+    EnvironmentFactory(name="jokes", extra_packages=["pyjokes==0.8.3"])
+    UserFactory(username="gina")
+    user = tfp("gina")
+    assert login(user, live_server.url, "gina").returncode == 0
+    spec = tmp_path / "jokes.yaml"
+    spec.write_text("name: x\nmodel: mlp\ndataset: digits\nenvironment: jokes\n")
+    submitted = user("submit", str(spec))
+    assert submitted.returncode == 0, submitted.stderr
+    environment = Experiment.objects.get(pk=int(submitted.stdout)).environment
+    assert environment is not None and environment.name == "jokes"
+
+    spec.write_text("name: x\nmodel: mlp\ndataset: digits\nenvironment: no-such-env\n")
+    refused = user("submit", str(spec))
+    assert refused.returncode == 1
+    assert "  environment: Object with name=no-such-env does not exist." in refused.stderr
 
 
 @pytest.mark.parametrize(

@@ -48,6 +48,18 @@ class TrialRun:
     def phase(self, phase: str, *, task: str | None = None) -> list[dict[str, Any]]:
         return [p for p in self.payloads("status", task=task) if p.get("phase") == phase]
 
+    def host_pids(self) -> dict[str, int]:
+        """Each task's host as the node sees it (inside its sandbox a task is pid 1)."""
+        return host_pids(self.events)
+
+
+def host_pids(events: list[TrialEvent]) -> dict[str, int]:
+    return {
+        task["task"]: task["host"]
+        for event in events if event.payload.get("phase") == "launched"
+        for task in event.payload["tasks"]
+    }
+
 
 @pytest.fixture(scope="session")
 def digits_module(tmp_path_factory: pytest.TempPathFactory) -> str:

@@ -37,7 +37,7 @@ def test_syntax_error_fails_before_any_process_starts(
     assert run.outcome.status == "failed" and run.outcome.retryable is False
     assert "broken.py line 3: SyntaxError" in run.outcome.exit_reason
     assert "def build_model(hparams)" in run.outcome.exit_reason
-    assert not (tmp_path / "trial" / "attempts").exists()  # no process was started
+    assert not (tmp_path / "trial.runs" / "attempts").exists()  # no process was started
 
 
 @pytest.mark.slow

@@ -29,8 +29,8 @@ def test_killed_trial_resumes_at_the_next_epoch(
     pids: dict[str, int] = {}
 
     def kill_after_second_epoch(event: TrialEvent) -> None:
-        if event.payload.get("phase") == "started":
-            pids[event.task] = event.payload["pid"]
+        if event.payload.get("phase") == "launched":
+            pids.update({task["task"]: task["host"] for task in event.payload["tasks"]})
         if event.kind == "metric" and event.payload["epoch"] == 2:
             os.kill(pids["worker:0"], signal.SIGKILL)
 
@@ -56,7 +56,8 @@ def test_killed_trial_resumes_at_the_next_epoch(
     first_seconds = first.payloads("metric")[-1]["train_seconds"]
     assert new[0]["train_seconds"] > first_seconds
     assert second.outcome.final_metrics["val_accuracy"] >= 0.9
-    assert sorted(p.name for p in (tmp_path / "trial" / "attempts").iterdir()) == ["001", "002"]
+    attempts = tmp_path / "trial.runs" / "attempts"
+    assert sorted(p.name for p in attempts.iterdir()) == ["001", "002"]
 
 
 @pytest.mark.parametrize(
@@ -81,8 +82,8 @@ def test_cancel_stops_every_process_within_the_grace_period(
     canceled_at: list[float] = []
 
     def watch(event: TrialEvent) -> None:
-        if event.payload.get("phase") == "started":
-            pids[event.task] = event.payload["pid"]
+        if event.payload.get("phase") == "launched":
+            pids.update({task["task"]: task["host"] for task in event.payload["tasks"]})
         if event.kind == "metric" and not canceled_at:
             canceled_at.append(time.monotonic())
 

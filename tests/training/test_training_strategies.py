@@ -113,8 +113,7 @@ def test_device_report_shows_emulated_gpus_and_variable_placement(
 def test_multi_worker_runs_two_processes_with_tf_config(trained: Callable[[str], Any]) -> None:
     run = trained("multi_worker")
     assert set(run.outcome.exit_codes) == {"worker:0", "worker:1"}
-    pids = {e.task: e.payload["pid"] for e in run.events if e.payload.get("phase") == "started"}
-    assert len(set(pids.values())) == 2
+    assert len(set(run.host_pids().values())) == 2
     # Only the chief reports epoch metrics and exports; both report throughput and weights.
     assert {e.task for e in run.events if e.kind == "metric"} == {"worker:0"}
     assert {e.task for e in run.events if e.kind == "weights"} == {"worker:0", "worker:1"}

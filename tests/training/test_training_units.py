@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import signal
 from pathlib import Path
 
@@ -127,7 +128,8 @@ def test_exit_codes_map_to_retryability(code: int, retryable: bool, text: str) -
 
 def test_event_tail_yields_only_complete_lines(tmp_path: Path) -> None:
     path = tmp_path / "events.jsonl"
-    writer = EventWriter(path=str(path), task="worker:0", trial_id="t")
+    writer = EventWriter(fd=os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND), task="worker:0",
+                         trial_id="t")
     tail = EventTail(path=str(path))
     writer.emit("metric", epoch=1, loss=0.5)
     with path.open("a") as handle:  # a task killed mid-write leaves half a line
@@ -212,7 +214,7 @@ def test_attempt_dirs_are_distinct_when_gang_parts_start_together(tmp_path: Path
     from training.supervisor import _attempt_dir
 
     with ThreadPoolExecutor(max_workers=8) as pool:
-        paths = list(pool.map(lambda _: _attempt_dir(work_dir=str(tmp_path)), range(40)))
+        paths = list(pool.map(lambda _: _attempt_dir(run_dir=str(tmp_path)), range(40)))
     assert len(set(paths)) == 40
 
 

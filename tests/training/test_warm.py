@@ -1,9 +1,10 @@
-"""Warm trial processes: a task handed to one trains exactly like a cold one, only sooner."""
+"""Warm task hosts: a task handed to one trains exactly like a cold one, only sooner."""
 
 from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -11,33 +12,66 @@ from typing import Any
 
 import pytest
 
-from training.spec import Resources
-from training.supervisor import task_base_environment
+from training.runtime import runtime_for
+from training.sandbox import Exposure
+from training.spec import Resources, TrialSpec
+from training.supervisor import task_base_environment, trial_supervise
 from training.warm import WarmPool, warm_pool, warm_pool_configure
 
 pytestmark = pytest.mark.slow
 
 
+def _exposure(tmp_path_factory: pytest.TempPathFactory) -> Exposure:
+    base = str(tmp_path_factory.getbasetemp())
+    return Exposure(write=(base,), read=(base,))
+
+
+def _new_pool(*, size: int, log_dir: Path, exposure: Exposure, **options: Any) -> WarmPool:
+    return WarmPool(size=size, runtime=runtime_for(name="sandbox"), env=task_base_environment(),
+                    exposure=exposure, log_dir=log_dir, **options)
+
+
+def _wait_ready(pool: WarmPool, count: int, *, seconds: float = 60) -> list[int]:
+    deadline = time.monotonic() + seconds
+    while len(pool.ready_pids()) != count and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(pool.ready_pids()) == count
+    return pool.ready_pids()
+
+
 @pytest.fixture
-def pool(tmp_path: Path) -> Iterator[WarmPool]:
-    configured = warm_pool_configure(size=1, env=task_base_environment(), log_dir=tmp_path / "warm")
+def pool(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WarmPool]:
+    configured = warm_pool_configure(
+        size=1, runtime=runtime_for(name="sandbox"), env=task_base_environment(),
+        exposure=_exposure(tmp_path_factory), log_dir=tmp_path / "warm",
+    )
     assert configured is not None and warm_pool() is configured
+    _wait_ready(configured, 1)
     yield configured
-    warm_pool_configure(size=0, env={}, log_dir=tmp_path / "warm")
+    warm_pool_configure(size=0, runtime=configured.runtime, env={}, exposure=Exposure(),
+                        log_dir=tmp_path / "warm")
 
 
-def _waiting_pids(pool: WarmPool) -> list[int]:
-    return [p.pid for p in pool._ready if p.poll() is None]
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
 
 
-def test_a_task_runs_in_the_warm_process_with_its_own_environment_and_log(
+def _launched(run: Any) -> list[dict[str, Any]]:
+    return [task for p in run.phase("launched") for task in p["tasks"]]
+
+
+def test_a_task_runs_in_the_warm_host_with_its_own_environment_and_log(
     pool: WarmPool,
     tmp_path: Path,
     run_trial: Callable[..., Any],
     make_spec: Callable[..., Any],
     digits_module: str,
 ) -> None:
-    [warm_pid] = _waiting_pids(pool)
+    [warm_pid] = pool.ready_pids()
     spec = make_spec(
         work_dir=tmp_path / "trial",
         model=digits_module,
@@ -46,7 +80,7 @@ def test_a_task_runs_in_the_warm_process_with_its_own_environment_and_log(
     )
     run = run_trial(spec=spec)
     assert run.outcome.status == "completed", run.outcome.exit_reason
-    assert [p["pid"] for p in run.phase("started")] == [warm_pid]
+    assert _launched(run) == [{"task": "worker:0", "host": warm_pid, "warm": True}]
     # The device layout was made after the hand-off, from this task's allocation.
     assert run.outcome.strategy == "MirroredStrategy" and run.outcome.replicas == 2
     assert len(run.phase("first_step")) == 1
@@ -57,65 +91,109 @@ def test_a_task_runs_in_the_warm_process_with_its_own_environment_and_log(
     assert log.exists()
     # The replacement starts only after the task has ended (and a short delay), so its import
     # never took CPU from the trial it served; then the node is warm again.
-    assert _waiting_pids(pool) == []
-    deadline = time.monotonic() + 30
-    while not _waiting_pids(pool) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert len(_waiting_pids(pool)) == 1 and _waiting_pids(pool) != [warm_pid]
+    assert pool.ready_pids() == []
+    assert _wait_ready(pool, 1) != [warm_pid]
 
 
-def test_the_replacement_waits_for_the_end_of_the_task(tmp_path: Path) -> None:
-    from training.spec import TrialSpec
-
-    pool = WarmPool(size=1, env=task_base_environment(), log_dir=tmp_path / "warm",
-                    refill_delay_seconds=0.0)
+def test_a_host_that_cannot_show_the_trials_files_is_not_used(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, make_spec: Callable[..., Any],
+    digits_module: str,
+) -> None:
+    elsewhere = Exposure(write=(str(tmp_path / "other"),), read=(str(tmp_path / "other"),))
+    (tmp_path / "other").mkdir()
+    pool = _new_pool(size=1, log_dir=tmp_path / "warm", exposure=elsewhere)
     try:
-        spec = TrialSpec(trial_id="pi", model="pi", dataset="", work_dir=str(tmp_path / "pi"),
-                         hyperparameters={"pi_samples_per_replica": 2_000_000, "pi_rounds": 20})
-        (tmp_path / "spec.json").write_text(spec.to_json())
-        taken = pool.take(
-            argv=["--spec", str(tmp_path / "spec.json"), "--events", str(tmp_path / "ev.jsonl")],
-            env=task_base_environment(), cwd=tmp_path, log=tmp_path / "task.log",
-        )
-        assert taken is not None
-        seen_running = 0
-        while taken.poll() is None:
-            assert _waiting_pids(pool) == [], "a replacement started while the task ran"
-            seen_running += 1
-            time.sleep(0.05)
-        assert seen_running > 5 and taken.returncode == 0, (tmp_path / "task.log").read_text()
-        deadline = time.monotonic() + 30
-        while not _waiting_pids(pool) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert len(_waiting_pids(pool)) == 1
+        _wait_ready(pool, 1)
+        spec = make_spec(work_dir=tmp_path / "trial", model=digits_module)
+        from training.runtime import TaskPython
+        from training.sandbox import trial_paths
+
+        write, read = trial_paths(spec=spec)
+        assert pool.take(python=TaskPython(), write=write, read=read) is None
+        assert len(pool.ready_pids()) == 1
     finally:
         pool.close()
 
 
-def test_without_a_warm_process_the_task_starts_cold(
+def test_a_host_does_not_claim_a_root_that_did_not_exist_when_it_started(
+    tmp_path: Path, make_spec: Callable[..., Any], digits_module: str,
+) -> None:
+    later = tmp_path / "made-later"
+    pool = _new_pool(size=1, log_dir=tmp_path / "warm",
+                     exposure=Exposure(write=(str(later),), read=(str(later),)))
+    try:
+        _wait_ready(pool, 1)
+        later.mkdir()  # e.g. the uploads folder of a new install, made by its first upload
+        spec = make_spec(work_dir=later / "trial", model=digits_module)
+        from training.runtime import TaskPython
+        from training.sandbox import trial_paths
+
+        write, read = trial_paths(spec=spec)
+        assert pool.take(python=TaskPython(), write=write, read=read) is None
+    finally:
+        pool.close()
+
+
+def test_the_replacement_waits_for_the_end_of_the_task(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    pool = _new_pool(size=1, log_dir=tmp_path / "warm", exposure=_exposure(tmp_path_factory),
+                     refill_delay_seconds=0.0)
+    global_pool = warm_pool_configure(size=0, runtime=pool.runtime, env={}, exposure=Exposure(),
+                                      log_dir=tmp_path / "none")
+    assert global_pool is None
+    import training.warm as warm
+
+    warm._pool = pool
+    try:
+        [warm_pid] = _wait_ready(pool, 1)
+        spec = TrialSpec(trial_id="pi", model="pi", dataset="", work_dir=str(tmp_path / "pi"),
+                         hyperparameters={"pi_samples_per_replica": 2_000_000, "pi_rounds": 20})
+        outcomes: list[Any] = []
+        runner = threading.Thread(target=lambda: outcomes.append(trial_supervise(
+            spec=spec, on_events=lambda events: None, should_cancel=lambda: False)))
+        runner.start()
+        seen_running = 0
+        while _alive(warm_pid):
+            assert pool.ready_pids() in ([], [warm_pid]), "a replacement started while it ran"
+            seen_running += 1
+            time.sleep(0.05)
+        runner.join()
+        assert seen_running > 5 and outcomes[0].status == "completed", outcomes
+        assert _wait_ready(pool, 1) != [warm_pid]
+    finally:
+        warm._pool = None
+        pool.close()
+
+
+def test_without_a_warm_host_the_task_starts_cold(
     pool: WarmPool,
     tmp_path: Path,
     run_trial: Callable[..., Any],
     make_spec: Callable[..., Any],
     digits_module: str,
 ) -> None:
-    [warm_pid] = _waiting_pids(pool)
+    [warm_pid] = pool.ready_pids()
     os.kill(warm_pid, signal.SIGKILL)
     deadline = time.monotonic() + 10
-    while _waiting_pids(pool) and time.monotonic() < deadline:
+    while pool.ready_pids() and time.monotonic() < deadline:
         time.sleep(0.05)
     spec = make_spec(
         work_dir=tmp_path / "trial", model=digits_module, hyperparameters={"epochs": 1}
     )
     run = run_trial(spec=spec)
     assert run.outcome.status == "completed", run.outcome.exit_reason
-    assert [p["pid"] for p in run.phase("started")] != [warm_pid]
+    [launched] = _launched(run)
+    assert launched["warm"] is False and launched["host"] != warm_pid
 
 
-def test_closing_the_pool_ends_its_waiting_processes(tmp_path: Path) -> None:
-    pool = WarmPool(size=2, env=task_base_environment(), log_dir=tmp_path / "warm")
-    processes = list(pool._ready)
-    assert len(processes) == 2
+def test_closing_the_pool_ends_its_waiting_hosts(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    pool = _new_pool(size=2, log_dir=tmp_path / "warm", exposure=_exposure(tmp_path_factory))
+    _wait_ready(pool, 2)
+    hosts = [h for hosts in pool._ready.values() for h in hosts]
     pool.close()
-    assert [p.returncode for p in processes] == [0, 0]
-    assert pool.take(argv=[], env={}, cwd=tmp_path, log=tmp_path / "x.log") is None
+    assert all(h.returncode is not None for h in hosts)
+    assert pool.ready_pids() == []
+    assert not any(_alive(h.pid) for h in hosts)

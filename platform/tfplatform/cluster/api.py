@@ -60,6 +60,7 @@ class NodeSerializer(serializers.ModelSerializer):
             "cpu_count",
             "memory_bytes",
             "last_heartbeat",
+            "trial_runtime",
             "devices",
         ]
 

@@ -10,6 +10,11 @@ class Node(models.Model):
         DRAINING = "draining"
         LOST = "lost"
 
+    class TrialRuntime(models.TextChoices):
+        SANDBOX = "sandbox"
+        # No isolation: user code runs as the worker's user, with its files and network.
+        PROCESS = "process"
+
     hostname = models.CharField(max_length=200, unique=True)
     # The Celery queue this node's worker consumes; trials for the node are sent there.
     queue = models.CharField(max_length=200, unique=True)
@@ -20,6 +25,10 @@ class Node(models.Model):
     memory_bytes = models.BigIntegerField(default=0)
     os_info = models.CharField(max_length=300, blank=True)
     last_heartbeat = models.DateTimeField(null=True, blank=True)
+    # How this node runs trials (PLATFORM_TRIAL_RUNTIME), as its worker last registered it.
+    trial_runtime = models.CharField(
+        max_length=20, choices=TrialRuntime.choices, default=TrialRuntime.SANDBOX
+    )
     registered_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -27,6 +36,10 @@ class Node(models.Model):
 
     def __str__(self) -> str:
         return self.hostname
+
+    @property
+    def isolated(self) -> bool:
+        return self.trial_runtime != Node.TrialRuntime.PROCESS
 
 
 class Device(models.Model):

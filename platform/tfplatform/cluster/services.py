@@ -10,7 +10,7 @@ from django.utils import timezone
 from tfplatform.cluster.discovery import DeviceInfo
 from tfplatform.cluster.dispatch import scheduler_wake_on_commit
 from tfplatform.cluster.models import Allocation, Device, Node
-from tfplatform.core.errors import InvalidTransition
+from tfplatform.core.errors import InvalidInput, InvalidTransition
 
 
 def node_queue_name(*, hostname: str) -> str:
@@ -23,14 +23,26 @@ def node_register(
     cpu_count: int,
     memory_bytes: int,
     devices: list[DeviceInfo],
+    trial_runtime: str,
     address: str = "127.0.0.1",
 ) -> Node:
-    """Create or refresh a node and make its device rows match what it reports now."""
+    """Create or refresh a node and make its device rows match what it reports now.
+
+    `trial_runtime` is how the node runs trials now ("sandbox", or "process": not isolated);
+    pages and the API flag trials that ran on a node without isolation.
+    """
+    if trial_runtime not in Node.TrialRuntime.values:
+        raise InvalidInput(
+            f"Unknown trial runtime {trial_runtime!r}; choose one of "
+            f"{', '.join(Node.TrialRuntime.values)}.",
+            field="trial_runtime",
+        )
     with transaction.atomic():
         node, _ = Node.objects.select_for_update().get_or_create(
             hostname=hostname, defaults={"queue": node_queue_name(hostname=hostname)}
         )
         node.address = address
+        node.trial_runtime = trial_runtime
         node.cpu_count = cpu_count
         node.memory_bytes = memory_bytes
         node.os_info = f"{platform.platform()} / Python {platform.python_version()}"

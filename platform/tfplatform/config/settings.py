@@ -187,6 +187,10 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # Experiment and ExperimentDetail share the experiment's states: one enum, its usual name.
+    "ENUM_NAME_OVERRIDES": {
+        "ExperimentStateEnum": "tfplatform.experiments.models.Experiment.State",
+    },
 }
 
 # Celery: tasks are acknowledged late and prefetched one at a time, so a worker that dies
@@ -222,6 +226,16 @@ PLATFORM = {
     # Modules and datasets referenced by path must live here (staff put them in place).
     "SHARED_DIR": Path(env.str("PLATFORM_SHARED_DIR", default=str(VAR_DIR / "shared"))),
     "WORK_DIR": Path(env.str("PLATFORM_WORK_DIR", default=str(VAR_DIR / "work"))),
+    # The supervisor's own files of each attempt (spec, events, task logs): never mounted
+    # writable into a trial, so a trial cannot plant a symlink the supervisor then follows.
+    "RUN_DIR": Path(env.str("PLATFORM_RUN_DIR", default=str(VAR_DIR / "runs"))),
+    # Per-node virtualenvs of environments (sandbox runtime), one per content hash.
+    "ENVIRONMENTS_DIR": Path(
+        env.str("PLATFORM_ENVIRONMENTS_DIR", default=str(VAR_DIR / "environments"))
+    ),
+    # How trials are isolated on this node: "sandbox" (bubblewrap + Landlock, the default),
+    # or "process" (no isolation: development only, and flagged wherever trials show).
+    "TRIAL_RUNTIME": env.str("PLATFORM_TRIAL_RUNTIME", default="sandbox"),
     "TF_SERVING_GRPC": env.str("TF_SERVING_GRPC", default="127.0.0.1:8500"),
     "TF_SERVING_REST": env.str("TF_SERVING_REST", default="http://127.0.0.1:8501"),
     # TF Serving's batching_parameters_file for the embedded server; empty: its defaults.

@@ -35,7 +35,16 @@ api_v1 = [
         experiments_api.ExperimentRestartApi.as_view(),
         name="api-experiment-restart",
     ),
-    path("environments/", experiments_api.EnvironmentListApi.as_view(), name="api-environments"),
+    path(
+        "environments/",
+        experiments_api.EnvironmentListCreateApi.as_view(),
+        name="api-environments",
+    ),
+    path(
+        "environments/<int:environment_id>/",
+        experiments_api.EnvironmentDetailApi.as_view(),
+        name="api-environment",
+    ),
     path("nodes/", NodeListApi.as_view(), name="api-nodes"),
     path(
         "nodes/<int:node_id>/<str:action>/",

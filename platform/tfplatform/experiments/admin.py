@@ -1,11 +1,71 @@
-from django.contrib import admin
+from typing import Any
 
-from tfplatform.experiments.models import Checkpoint, Environment, Experiment, Metric, Trial
+from django import forms
+from django.contrib import admin
+from django.http import HttpRequest
+
+from tfplatform.core.errors import InvalidInput
+from tfplatform.experiments.environments import (
+    environment_create,
+    environment_packages_clean,
+    environment_update,
+)
+from tfplatform.experiments.models import (
+    Checkpoint,
+    Environment,
+    EnvironmentBuild,
+    Experiment,
+    Metric,
+    Trial,
+)
+
+ENVIRONMENT_FIELDS = ("name", "image", "tensorflow_version", "gpu_capable", "extra_packages")
+
+
+class EnvironmentAdminForm(forms.ModelForm):
+    class Meta:
+        model = Environment
+        fields = ENVIRONMENT_FIELDS
+
+    def clean_extra_packages(self) -> list[str]:
+        try:
+            return environment_packages_clean(packages=self.cleaned_data["extra_packages"])
+        except InvalidInput as error:
+            raise forms.ValidationError(error.message) from error
+
+
+class EnvironmentBuildInline(admin.TabularInline):
+    model = EnvironmentBuild
+    extra = 0
+    can_delete = False
+    fields = ("node", "key", "state", "started_at", "finished_at")
+    readonly_fields = fields
 
 
 @admin.register(Environment)
 class EnvironmentAdmin(admin.ModelAdmin):
-    list_display = ("name", "image", "tensorflow_version", "gpu_capable")
+    form = EnvironmentAdminForm
+    list_display = ("name", "image", "tensorflow_version", "gpu_capable", "extra_packages")
+    inlines = [EnvironmentBuildInline]
+
+    def save_model(self, request: HttpRequest, obj: Environment, form: Any, change: bool) -> None:
+        # Through the services, like the API and the staff page: one set of rules.
+        fields = {name: form.cleaned_data[name] for name in ENVIRONMENT_FIELDS}
+        if change:
+            saved = environment_update(environment=Environment.objects.get(pk=obj.pk), **fields)
+        else:
+            saved = environment_create(**fields)
+        obj.pk, obj.created_at = saved.pk, saved.created_at
+
+
+@admin.register(EnvironmentBuild)
+class EnvironmentBuildAdmin(admin.ModelAdmin):
+    list_display = ("environment", "node", "state", "key", "started_at", "finished_at")
+    list_filter = ("state",)
+    readonly_fields = ("environment", "node", "key", "state", "log", "started_at", "finished_at")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # only a node building the venv knows what to record
 
 
 class TrialInline(admin.TabularInline):

@@ -9,11 +9,14 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from tfplatform.experiments import selectors, services
+from tfplatform.core.permissions import StaffWrites
+from tfplatform.experiments import environments, selectors, services
 from tfplatform.experiments.models import Experiment
 from tfplatform.experiments.serializers import (
     EnvironmentSerializer,
+    EnvironmentWriteSerializer,
     ExperimentCreateSerializer,
+    ExperimentDetailSerializer,
     ExperimentSerializer,
     MetricSerializer,
 )
@@ -50,10 +53,10 @@ class ExperimentListCreateApi(generics.ListAPIView):
 
 
 class ExperimentDetailApi(APIView):
-    @extend_schema(responses=ExperimentSerializer)
+    @extend_schema(responses=ExperimentDetailSerializer)
     def get(self, request: Request, experiment_id: int) -> Response:
         experiment = selectors.experiment_get(user=request.user, experiment_id=experiment_id)
-        return Response(ExperimentSerializer(experiment).data)
+        return Response(ExperimentDetailSerializer(experiment).data)
 
 
 class ExperimentMetricsApi(generics.ListAPIView):
@@ -96,12 +99,49 @@ class ExperimentCancelApi(APIView):
         return Response(ExperimentSerializer(experiment).data, status=status.HTTP_202_ACCEPTED)
 
 
-class EnvironmentListApi(generics.ListAPIView):
+class EnvironmentListCreateApi(generics.ListAPIView):
+    """Every signed-in user lists environments; staff create them."""
+
     serializer_class = EnvironmentSerializer
     filter_backends: list[Any] = []
+    permission_classes = [StaffWrites]
 
     def get_queryset(self) -> QuerySet[Any]:
         return selectors.environment_list()
+
+    @extend_schema(request=EnvironmentWriteSerializer, responses={201: EnvironmentSerializer})
+    def post(self, request: Request) -> Response:
+        serializer = EnvironmentWriteSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        environment = environments.environment_create(**serializer.validated_data)
+        return Response(EnvironmentSerializer(environment).data, status=status.HTTP_201_CREATED)
+
+
+class EnvironmentDetailApi(APIView):
+    """Staff change an environment, or delete one no experiment uses (409 otherwise)."""
+
+    permission_classes = [StaffWrites]
+
+    @extend_schema(responses=EnvironmentSerializer)
+    def get(self, request: Request, environment_id: int) -> Response:
+        environment = selectors.environment_get(environment_id=environment_id)
+        return Response(EnvironmentSerializer(environment).data)
+
+    @extend_schema(request=EnvironmentWriteSerializer, responses=EnvironmentSerializer)
+    def patch(self, request: Request, environment_id: int) -> Response:
+        environment = selectors.environment_get(environment_id=environment_id)
+        serializer = EnvironmentWriteSerializer(data=request.data, partial=True)
+        serializer.is_valid(raise_exception=True)
+        environment = environments.environment_update(
+            environment=environment, **serializer.validated_data
+        )
+        return Response(EnvironmentSerializer(environment).data)
+
+    @extend_schema(request=None, responses={204: None})
+    def delete(self, request: Request, environment_id: int) -> Response:
+        environment = selectors.environment_get(environment_id=environment_id)
+        environments.environment_delete(environment=environment)
+        return Response(status=status.HTTP_204_NO_CONTENT)
 
 
 class ExperimentRestartApi(APIView):

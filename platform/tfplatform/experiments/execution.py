@@ -1,7 +1,7 @@
 """Runs one trial on this node: builds the training spec, supervises it, records the outcome."""
 
 import logging
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -10,18 +10,21 @@ from django.db import close_old_connections, transaction
 
 from tfplatform.cluster.dispatch import scheduler_wake_on_commit
 from tfplatform.cluster.models import Node
-from tfplatform.cluster.scheduler import allocations_release
+from tfplatform.cluster.scheduler import PREEMPTED, allocations_release
+from tfplatform.experiments.environments import EnvironmentBuildFailed, environment_build_ensure
 from tfplatform.experiments.gang import trial_cluster_plan, trial_part_claim
 from tfplatform.experiments.models import Experiment, Trial
 from tfplatform.experiments.recorder import TrialEventRecorder
 from tfplatform.experiments.services import experiment_start, experiment_transition
 from tfplatform.experiments.trials import (
+    STOP_CANCELED,
     TRIAL_ACTIVE_STATES,
     trial_finish,
     trial_set_placement,
     trial_start,
 )
 from training.cluster import LOCALHOST
+from training.runtime import Runtime, runtime_for
 from training.spec import Resources, TrialOutcome, TrialSpec
 from training.supervisor import trial_supervise
 
@@ -33,6 +36,15 @@ STOP_GRACE_SECONDS = 30.0
 def experiment_work_dir(*, experiment_id: int) -> Path:
     # Shared by every trial of the experiment, so a restart finds the last checkpoint.
     return Path(settings.PLATFORM["WORK_DIR"]) / f"experiment-{experiment_id}"
+
+
+def experiment_run_dir(*, experiment_id: int) -> Path:
+    # The supervisor's files of each attempt; never shown to the trial (see supervisor.py).
+    return Path(settings.PLATFORM["RUN_DIR"]) / f"experiment-{experiment_id}"
+
+
+def node_runtime() -> Runtime:
+    return runtime_for(name=settings.PLATFORM["TRIAL_RUNTIME"])
 
 
 def trial_spec_build(*, trial: Trial) -> TrialSpec:
@@ -81,6 +93,11 @@ def trial_execute(*, trial_id: int, node_id: int | None = None) -> None:
     chief_here = plan is None or plan.chief.host == local_host
     experiment = trial.experiment
     try:
+        # Before experiment_start: while this node builds the venv the experiment stays
+        # "scheduled", and its pending reason says so.
+        python = environment_build_ensure(
+            environment=experiment.environment, node=node, experiment=experiment
+        )
         experiment_start(experiment=experiment)
         outcome = trial_supervise(
             spec=trial_spec_build(trial=trial),
@@ -89,7 +106,12 @@ def trial_execute(*, trial_id: int, node_id: int | None = None) -> None:
             grace_seconds=STOP_GRACE_SECONDS,
             cluster=plan,
             local_host=local_host,
+            runtime=node_runtime(),
+            python=python,
+            run_dir=str(experiment_run_dir(experiment_id=experiment.pk)),
         )
+    except EnvironmentBuildFailed as error:
+        outcome = TrialOutcome(status="failed", retryable=False, exit_reason=error.message)
     except Exception as error:
         logger.exception("Trial %s could not run", trial_id)
         outcome = TrialOutcome(
@@ -110,6 +132,7 @@ def _stop_requested(*, trial_id: int) -> bool:
 
 def trial_outcome_record(*, trial: Trial, outcome: TrialOutcome) -> None:
     trial.refresh_from_db()
+    outcome = _outcome_given_stop(stop_reason=trial.stop_reason, outcome=outcome)
     experiment = trial.experiment
     with transaction.atomic():
         finished = trial_finish(
@@ -148,6 +171,23 @@ def trial_outcome_record(*, trial: Trial, outcome: TrialOutcome) -> None:
                 experiment=experiment, to=State.FAILED, error=outcome.exit_reason, **changes
             )
         scheduler_wake_on_commit()
+
+
+def _outcome_given_stop(*, stop_reason: str, outcome: TrialOutcome) -> TrialOutcome:
+    """A task that fails while its gang is being stopped fails because of the stop.
+
+    Stopping a multi-node gang ends one node's tasks before another node has seen the request;
+    the survivors then die on a broken collective. That is the cancel (or preemption) taking
+    effect, not a fault to restart from.
+    """
+    if outcome.status != "failed" or stop_reason not in (STOP_CANCELED, PREEMPTED):
+        return outcome
+    return replace(
+        outcome,
+        status="canceled",
+        retryable=False,
+        exit_reason=f"{stop_reason}; a task ended while stopping: {outcome.exit_reason}",
+    )
 
 
 def _restart_allowed(*, trial: Trial, outcome: TrialOutcome) -> bool:

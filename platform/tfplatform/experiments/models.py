@@ -3,12 +3,13 @@ from django.db import models
 
 
 class Environment(models.Model):
-    """A container image trials run in."""
+    """What trials run in: a base image (the node's runtime, in `sandbox`) plus pinned packages."""
 
     name = models.CharField(max_length=100, unique=True)
     image = models.CharField(max_length=300)
     tensorflow_version = models.CharField(max_length=20)
     gpu_capable = models.BooleanField(default=False)
+    # Normalized `name==version` requirements (training.environments validates them).
     extra_packages = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -17,6 +18,41 @@ class Environment(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class EnvironmentBuild(models.Model):
+    """An environment's venv on one node, as that node last built it (`key`: its content hash).
+
+    Environments pinning the same packages share one venv on a node; each keeps its own row, so
+    every environment shows its own state.
+    """
+
+    class State(models.TextChoices):
+        BUILDING = "building"
+        READY = "ready"
+        FAILED = "failed"
+
+    environment = models.ForeignKey(Environment, on_delete=models.CASCADE, related_name="builds")
+    node = models.ForeignKey(
+        "cluster.Node", on_delete=models.CASCADE, related_name="environment_builds"
+    )
+    key = models.CharField(max_length=64)
+    state = models.CharField(max_length=20, choices=State.choices, default=State.BUILDING)
+    # The end of the build's output (pip's), capped; the full log stays on the node.
+    log = models.TextField(blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["environment__name", "node__hostname"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["environment", "node", "key"], name="environment_build_unique"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.environment} on {self.node} ({self.state})"
 
 
 class Experiment(models.Model):
@@ -94,6 +130,10 @@ class Trial(models.Model):
     stop_reason = models.CharField(max_length=50, blank=True)
     logs = models.TextField(blank=True)
     placement = models.JSONField(default=dict, blank=True)
+    # How its tasks were isolated ("sandbox", or "process": none), as its supervisor reported it.
+    runtime = models.CharField(max_length=20, blank=True)
+    # The TensorFlow its tasks actually loaded, which the environment only asks for.
+    tensorflow_version = models.CharField(max_length=40, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     # When its first training step finished: submit-to-first-step is what users wait through.

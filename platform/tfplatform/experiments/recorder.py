@@ -7,7 +7,7 @@ from typing import Any
 from django.db import transaction
 
 from tfplatform.experiments.models import Checkpoint, Experiment, Metric, Trial
-from tfplatform.experiments.trials import metrics_record, trial_append_log
+from tfplatform.experiments.trials import metrics_record, trial_append_log, trial_set_runtime
 from training.spec import TrialEvent
 
 # Throughput arrives every few seconds; these are the names charts and benchmarks read.
@@ -70,6 +70,10 @@ class TrialEventRecorder:
 
     def _on_status(self, event: TrialEvent) -> None:
         payload = event.payload
+        runtime = str(payload.get("runtime", "")) if event.task == "supervisor" else ""
+        version = str(payload.get("tensorflow_version", ""))
+        if runtime or version:
+            trial_set_runtime(trial=self.trial, runtime=runtime, tensorflow_version=version)
         if payload.get("phase") == "first_step":
             Trial.objects.filter(pk=self.trial.pk, first_step_at__isnull=True).update(
                 first_step_at=self._when(event)

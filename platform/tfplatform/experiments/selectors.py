@@ -3,14 +3,14 @@ from datetime import datetime
 from statistics import median
 
 from django.contrib.auth.models import AnonymousUser
-from django.db.models import Max, Q, QuerySet
+from django.db.models import Count, Max, Prefetch, Q, QuerySet
 from django.utils import timezone
 
 from tfplatform.accounts.models import User
-from tfplatform.cluster.models import Allocation
+from tfplatform.cluster.models import Allocation, Node
 from tfplatform.core.errors import NotFound
 from tfplatform.core.visibility import visible_to
-from tfplatform.experiments.models import Environment, Experiment, Metric, Trial
+from tfplatform.experiments.models import Environment, EnvironmentBuild, Experiment, Metric, Trial
 
 
 def experiment_list(*, user: User | AnonymousUser) -> QuerySet[Experiment]:
@@ -38,6 +38,19 @@ def experiment_trials(*, experiment: Experiment) -> QuerySet[Trial]:
     return experiment.trials.order_by("restart_count")
 
 
+def experiment_unisolated_nodes(*, experiment: Experiment) -> list[str]:
+    """Hostnames of the nodes that ran a trial of `experiment` without isolation ("process")."""
+    return list(
+        Node.objects.filter(
+            allocations__trial__experiment=experiment,
+            trial_runtime=Node.TrialRuntime.PROCESS,
+        )
+        .order_by("hostname")
+        .values_list("hostname", flat=True)
+        .distinct()
+    )
+
+
 def experiment_logs(*, experiment: Experiment, tail_lines: int | None = None) -> str:
     parts = []
     for trial in experiment_trials(experiment=experiment):
@@ -50,7 +63,28 @@ def experiment_logs(*, experiment: Experiment, tail_lines: int | None = None) ->
 
 
 def environment_list() -> QuerySet[Environment]:
-    return Environment.objects.all()
+    """Each with `experiment_count` (an environment in use cannot be deleted) and its builds."""
+    builds = EnvironmentBuild.objects.select_related("node").order_by("node__hostname", "-pk")
+    # Meta.ordering is dropped from GROUP BY queries, so the annotated list orders itself.
+    return (
+        Environment.objects.annotate(experiment_count=Count("experiments"))
+        .prefetch_related(Prefetch("builds", queryset=builds))
+        .order_by("name")
+    )
+
+
+def environment_get(*, environment_id: int) -> Environment:
+    environment = environment_list().filter(pk=environment_id).first()
+    if environment is None:
+        raise NotFound("Environment not found.")
+    return environment
+
+
+def environment_build_get(*, build_id: int) -> EnvironmentBuild:
+    build = EnvironmentBuild.objects.select_related("environment", "node").filter(pk=build_id)
+    if (found := build.first()) is None:
+        raise NotFound("Environment build not found.")
+    return found
 
 
 def environment_default(*, gpu: bool) -> Environment | None:

@@ -3,7 +3,8 @@ from datetime import datetime
 from rest_framework import serializers
 
 from tfplatform.core.serializers import JSONObjectField, StrictInputSerializer
-from tfplatform.experiments.models import Environment, Experiment, Metric, Trial
+from tfplatform.experiments.models import Environment, EnvironmentBuild, Experiment, Metric, Trial
+from tfplatform.experiments.selectors import experiment_unisolated_nodes
 
 
 class ResourcesSerializer(StrictInputSerializer):
@@ -35,10 +36,43 @@ class ExperimentCreateSerializer(StrictInputSerializer):
         return dict(resources.validated_data)
 
 
+class EnvironmentBuildSerializer(serializers.ModelSerializer):
+    node = serializers.CharField(source="node.hostname")
+
+    class Meta:
+        model = EnvironmentBuild
+        fields = ["node", "state", "started_at", "finished_at"]
+
+
 class EnvironmentSerializer(serializers.ModelSerializer):
+    builds = EnvironmentBuildSerializer(
+        many=True, read_only=True, help_text="Its venv on each node that has needed it."
+    )
+
     class Meta:
         model = Environment
-        fields = ["id", "name", "image", "tensorflow_version", "gpu_capable", "extra_packages"]
+        fields = [
+            "id",
+            "name",
+            "image",
+            "tensorflow_version",
+            "gpu_capable",
+            "extra_packages",
+            "builds",
+        ]
+
+
+class EnvironmentWriteSerializer(StrictInputSerializer):
+    name = serializers.CharField(max_length=100)
+    image = serializers.CharField(max_length=300)
+    tensorflow_version = serializers.CharField(max_length=20)
+    gpu_capable = serializers.BooleanField(default=False)
+    extra_packages = serializers.ListField(
+        child=serializers.CharField(max_length=200),
+        default=list,
+        max_length=100,
+        help_text="Pinned requirements such as pyjokes==0.8.3, installed as wheels only.",
+    )
 
 
 class TrialSerializer(serializers.ModelSerializer):
@@ -52,6 +86,8 @@ class TrialSerializer(serializers.ModelSerializer):
             "exit_code",
             "retryable",
             "placement",
+            "runtime",
+            "tensorflow_version",
             "created_at",
             "started_at",
             "first_step_at",
@@ -104,6 +140,18 @@ class ExperimentSerializer(serializers.ModelSerializer):
             "gpus_per_worker": experiment.gpus_per_worker,
             "parameter_servers": experiment.parameter_servers,
         }
+
+
+class ExperimentDetailSerializer(ExperimentSerializer):
+    isolated = serializers.SerializerMethodField(
+        help_text="False when a trial ran on a node without isolation (process runtime)."
+    )
+
+    class Meta(ExperimentSerializer.Meta):
+        fields = [*ExperimentSerializer.Meta.fields, "isolated"]
+
+    def get_isolated(self, experiment: Experiment) -> bool:
+        return not experiment_unisolated_nodes(experiment=experiment)
 
 
 class MetricSerializer(serializers.ModelSerializer):

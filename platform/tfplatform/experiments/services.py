@@ -115,6 +115,22 @@ def experiment_transition(*, experiment: Experiment, to: str, **changes: Any) ->
     return experiment
 
 
+def experiment_set_pending_reason(
+    *, experiment: Experiment, reason: str, replacing: str | None = None
+) -> None:
+    """Why a placed experiment has not started training yet (its node is building its
+    environment); `replacing` clears or changes a reason only while it is still that one.
+
+    A queued experiment's reason is the scheduler's own (cluster.scheduler), so it is left alone.
+    """
+    waiting = Experiment.objects.filter(
+        pk=experiment.pk, state__in=[State.SCHEDULED, State.RUNNING]
+    )
+    if replacing is not None:
+        waiting = waiting.filter(pending_reason=replacing)
+    waiting.update(pending_reason=reason[:300], updated_at=timezone.now())
+
+
 def experiment_start(*, experiment: Experiment) -> None:
     """Scheduled → running, once: every part of a multi-node gang calls this as it starts."""
     with transaction.atomic():
@@ -125,7 +141,7 @@ def experiment_start(*, experiment: Experiment) -> None:
 
 def experiment_cancel(*, experiment: Experiment) -> Experiment:
     """Cancel now if nothing runs yet; otherwise ask the running trial to stop."""
-    from tfplatform.experiments.trials import trial_request_stop
+    from tfplatform.experiments.trials import STOP_CANCELED, trial_request_stop
 
     with transaction.atomic():
         current = Experiment.objects.select_for_update().get(pk=experiment.pk)
@@ -135,7 +151,7 @@ def experiment_cancel(*, experiment: Experiment) -> Experiment:
         if running_trial is None:
             experiment_transition(experiment=current, to=State.CANCELED)
         else:
-            trial_request_stop(trial=running_trial, reason="canceled")
+            trial_request_stop(trial=running_trial, reason=STOP_CANCELED)
     experiment.refresh_from_db()
     return experiment
 

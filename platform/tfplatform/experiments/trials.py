@@ -12,6 +12,7 @@ from tfplatform.experiments.models import Experiment, Metric, Trial
 
 TRIAL_ACTIVE_STATES = (Trial.State.PENDING, Trial.State.RUNNING)
 LOG_KEEP_CHARS = 200_000
+STOP_CANCELED = "canceled"
 
 
 def trial_create(*, experiment: Experiment) -> Trial:
@@ -84,3 +85,14 @@ def metrics_record(
 
 def trial_set_placement(*, trial: Trial, placement: dict[str, Any]) -> None:
     Trial.objects.filter(pk=trial.pk).update(placement=placement)
+
+
+def trial_set_runtime(*, trial: Trial, runtime: str = "", tensorflow_version: str = "") -> None:
+    """What its supervisor (runtime) or its tasks (TensorFlow version) reported; blanks kept."""
+    changes = {
+        name: value[:40]
+        for name, value in (("runtime", runtime), ("tensorflow_version", tensorflow_version))
+        if value
+    }
+    if changes:
+        Trial.objects.filter(pk=trial.pk).update(**changes)

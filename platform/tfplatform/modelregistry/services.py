@@ -25,6 +25,7 @@ from tfplatform.core.errors import (
     PayloadTooLarge,
     Unavailable,
 )
+from tfplatform.experiments.execution import experiment_work_dir
 from tfplatform.experiments.models import Experiment
 from tfplatform.modelregistry.models import ModelLabel, ModelVersion, RegisteredModel
 from tfplatform.modelregistry.selectors import model_route_cache_clear
@@ -121,14 +122,19 @@ def model_name_check(*, name: str) -> None:
 
 
 def _version_publish(
-    *, user: User, name: str, source: Path, experiment: Experiment | None
+    *,
+    user: User,
+    name: str,
+    source: Path,
+    experiment: Experiment | None,
+    untrusted: bool = False,
 ) -> ModelVersion:
     model_name_check(name=name)
     with transaction.atomic():
         model = _model_for_writer(user=user, name=name)
     try:
         published = layout.publish_version(
-            source=source, model_base=model_base_path(), model_name=name
+            source=source, model_base=model_base_path(), model_name=name, untrusted=untrusted
         )
     except ValueError as error:
         raise InvalidInput(str(error)) from error
@@ -169,13 +175,31 @@ def model_server_sync_quietly() -> None:
         model_server_sync()
 
 
+def experiment_export_dir(*, experiment: Experiment) -> Path:
+    """Where the platform told the experiment's trials to export: its own work dir, nowhere else.
+
+    Never `results["export_path"]`: that comes from an event the trial wrote, i.e. from user
+    code, which could name another experiment's export or any directory the server can read.
+    """
+    return experiment_work_dir(experiment_id=experiment.pk) / "export"
+
+
 def experiment_deploy(*, user: User, experiment: Experiment, model_name: str) -> ModelVersion:
-    export = str(experiment.results.get("export_path") or "")
-    if experiment.state != Experiment.State.COMPLETED or not export:
+    if experiment.state != Experiment.State.COMPLETED:
         raise Conflict("Only a completed experiment with an exported model can be deployed.")
-    if not Path(export).is_dir():
-        raise Conflict("The experiment's exported model is no longer on disk.")
-    return _version_publish(user=user, name=model_name, source=Path(export), experiment=experiment)
+    export = experiment_export_dir(experiment=experiment)
+    if not export.is_symlink() and not export.exists():
+        raise Conflict("The experiment has no exported model on disk.")
+    model_name_check(name=model_name)
+    # The trial wrote this tree: a link in it (to another experiment, to /etc) or a fifo,
+    # socket or device is refused before anything is created, and the copy follows nothing.
+    try:
+        layout.plain_tree_check(root=export)
+    except layout.UnsafeSource as error:
+        raise Conflict(f"The experiment's exported model cannot be deployed: {error}.") from error
+    return _version_publish(
+        user=user, name=model_name, source=export, experiment=experiment, untrusted=True
+    )
 
 
 def model_register_upload(*, user: User, model_name: str, upload: UploadedFile) -> ModelVersion:

@@ -145,6 +145,7 @@ def _live_context(*, experiment: Experiment) -> dict[str, Any]:
         "trials": selectors.experiment_trials(experiment=experiment),
         "logs": selectors.experiment_logs(experiment=experiment, tail_lines=LOG_TAIL_LINES),
         "log_lines": LOG_TAIL_LINES,
+        "unisolated_nodes": selectors.experiment_unisolated_nodes(experiment=experiment),
         "deployable": experiment.state == Experiment.State.COMPLETED
         and bool((experiment.results or {}).get("export_path")),
     }

@@ -97,3 +97,36 @@ class ExperimentForm(ResourcesForm):
             "model_file": data.get("model_file"),
             "dataset_file": data.get("dataset_file"),
         }
+
+
+class EnvironmentForm(forms.Form):
+    """Staff's environment form; the services check the packages (pinned, index only)."""
+
+    name = forms.CharField(max_length=100)
+    image = forms.CharField(
+        max_length=300, help_text="Its base image; a sandbox node layers it on its own runtime."
+    )
+    tensorflow_version = forms.CharField(max_length=20, label="TensorFlow version")
+    gpu_capable = forms.BooleanField(required=False, label="GPU capable")
+    extra_packages = forms.CharField(
+        required=False,
+        label="Extra packages",
+        widget=forms.Textarea(attrs={"rows": 5, "placeholder": "pyjokes==0.8.3"}),
+        help_text="One pinned requirement per line (name==version), installed as wheels.",
+    )
+
+    @classmethod
+    def for_environment(cls, environment: Environment) -> "EnvironmentForm":
+        return cls(
+            initial={
+                "name": environment.name,
+                "image": environment.image,
+                "tensorflow_version": environment.tensorflow_version,
+                "gpu_capable": environment.gpu_capable,
+                "extra_packages": "\n".join(environment.extra_packages),
+            }
+        )
+
+    def clean_extra_packages(self) -> list[str]:
+        lines = self.cleaned_data["extra_packages"].splitlines()
+        return [line.strip() for line in lines if line.strip()]

@@ -2,7 +2,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import path
 from django.views.generic import RedirectView
 
-from tfplatform.web import cluster_views, compare_views, views
+from tfplatform.web import cluster_views, compare_views, environment_views, views
 from tfplatform.web import experiment_views as experiments
 
 urlpatterns = [
@@ -49,6 +49,23 @@ urlpatterns = [
     path("models/<str:name>/", views.model_detail_page, name="model-detail"),
     path("models/<str:name>/action/", views.model_action, name="model-action"),
     path("models/<str:name>/predict/", views.model_predict_action, name="model-predict"),
+    path("environments/", environment_views.environment_list_page, name="environment-list"),
+    path("environments/new/", environment_views.environment_new_page, name="environment-new"),
+    path(
+        "environments/<int:environment_id>/",
+        environment_views.environment_edit_page,
+        name="environment-edit",
+    ),
+    path(
+        "environments/<int:environment_id>/delete/",
+        environment_views.environment_delete_action,
+        name="environment-delete",
+    ),
+    path(
+        "environments/builds/<int:build_id>/",
+        environment_views.environment_build_log_page,
+        name="environment-build-log",
+    ),
     path("cluster/", cluster_views.cluster_page, name="cluster"),
     path(
         "cluster/nodes/<int:node_id>/state/",

@@ -21,6 +21,18 @@ def test_nodes_list_shows_devices_and_holders_only_to_those_who_may_see() -> Non
     assert hidden == {"experiment": None, "name": "in use", "task": "worker"}
 
 
+def test_nodes_list_says_how_each_node_runs_trials() -> None:
+    NodeFactory(hostname="a-sandboxed")
+    NodeFactory(hostname="b-dev-box", unisolated=True)
+    client = APIClient()
+    client.force_authenticate(UserFactory())
+    nodes = client.get("/api/v1/nodes/").json()["results"]
+    assert [(n["hostname"], n["trial_runtime"]) for n in nodes] == [
+        ("a-sandboxed", "sandbox"),
+        ("b-dev-box", "process"),
+    ]
+
+
 def test_only_staff_cordon_drain_and_enable() -> None:
     node = NodeFactory()
     user, staff = APIClient(), APIClient()

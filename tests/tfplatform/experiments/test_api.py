@@ -1,8 +1,10 @@
 import pytest
 from rest_framework.test import APIClient
 
-from tests.factories import ExperimentFactory, TeamFactory, UserFactory
+from tests.factories import DeviceFactory, ExperimentFactory, NodeFactory, TeamFactory, UserFactory
+from tfplatform.cluster.scheduler import allocations_release, scheduler_pass
 from tfplatform.experiments.models import Experiment
+from tfplatform.experiments.services import experiment_start, experiment_transition
 
 pytestmark = pytest.mark.django_db
 
@@ -127,6 +129,33 @@ def test_team_and_staff_see_experiment_others_do_not() -> None:
     assert client_for(teammate).get(url).status_code == 200
     assert client_for(staff).get(url).status_code == 200
     assert client_for(stranger).get(url).status_code == 404
+
+
+def ran_on(*, unisolated: bool) -> Experiment:
+    """Placed by the real scheduler on a node's CPU slot, run, finished and let go of."""
+    node = NodeFactory(hostname="box", unisolated=unisolated)
+    DeviceFactory(node=node, kind="cpu", index=0, name="cpu slot")
+    experiment = ExperimentFactory()
+    assert scheduler_pass() == 1
+    experiment_start(experiment=experiment)
+    experiment = experiment_transition(experiment=experiment, to="completed")
+    allocations_release(trial_id=experiment.trials.get().pk)
+    return experiment
+
+
+@pytest.mark.parametrize("unisolated", [True, False])
+def test_detail_says_whether_its_trials_ran_isolated(unisolated: bool) -> None:
+    experiment = ran_on(unisolated=unisolated)
+    client = client_for(experiment.owner)
+    assert client.get(f"/api/v1/experiments/{experiment.pk}/").json()["isolated"] is not unisolated
+
+
+def test_an_experiment_never_placed_counts_as_isolated() -> None:
+    NodeFactory(unisolated=True)  # no slot: nothing is placed there
+    experiment = ExperimentFactory()
+    assert scheduler_pass() == 0
+    response = client_for(experiment.owner).get(f"/api/v1/experiments/{experiment.pk}/")
+    assert response.json()["isolated"] is True
 
 
 def test_list_filters_by_state_and_owner() -> None:

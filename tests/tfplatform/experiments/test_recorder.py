@@ -120,3 +120,19 @@ def test_a_batch_is_recorded_whole_or_not_at_all() -> None:
     record([status("exporting")])
     trial.refresh_from_db()
     assert trial.logs.endswith("phase=exporting\n") and "training" not in trial.logs
+
+
+def test_the_runtime_comes_from_the_supervisor_and_the_tensorflow_version_from_a_task() -> None:
+    trial = TrialFactory()
+    record = TrialEventRecorder(trial=trial)
+    record([
+        # A task (user code can write its events) cannot claim it ran isolated.
+        TrialEvent(kind="status", payload={"phase": "launching", "runtime": "sandbox"},
+                   task="worker:0"),
+        TrialEvent(kind="status", payload={"phase": "launching", "runtime": "process"},
+                   task="supervisor"),
+        TrialEvent(kind="status", payload={"phase": "strategy", "tensorflow_version": "2.21.0"},
+                   task="worker:0"),
+    ])
+    trial.refresh_from_db()
+    assert (trial.runtime, trial.tensorflow_version) == ("process", "2.21.0")

@@ -3,11 +3,21 @@
 import pytest
 from django.test import Client
 
-from tests.factories import DeviceFactory, ExperimentFactory, NodeFactory, UserFactory
+from tests.factories import (
+    DeviceFactory,
+    EnvironmentFactory,
+    ExperimentFactory,
+    NodeFactory,
+    UserFactory,
+)
 from tests.tfplatform.web.training_events import epochs_report, strategy_report
 from tfplatform.cluster.scheduler import scheduler_pass
 from tfplatform.experiments.models import Experiment
-from tfplatform.experiments.services import experiment_start, experiment_transition
+from tfplatform.experiments.services import (
+    experiment_set_pending_reason,
+    experiment_start,
+    experiment_transition,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -86,6 +96,27 @@ def test_finished_detail_offers_restart_and_deploy_and_stops_polling() -> None:
     assert 'id="final-val-accuracy">0.9100<' in html
     assert "1m 15s of training" in html
     assert "took" in html
+
+
+def test_detail_warns_when_a_trial_ran_on_a_node_without_isolation() -> None:
+    DeviceFactory(node=NodeFactory(hostname="dev-box", unisolated=True), kind="cpu", index=0)
+    experiment = ExperimentFactory(name="unsandboxed")
+    assert scheduler_pass() == 1
+    experiment_start(experiment=experiment)
+    experiment = experiment_transition(experiment=experiment, to="completed")
+    client = logged_in(experiment.owner)
+    for url in (f"/experiments/{experiment.pk}/", f"/experiments/{experiment.pk}/live/"):
+        html = client.get(url).content.decode()
+        assert 'id="not-isolated"' in html
+        assert "Trials of this experiment ran without isolation" in html
+        assert "(process runtime on node dev-box)" in html
+
+
+def test_detail_of_a_sandboxed_run_has_no_isolation_warning() -> None:
+    experiment = running_experiment()  # on box-1, a sandbox node
+    html = logged_in(experiment.owner).get(f"/experiments/{experiment.pk}/").content.decode()
+    assert "box-1" in html
+    assert 'id="not-isolated"' not in html and "without isolation" not in html
 
 
 def test_chart_json_returns_points_after_the_cursor() -> None:
@@ -181,3 +212,46 @@ def test_new_form_proposes_the_catalogs_defaults_per_model() -> None:
         in defaults
     )
     assert 'id="resources-outlook"' in html and "Free right now" in html
+
+
+def test_the_form_runs_it_in_the_chosen_environment_and_checks_it_fits() -> None:
+    EnvironmentFactory(name="jokes", extra_packages=["pyjokes==0.8.3"])
+    client = logged_in(UserFactory())
+    page = client.get("/experiments/new/").content.decode()
+    assert '<option value="jokes">jokes</option>' in page
+    form = {
+        "name": "in jokes", "model": "mlp", "dataset": "digits", "environment": "jokes",
+        "epochs": 2, "batch_size": 32, "learning_rate": 0.01, "optimizer": "adam",
+        "workers": 1, "gpus_per_worker": 0, "parameter_servers": 0, "priority": 0,
+        "max_restarts": 1,
+    }
+    assert client.post("/experiments/new/", form).status_code == 302
+    environment = Experiment.objects.get(name="in jokes").environment
+    assert environment is not None and environment.name == "jokes"
+
+    refused = client.post("/experiments/new/", {**form, "gpus_per_worker": 1}).content.decode()
+    field = refused[refused.index('id="field-environment"'):]
+    assert "has no GPU support" in field[: field.index("</div>")]
+
+
+def test_a_scheduled_experiment_says_its_node_is_building_its_environment() -> None:
+    experiment = experiment_transition(experiment=ExperimentFactory(), to="scheduled")
+    reason = "Building environment 'jokes' on box-1."
+    experiment_set_pending_reason(experiment=experiment, reason=reason)
+    client = logged_in(experiment.owner)
+    html = client.get(f"/experiments/{experiment.pk}/live/").content.decode()
+    assert 'id="starting"' in html
+    assert 'id="pending-reason">Building environment &#x27;jokes&#x27; on box-1.<' in html
+    assert client.get(f"/api/v1/experiments/{experiment.pk}/").json()["pending_reason"] == reason
+
+    # Cleared only while it is still that reason; a queued experiment's is the scheduler's.
+    experiment_set_pending_reason(experiment=experiment, reason="", replacing="another")
+    experiment.refresh_from_db()
+    assert experiment.pending_reason == reason
+    experiment_set_pending_reason(experiment=experiment, reason="", replacing=reason)
+    experiment.refresh_from_db()
+    assert experiment.pending_reason == ""
+    queued = ExperimentFactory(pending_reason="Waiting for the scheduler.")
+    experiment_set_pending_reason(experiment=queued, reason=reason)
+    queued.refresh_from_db()
+    assert queued.pending_reason == "Waiting for the scheduler."

@@ -1,5 +1,7 @@
+import logging
 import os
 import threading
+from pathlib import Path
 from typing import Any
 
 from django.conf import settings
@@ -13,8 +15,12 @@ from tfplatform.cluster.services import (
     node_register,
 )
 from tfplatform.config.celery import app
+from tfplatform.experiments.execution import node_runtime
+from training.sandbox import Exposure
 from training.supervisor import task_base_environment
 from training.warm import warm_pool_configure
+
+logger = logging.getLogger(__name__)
 
 
 class Command(BaseCommand):
@@ -60,9 +66,17 @@ class Command(BaseCommand):
             cpu_count=os.cpu_count() or 1,
             memory_bytes=memory_total_bytes(),
             devices=devices,
+            trial_runtime=settings.PLATFORM["TRIAL_RUNTIME"],
             address=options["address"],
         )
         self.stdout.write(f"Node {hostname}: {len(devices)} device(s), queue {node.queue}")
+        if not node.isolated:
+            logger.warning(
+                "Trials on node %s are NOT isolated (PLATFORM_TRIAL_RUNTIME=%s): user code runs "
+                "as this worker's user, with its files and network. Development only.",
+                hostname,
+                node.trial_runtime,
+            )
         recovered = node_recover_after_restart(node=node)
         if recovered:
             self.stdout.write(
@@ -87,8 +101,10 @@ class Command(BaseCommand):
         ]
         warm = warm_pool_configure(
             size=options["warm_processes"],
+            runtime=node_runtime(),
             env=task_base_environment(),
-            log_dir=settings.PLATFORM["WORK_DIR"] / "warm" / hostname,
+            exposure=_warm_exposure(),
+            log_dir=settings.PLATFORM["RUN_DIR"] / "warm" / hostname,
         )
         try:
             app.worker_main(argv)
@@ -96,6 +112,18 @@ class Command(BaseCommand):
             stop.set()
             if warm is not None:
                 warm.close()
+
+
+def _warm_exposure() -> Exposure:
+    """What a warm sandbox shows before its trial is known; its order narrows it (confine.py)."""
+    work = Path(settings.PLATFORM["WORK_DIR"])
+    read = [Path(settings.MEDIA_ROOT), settings.PLATFORM["DATASETS_DIR"],
+            settings.PLATFORM["SHARED_DIR"]]
+    # A sandbox mounts only what exists when it starts: an uploads folder made by the first
+    # upload would stay invisible to every host started before it.
+    for path in (work, *read):
+        Path(path).mkdir(parents=True, exist_ok=True)
+    return Exposure(write=(str(work),), read=tuple(str(path) for path in read))
 
 
 def _heartbeat_loop(*, hostname: str, stop: threading.Event) -> None:

@@ -1,0 +1,200 @@
+"""Writes to environments: staff create, edit and delete them; each node builds the venvs.
+
+A node builds an environment's venv (training.environments) the first time one of its trials
+needs it, and records the build per environment and node: state, and the end of its log.
+"""
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import ProtectedError
+from django.utils import timezone
+
+from tfplatform.cluster.models import Node
+from tfplatform.core.errors import Conflict, InvalidInput, PlatformError
+from tfplatform.experiments.models import Environment, EnvironmentBuild, Experiment
+from tfplatform.experiments.services import experiment_set_pending_reason
+from training import environments as venvs
+from training import errors as training_errors
+from training.runtime import TaskPython
+
+Build = EnvironmentBuild.State
+BUILD_LOG_KEEP_BYTES = 64 * 1024
+TEXT_FIELDS = {"name": 100, "image": 300, "tensorflow_version": 20}
+
+
+class EnvironmentBuildFailed(PlatformError):
+    """A trial's environment could not be built on its node: the trial fails for good."""
+
+
+def environment_packages_clean(*, packages: object) -> list[str]:
+    """Staff's requirements as stored: pinned, normalized, sorted; the form and admin use it."""
+    try:
+        return venvs.environment_packages_validate(packages=packages)
+    except training_errors.InvalidInput as error:
+        raise InvalidInput(str(error), field="extra_packages") from error
+
+
+def environment_create(
+    *,
+    name: str,
+    image: str,
+    tensorflow_version: str,
+    gpu_capable: bool = False,
+    extra_packages: Sequence[str] = (),
+) -> Environment:
+    environment = Environment(
+        **_texts_clean(name=name, image=image, tensorflow_version=tensorflow_version),
+        gpu_capable=gpu_capable,
+        extra_packages=environment_packages_clean(packages=list(extra_packages)),
+    )
+    _save(environment=environment)
+    return environment
+
+
+def environment_update(
+    *,
+    environment: Environment,
+    name: str | None = None,
+    image: str | None = None,
+    tensorflow_version: str | None = None,
+    gpu_capable: bool | None = None,
+    extra_packages: Sequence[str] | None = None,
+) -> Environment:
+    """Change what is given. New packages make each node build a new venv when next needed;
+    the old one stays cached under its own key."""
+    texts = {"name": name, "image": image, "tensorflow_version": tensorflow_version}
+    changes: dict[str, Any] = _texts_clean(**{k: v for k, v in texts.items() if v is not None})
+    if gpu_capable is not None:
+        changes["gpu_capable"] = gpu_capable
+    if extra_packages is not None:
+        changes["extra_packages"] = environment_packages_clean(packages=list(extra_packages))
+    with transaction.atomic():
+        current = Environment.objects.select_for_update().get(pk=environment.pk)
+        packages_changed = changes.get("extra_packages", current.extra_packages) != (
+            current.extra_packages
+        )
+        for field, value in changes.items():
+            setattr(current, field, value)
+        _save(environment=current)
+        if packages_changed:
+            # Builds of the old packages say nothing about the new ones.
+            current.builds.all().delete()
+    environment.refresh_from_db()
+    return environment
+
+
+def environment_delete(*, environment: Environment) -> None:
+    used = environment.experiments.count()
+    if used:
+        raise Conflict(
+            f"Environment '{environment.name}' is used by {used} experiment"
+            f"{'s' if used != 1 else ''}; only an unused environment can be deleted."
+        )
+    try:
+        environment.delete()
+    except ProtectedError as error:  # an experiment chose it meanwhile
+        raise Conflict(f"Environment '{environment.name}' is in use.") from error
+
+
+def _texts_clean(**texts: str) -> dict[str, str]:
+    cleaned = {}
+    for field, value in texts.items():
+        value = value.strip()
+        if not value:
+            raise InvalidInput("This field may not be blank.", field=field)
+        if len(value) > TEXT_FIELDS[field]:
+            raise InvalidInput(
+                f"At most {TEXT_FIELDS[field]} characters, not {len(value)}.", field=field
+            )
+        cleaned[field] = value
+    return cleaned
+
+
+def _save(*, environment: Environment) -> None:
+    taken = Environment.objects.filter(name=environment.name).exclude(pk=environment.pk)
+    if taken.exists():
+        raise InvalidInput(f"An environment named '{environment.name}' exists.", field="name")
+    try:
+        with transaction.atomic():
+            environment.save()
+    except IntegrityError as error:  # the same name saved meanwhile
+        raise InvalidInput(
+            f"An environment named '{environment.name}' exists.", field="name"
+        ) from error
+
+
+def environments_dir() -> Path:
+    return Path(settings.PLATFORM["ENVIRONMENTS_DIR"])
+
+
+def environment_build_ensure(
+    *,
+    environment: Environment | None,
+    node: Node | None,
+    experiment: Experiment | None = None,
+) -> TaskPython:
+    """The interpreter this node runs `environment`'s trials with, building its venv first if
+    needed: meanwhile `experiment` shows it as its pending reason. Without a node (a trial run
+    outside the scheduler) the build happens unrecorded.
+
+    Raises EnvironmentBuildFailed, whose message is the user's error, when it cannot be built.
+    """
+    packages = list(environment.extra_packages) if environment is not None else []
+    if environment is None or not packages:
+        return TaskPython()
+    root = environments_dir()
+    hostname = node.hostname if node is not None else settings.PLATFORM["NODE_NAME"]
+    try:
+        key = venvs.environment_key(packages=packages, base=venvs.node_runtime_identity())
+    except training_errors.InvalidInput as error:  # stored before packages were validated
+        raise _failure(environment=environment, hostname=hostname, reason=str(error)) from error
+    log_path = root / f"{key}.log"
+    built = venvs.environment_built(key=key, root=root)
+    build = None
+    if node is not None:
+        build, _ = EnvironmentBuild.objects.get_or_create(
+            environment=environment, node=node, key=key
+        )
+        if built and build.state == Build.READY:
+            return venvs.environment_prepare(packages=packages, root=root, log_path=log_path)
+    reason = f"Building environment '{environment.name}' on {hostname}."
+    if not built:
+        _build_record(build=build, state=Build.BUILDING, log="", started=True)
+        if experiment is not None:
+            experiment_set_pending_reason(experiment=experiment, reason=reason)
+    try:
+        python = venvs.environment_prepare(packages=packages, root=root, log_path=log_path)
+    except training_errors.EnvironmentBuildFailed as error:
+        _build_record(build=build, state=Build.FAILED, log=_log_tail(log_path))
+        raise _failure(environment=environment, hostname=hostname, reason=error.log_tail) from error
+    finally:
+        if experiment is not None and not built:
+            experiment_set_pending_reason(experiment=experiment, reason="", replacing=reason)
+    _build_record(build=build, state=Build.READY, log=_log_tail(log_path))
+    return python
+
+
+def _build_record(
+    *, build: EnvironmentBuild | None, state: str, log: str, started: bool = False
+) -> None:
+    if build is None:
+        return
+    now = timezone.now()
+    changes: dict[str, Any] = {"state": state, "log": log}
+    changes |= {"started_at": now, "finished_at": None} if started else {"finished_at": now}
+    # By pk: a build whose environment got new packages meanwhile stays deleted.
+    EnvironmentBuild.objects.filter(pk=build.pk).update(**changes)
+
+
+def _log_tail(path: Path) -> str:
+    return venvs.log_tail(path=path, max_bytes=BUILD_LOG_KEEP_BYTES)
+
+
+def _failure(*, environment: Environment, hostname: str, reason: str) -> EnvironmentBuildFailed:
+    return EnvironmentBuildFailed(
+        f"Environment '{environment.name}' failed to build on {hostname}: {reason}"
+    )

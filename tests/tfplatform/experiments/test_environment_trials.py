@@ -1,0 +1,68 @@
+"""A trial imports what its environment adds, inside the sandbox, through a real worker node."""
+
+from pathlib import Path
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from rest_framework.test import APIClient
+
+from tests import live
+from tests.factories import EnvironmentFactory, UserFactory
+from tfplatform.experiments.models import EnvironmentBuild, Experiment
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+# A small pure-Python wheel the node's own runtime does not have.
+PACKAGE = "pyjokes==0.8.3"
+MODULE = b"""
+import pyjokes
+import tf_keras as keras
+
+print("joke:", pyjokes.get_joke()[:40])
+
+
+def build_model(hparams):
+    return keras.Sequential([
+        keras.Input(shape=hparams["input_shape"]),
+        keras.layers.Dense(hparams["num_classes"], activation="softmax"),
+    ])
+"""
+
+
+def _submit(client: APIClient, *, environment: str | None) -> int:
+    fields: dict[str, object] = {
+        "name": "needs pyjokes", "model": "upload", "dataset": "digits",
+        "model_file": SimpleUploadedFile("jokes.py", MODULE),
+        "hyperparameters": '{"epochs": 1}',
+    }
+    if environment:
+        fields["environment"] = environment
+    response = client.post("/api/v1/experiments/", fields, format="multipart")
+    assert response.status_code == 201, response.json()
+    return int(response.json()["id"])
+
+
+def test_the_module_imports_its_environments_package_and_fails_clearly_without_it(
+    worker_node: tuple[str, Path],
+) -> None:
+    node, log = worker_node
+    environment = EnvironmentFactory(name="with-pyjokes", extra_packages=[PACKAGE])
+    client = APIClient()
+    client.force_authenticate(UserFactory())
+
+    with_it = _submit(client, environment=environment.name)
+    state = live.experiment_wait_finished(with_it, timeout=300, log=log)
+    experiment = Experiment.objects.get(pk=with_it)
+    assert state == "completed", (experiment.error, log.read_text()[-3000:])
+    logs = client.get(f"/api/v1/experiments/{with_it}/logs/").json()["logs"]
+    assert "joke:" in logs
+    [trial] = client.get(f"/api/v1/experiments/{with_it}/").json()["trials"]
+    assert trial["runtime"] == "sandbox" and trial["tensorflow_version"].startswith("2.")
+    build = EnvironmentBuild.objects.get(environment=environment, node__hostname=node)
+    assert build.state == "ready"
+
+    without = _submit(client, environment=None)
+    assert live.experiment_wait_finished(without, timeout=240, log=log) == "failed"
+    error = Experiment.objects.get(pk=without).error
+    assert "No module named 'pyjokes'" in error
+    assert Experiment.objects.get(pk=without).trials.count() == 1  # a user error is not retried

@@ -1,0 +1,282 @@
+"""A hostile model module, submitted through the API by an ordinary user, reaches nothing.
+
+At import the module tries every way out the isolation issue lists (secrets in its environment,
+the database, the secret key, other tenants' files, the platform's code, platform processes, the
+model server's reload RPC and every service on the host's loopback, a process that outlives the
+trial) and prints what worked. Training must still complete, and nothing may have worked.
+"""
+
+import json
+import os
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.conf import settings
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.db import connection
+from rest_framework.test import APIClient
+
+from tests import live
+from tests.factories import UserFactory
+from tfplatform.cluster.models import Node
+from tfplatform.experiments.models import Experiment
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[3]
+CANARY = "canary-7f3a9c"
+
+PROBE = r'''
+import json, os, socket, time
+
+P = json.loads(PARAMS)
+report = {}
+
+
+def attempt(name, action):
+    try:
+        result = action()
+    except Exception as error:
+        report[name] = f"blocked: {type(error).__name__}: {str(error)[:120]}"
+    else:
+        report[name] = f"WORKED: {str(result)[:200]}"
+
+
+def read(path):
+    with open(path, "rb") as handle:
+        return handle.read(64)
+
+
+def append(path):
+    with open(path, "a") as handle:
+        handle.write("# written by a trial\n")
+    return path
+
+
+def connect(port):
+    with socket.create_connection(("127.0.0.1", port), timeout=3):
+        return port
+
+
+def proc_environ_scan():
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as handle:
+                if P["canary"].encode() in handle.read():
+                    found.append(pid)
+        except OSError:
+            pass
+    if not found:
+        raise LookupError(f"no process environment holds the canary ({os.listdir('/proc')})")
+    return found
+
+
+def model_server_reload():
+    import grpc
+    from tensorflow_serving.apis import model_management_pb2, model_service_pb2_grpc
+
+    channel = grpc.insecure_channel(P["model_server_grpc"])
+    stub = model_service_pb2_grpc.ModelServiceStub(channel)
+    return stub.HandleReloadConfigRequest(model_management_pb2.ReloadConfigRequest(), timeout=5)
+
+
+leaked = sorted(name for name, value in os.environ.items()
+                if P["canary"] in value or any(word in name for word in P["secret_words"]))
+report["environment"] = f"WORKED: {leaked}" if leaked else f"blocked: {sorted(os.environ)}"
+for name, path in P["read"].items():
+    attempt(f"read {name}", lambda path=path: read(path))
+for name, path in P["list"].items():
+    attempt(f"list {name}", lambda path=path: os.listdir(path))
+for name, path in P["write"].items():
+    attempt(f"write {name}", lambda path=path: append(path))
+for name, port in P["ports"].items():
+    attempt(f"connect {name}", lambda port=port: connect(port))
+attempt("signal platform processes", lambda: [os.kill(pid, 0) for pid in P["pids"]])
+attempt("read other processes' environment", proc_environ_scan)
+attempt("model server reload RPC", model_server_reload)
+attempt("symlink in own work dir", lambda: os.symlink(P["read"]["secret key"], "planted-link"))
+
+# What a trial must still be able to do: its own work dir and its own module.
+controls = {}
+with open("own-file.txt", "w") as handle:
+    controls["write own work dir"] = handle.write("mine")
+controls["read own module"] = len(read(__file__))
+
+# A grandchild in a new session, meant to outlive the trial and keep a heartbeat.
+child = os.fork()
+if child == 0:
+    os.setsid()
+    if os.fork() == 0:
+        heartbeat = os.path.join(os.getcwd(), "heartbeat")
+        deadline = time.time() + 180
+        while time.time() < deadline:
+            with open(heartbeat, "w") as handle:
+                handle.write(str(time.time()))
+            time.sleep(0.2)
+    os._exit(0)
+os.waitpid(child, 0)
+for name, outcome in report.items():
+    print("ESCAPE " + json.dumps([name, outcome]), flush=True)
+print("CONTROLS " + json.dumps(controls), flush=True)
+
+import tf_keras as keras
+
+
+def build_model(hparams):
+    return keras.Sequential([
+        keras.Input(shape=hparams["input_shape"]),
+        keras.layers.Rescaling(1.0 / 16),
+        keras.layers.Dense(16, activation="relu"),
+        keras.layers.Dense(hparams["num_classes"], activation="softmax"),
+    ])
+'''
+
+
+@pytest.fixture
+def service_port() -> Iterator[int]:
+    """A listening socket standing in for any platform service on the host's loopback."""
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(8)
+        yield int(server.getsockname()[1])
+
+
+@pytest.fixture
+def other_tenant(tmp_path: Path) -> dict[str, Path]:
+    """Another user's upload and checkpoint, where the platform keeps them."""
+    upload = Path(settings.MEDIA_ROOT) / "models" / "other-tenant" / f"{tmp_path.name}.py"
+    upload.parent.mkdir(parents=True, exist_ok=True)
+    upload.write_text(f"SECRET = '{CANARY}'\n")
+    checkpoint = tmp_path / "work" / "experiment-999999" / "checkpoints" / "ckpt-1.index"
+    checkpoint.parent.mkdir(parents=True)
+    checkpoint.write_bytes(CANARY.encode())
+    yield {"upload": upload, "checkpoint": checkpoint}
+    upload.unlink()
+
+
+def _worker_pids(node: str) -> list[int]:
+    pids = []
+    for proc in Path("/proc").iterdir():
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"worker" in argv and node.encode() in argv:
+            pids.append(int(proc.name))
+    return pids
+
+
+def _probe_params(*, tmp_path: Path, node: str, service_port: int, model_server: dict[str, Any],
+                  other_tenant: dict[str, Path]) -> dict[str, Any]:
+    database = connection.settings_dict
+    read = {
+        "secret key": str(Path(settings.VAR_DIR) / "secret_key"),
+        "other tenant's upload": str(other_tenant["upload"]),
+        "other tenant's checkpoint": str(other_tenant["checkpoint"]),
+        "platform settings module": str(ROOT / "platform/tfplatform/config/settings.py"),
+        "/etc/shadow": "/etc/shadow",
+    }
+    if connection.vendor == "sqlite":
+        read["database file"] = str(database["NAME"])
+    return {
+        "canary": CANARY,
+        "secret_words": ["SECRET", "PASSWORD", "DATABASE", "BROKER", "CELERY", "DJANGO",
+                         "TF_SERVING", "CACHE_URL"],
+        "read": read,
+        "list": {
+            "work dirs": str(tmp_path / "work"),
+            "uploads": str(settings.MEDIA_ROOT),
+            "supervisor run dirs": str(settings.PLATFORM["RUN_DIR"]),
+            "broker folder": str(Path(settings.VAR_DIR) / "broker"),
+            "model base path": str(model_server["base"]),
+            "repository": str(ROOT),
+        },
+        "write": {
+            "training package": str(ROOT / "training" / "__init__.py"),
+            "other tenant's checkpoint": str(other_tenant["checkpoint"]),
+        },
+        "ports": {
+            "platform service": service_port,
+            "postgresql": 5432,
+            "redis": 6379,
+            "rabbitmq": 5672,
+            "model server gRPC": int(model_server["grpc"].rsplit(":", 1)[1]),
+            "model server REST": int(model_server["rest"].rsplit(":", 1)[1]),
+        },
+        "pids": [os.getpid(), *_worker_pids(node)],
+        "model_server_grpc": model_server["grpc"],
+    }
+
+
+def _heartbeat_stopped(path: Path) -> bool:
+    before = path.stat().st_mtime
+    time.sleep(1.5)
+    return path.stat().st_mtime == before
+
+
+def test_a_hostile_module_trains_and_reaches_nothing(
+    tmp_path: Path, service_port: int, model_server: dict[str, Any],
+    other_tenant: dict[str, Path],
+) -> None:
+    node = f"isolation-{tmp_path.name[-12:]}"
+    log = tmp_path / "worker.log"
+    process = live.worker_start(
+        node=node, log=log, PLATFORM_WORK_DIR=str(tmp_path / "work"),
+        PLATFORM_ADMIN_PASSWORD=CANARY, PLATFORM_CANARY_SECRET=CANARY,
+        TF_SERVING_GRPC=model_server["grpc"], TF_SERVING_REST=model_server["rest"],
+        MODEL_BASE_PATH=str(model_server["base"]),
+    )
+    try:
+        live.wait_for(lambda: Node.objects.filter(hostname=node).exists(), timeout=60,
+                      what="node registration", log=log)
+        training_init = (ROOT / "training" / "__init__.py").read_bytes()
+        params = _probe_params(tmp_path=tmp_path, node=node, service_port=service_port,
+                               model_server=model_server, other_tenant=other_tenant)
+        assert params["pids"][1:], "the worker node's process was not found"
+        source = PROBE.replace("PARAMS", repr(json.dumps(params)))
+        client = APIClient()
+        client.force_authenticate(UserFactory())
+        response = client.post("/api/v1/experiments/", {
+            "name": "hostile", "model": "upload", "dataset": "digits",
+            "model_file": SimpleUploadedFile("probe.py", source.encode()),
+            "hyperparameters": json.dumps({"epochs": 2, "batch_size": 32}),
+        }, format="multipart")
+        assert response.status_code == 201, response.json()
+        experiment_id = response.json()["id"]
+        state = live.experiment_wait_finished(experiment_id, timeout=240, log=log)
+        experiment = Experiment.objects.get(pk=experiment_id)
+        assert state == "completed", (experiment.error, log.read_text()[-3000:])
+        [trial] = client.get(f"/api/v1/experiments/{experiment_id}/").json()["trials"]
+        assert trial["runtime"] == "sandbox" and trial["tensorflow_version"].startswith("2.")
+
+        # What the module printed is in the experiment's log stream, as the user sees it.
+        logs = client.get(f"/api/v1/experiments/{experiment_id}/logs/").json()["logs"]
+        report = dict(json.loads(line.split("ESCAPE ", 1)[1])
+                      for line in logs.splitlines() if " ESCAPE [" in line)
+        [controls] = [json.loads(line.split("CONTROLS ", 1)[1])
+                      for line in logs.splitlines() if " CONTROLS {" in line]
+        assert controls == {"write own work dir": 4, "read own module": 64}
+        expected = {"environment", "signal platform processes", "model server reload RPC",
+                    "read other processes' environment", "symlink in own work dir",
+                    *(f"read {n}" for n in params["read"]), *(f"list {n}" for n in params["list"]),
+                    *(f"write {n}" for n in params["write"]),
+                    *(f"connect {n}" for n in params["ports"])}
+        assert set(report) == expected
+        worked = {name: outcome for name, outcome in report.items() if outcome.startswith("WORKED")}
+        assert worked == {}, report
+
+        assert (ROOT / "training" / "__init__.py").read_bytes() == training_init
+        assert other_tenant["checkpoint"].read_bytes() == CANARY.encode()
+        # The double-forked grandchild ended with the trial's sandbox.
+        work_dir = tmp_path / "work" / f"experiment-{experiment_id}"
+        heartbeat = work_dir / "heartbeat"
+        assert heartbeat.exists(), "the grandchild never ran"
+        assert _heartbeat_stopped(heartbeat), "a process of the trial outlived it"
+        assert live.trial_task_pids(experiment_id) == []
+    finally:
+        live.stop(process)

@@ -1,0 +1,127 @@
+"""Task hosts: `python -m training.warm` processes, sandboxed or not, that each become one task.
+
+    host = host_start(runtime=..., python=..., env=..., exposure=..., log=...)
+    host.hand(order={...}, fds=[events_fd, log_fd])   # the task starts
+    host.terminate() / host.kill() / host.poll()
+
+The order travels over a private socketpair (never a pipe another process of the same uid could
+open through /proc): one JSON message, with the task's events and log files as passed file
+descriptors. The task writes only to those, so it cannot reach the supervisor's other files, and
+nothing it writes is read as another trial's.
+
+Under the sandbox the host is the pid namespace's pid 1 (`--as-pid-1`): a SIGKILL to it ends
+the namespace, and with it anything user code forked, double forks included.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import threading
+from pathlib import Path
+from typing import Any
+
+from training.runtime import Runtime, TaskPython
+from training.sandbox import Exposure, sandbox_command
+
+
+class TaskHost:
+    def __init__(self, *, process: subprocess.Popen[bytes], channel: socket.socket,
+                 python: TaskPython, sandboxed: bool, exposure: Exposure) -> None:
+        self.process, self.channel, self.python = process, channel, python
+        self.sandboxed, self.exposure = sandboxed, exposure
+        self._task_pid: int | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    @property
+    def returncode(self) -> int | None:
+        return self.process.returncode
+
+    def poll(self) -> int | None:
+        return self.process.poll()
+
+    def wait(self, timeout: float | None = None) -> int:
+        return self.process.wait(timeout=timeout)
+
+    def hand(self, *, order: dict[str, Any], fds: list[int]) -> bool:
+        """Sends the task; False when the host died waiting (the caller starts another)."""
+        with self._lock:
+            if self.process.poll() is not None:
+                return False
+            try:
+                socket.send_fds(self.channel, [json.dumps(order).encode()], fds)
+            except OSError:
+                return False
+            finally:
+                self.channel.close()
+        return True
+
+    def close(self) -> None:
+        """No order will come: the host exits on its own (EOF on its channel)."""
+        with self._lock:
+            self.channel.close()
+
+    def task_pid(self) -> int | None:
+        """The host's own pid outside the sandbox: bwrap's child, the namespace's pid 1."""
+        if not self.sandboxed:
+            return self.process.pid
+        if self._task_pid is None:
+            path = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children")
+            try:
+                children = path.read_text().split()
+            except OSError:
+                return None
+            self._task_pid = int(children[0]) if children else None
+        return self._task_pid
+
+    def terminate(self) -> None:
+        """SIGTERM to the task itself: it checkpoints and stops at the next safe point."""
+        pid = self.task_pid()
+        if pid is not None:
+            _kill(pid, signal.SIGTERM)
+
+    def kill(self) -> None:
+        """Everything the task started goes with it."""
+        if self.sandboxed:
+            pid = self.task_pid()
+            if pid is not None:
+                _kill(pid, signal.SIGKILL)  # pid 1 of its namespace: the kernel ends the rest
+            _kill(self.process.pid, signal.SIGKILL)
+        else:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.process.pid, signal.SIGKILL)  # its session: user code's children
+
+
+def _kill(pid: int, signum: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(pid, signum)
+
+
+def host_start(*, runtime: Runtime, python: TaskPython, env: dict[str, str], exposure: Exposure,
+               log: Path, cwd: Path) -> TaskHost:
+    # A root missing now is not mounted (bwrap's -try binds), so the host must not claim it.
+    exposure = Exposure(write=tuple(p for p in exposure.write if os.path.isdir(p)),
+                        read=tuple(p for p in exposure.read if os.path.exists(p)))
+    parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    entry = [python.executable, "-m", "training.warm", "--channel-fd", str(child.fileno())]
+    argv = sandbox_command(python=python, exposure=exposure) + entry if runtime.isolated else entry
+    try:
+        with log.open("ab") as output:
+            process = subprocess.Popen(
+                argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=output,
+                stderr=subprocess.STDOUT, pass_fds=(child.fileno(),),
+                # Its own session, so a kill of the group reaches all a plain process started.
+                start_new_session=True,
+            )
+    finally:
+        child.close()
+    return TaskHost(process=process, channel=parent, python=python, sandboxed=runtime.isolated,
+                    exposure=exposure)

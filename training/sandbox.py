@@ -1,0 +1,111 @@
+"""What a task host's bubblewrap sandbox shows, and what its task is then narrowed to.
+
+Paths keep their host names inside, so a spec means the same on both sides. The sandbox holds:
+the system (/usr read-only and the few /etc files name resolution and TLS need), the Python
+runtime and `training/` read-only, a private /tmp, new pid/ipc/uts/user/cgroup namespaces, and
+`exposure`: the data roots a host may later be narrowed into (every work dir and upload, for a
+warm host that does not know its trial yet; exactly the trial's own, for a cold one).
+"""
+
+from __future__ import annotations
+
+import glob
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from training.cluster import ClusterPlan
+from training.confine import DEVICES, NVIDIA_SHARED_DEVICES, Confinement
+from training.runtime import BWRAP, TaskPython, repo_root
+from training.spec import TrialSpec
+
+# Read by resolvers, TLS and the dynamic linker; nothing of /etc that holds secrets.
+ETC_FILES = (
+    "/etc/hosts", "/etc/resolv.conf", "/etc/nsswitch.conf", "/etc/host.conf", "/etc/gai.conf",
+    "/etc/ssl", "/etc/ca-certificates", "/etc/localtime", "/etc/ld.so.cache", "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d", "/etc/alternatives",
+)
+USR_MERGED = ("lib", "lib64", "bin", "sbin")
+SANDBOX_UID = 1000
+# A tmpfs of the sandbox's own, not the host's. A task may write only in SCRATCH inside it (its
+# HOME and TMPDIR): a Landlock rule on all of /tmp would also cover any exposed host path that
+# lives under /tmp, since bwrap mounts it inside this tmpfs.
+PRIVATE_TMP = "/tmp"  # noqa: S108
+SCRATCH = "/tmp/.trial"  # noqa: S108
+SHARED_MEMORY = "/dev/shm"  # noqa: S108 - the sandbox's own /dev
+
+
+@dataclass(frozen=True)
+class Exposure:
+    """Data roots a sandbox shows: `write` read-write, `read` read-only."""
+
+    write: tuple[str, ...] = ()
+    read: tuple[str, ...] = ()
+
+    def covers(self, *, write: tuple[str, ...], read: tuple[str, ...]) -> bool:
+        return all(_under(p, self.write) for p in write) and all(
+            _under(p, self.write + self.read) for p in read
+        )
+
+
+def _under(path: str, roots: tuple[str, ...]) -> bool:
+    resolved = Path(path).resolve()
+    return any(resolved.is_relative_to(Path(root).resolve()) for root in roots)
+
+
+def runtime_paths(*, python: TaskPython) -> tuple[str, ...]:
+    """The node's interpreter, its venv, the environment's venv and `training/`."""
+    paths = [sys.base_prefix, sys.prefix, *python.paths, str(repo_root() / "training")]
+    return tuple(dict.fromkeys(paths))
+
+
+def sandbox_command(*, python: TaskPython, exposure: Exposure) -> list[str]:
+    if any(_under(SCRATCH, (path,)) or _under(path, (SCRATCH,))
+           for path in exposure.write + exposure.read):
+        raise ValueError(f"{SCRATCH} is the sandbox's scratch space; no data may live there.")
+    bwrap = shutil.which(BWRAP) or BWRAP
+    argv = [
+        bwrap, "--die-with-parent", "--new-session", "--as-pid-1",
+        "--unshare-user", "--disable-userns", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
+        "--unshare-cgroup-try", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
+        "--ro-bind", "/usr", "/usr",
+    ]
+    for name in USR_MERGED:
+        target = Path("/") / name
+        if target.is_symlink():
+            argv += ["--symlink", str(target.readlink()), str(target)]
+        else:
+            argv += ["--ro-bind-try", str(target), str(target)]
+    for path in ETC_FILES:
+        argv += ["--ro-bind-try", path, path]
+    argv += ["--ro-bind", "/sys", "/sys", "--proc", "/proc", "--dev", "/dev"]
+    argv += ["--tmpfs", PRIVATE_TMP, "--dir", SCRATCH]
+    for device in sorted(glob.glob("/dev/nvidia*")):
+        argv += ["--dev-bind", device, device]  # only the granted ones become usable (confine)
+    for path in runtime_paths(python=python):
+        argv += ["--ro-bind", path, path]
+    for path in exposure.read:
+        argv += ["--ro-bind-try", path, path]
+    for path in exposure.write:
+        argv += ["--bind", path, path]
+    return argv
+
+
+def trial_paths(*, spec: TrialSpec) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(write, read): the trial's own work dir; its uploads, dataset file and built-in data."""
+    read = [p for p in (spec.model, spec.dataset) if p.startswith("/")]
+    if spec.datasets_dir:
+        read.append(spec.datasets_dir)
+    return (spec.work_dir,), tuple(read)
+
+
+def task_confinement(*, spec: TrialSpec, python: TaskPython, plan: ClusterPlan,
+                     gpus: tuple[int, ...]) -> Confinement:
+    write, read = trial_paths(spec=spec)
+    gpu_devices = (*NVIDIA_SHARED_DEVICES, *(f"/dev/nvidia{i}" for i in gpus)) if gpus else ()
+    return Confinement(
+        read=("/usr", "/etc", "/sys", "/proc", *runtime_paths(python=python), *read),
+        write=(*write, SCRATCH, SHARED_MEMORY, "/dev/pts", *DEVICES, *gpu_devices),
+        ports=tuple(sorted({t.port for t in plan.tasks if t.port})),
+    )
