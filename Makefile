@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat requirements.txt pyproject.toml | sha1sum | cut -c1-12)
 
-.PHONY: run test lint typecheck pytest bench install browser sandbox clean-var
+.PHONY: run test lint typecheck pytest bench install browser sandbox containers clean-var
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -30,6 +30,12 @@ sandbox: install
 	    "or set PLATFORM_TRIAL_RUNTIME=process to run them without isolation"; exit 1; fi; }
 	@$(PY) -m training.runtime
 
+# Debian's podman (with runc): the podman trial runtime, which the tests also run trials under.
+containers:
+	@command -v podman >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq podman runc >/dev/null; \
+	  else echo "The podman runtime tests need Debian's podman (apt-get install podman runc)"; fi; }
+
 run: install $(if $(filter process,$(PLATFORM_TRIAL_RUNTIME)),,sandbox)
 	DJANGO_DEBUG=true $(PY) manage.py migrate --noinput
 	DJANGO_DEBUG=true $(PY) manage.py platform_bootstrap
@@ -44,7 +50,7 @@ lint: install
 typecheck: install
 	$(VENV)/bin/mypy platform/tfplatform platform/tfplatform_cli training serving bench manage.py
 
-pytest: install browser sandbox
+pytest: install browser sandbox containers
 	$(VENV)/bin/pytest
 
 test: lint typecheck pytest

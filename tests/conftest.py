@@ -38,3 +38,29 @@ def _clear_cache() -> Iterator[None]:
 @pytest.fixture
 def api_client() -> APIClient:
     return APIClient()
+
+
+@pytest.fixture(scope="session")
+def podman_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Podman's Docker-compatible API on a socket of the test run's own: the engine the
+    `podman` trial runtime talks to. `make test` installs podman (as root); CI must have it."""
+    import shutil
+    import subprocess
+    import time
+
+    if shutil.which("podman") is None:
+        if os.environ.get("CI"):
+            pytest.fail("CI needs podman for the container runtime tests (`make containers`)")
+        pytest.skip("podman is not installed (`make containers` installs it)")
+    socket_path = tmp_path_factory.mktemp("podman") / "podman.sock"
+    service = subprocess.Popen(
+        ["podman", "system", "service", "--time=0", f"unix://{socket_path}"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )
+    deadline = time.monotonic() + 30
+    while not socket_path.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert socket_path.exists(), "podman system service did not start"
+    yield f"unix://{socket_path}"
+    service.terminate()
+    service.wait(timeout=30)

@@ -1,8 +1,10 @@
 """Task hosts: `python -m training.warm` processes, sandboxed or not, that each become one task.
 
     host = host_start(runtime=..., python=..., env=..., exposure=..., log=...)
-    host.hand(order={...}, fds=[events_fd, log_fd])   # the task starts
+    host.hand(order={...}, events=path, log=path)   # the task starts
     host.terminate() / host.kill() / host.poll()
+
+Under `docker` and `podman` a host is a container instead (containers.py), with the same methods.
 
 The order travels over a private socketpair (never a pipe another process of the same uid could
 open through /proc): one JSON message, with the task's events and log files as passed file
@@ -22,8 +24,9 @@ import signal
 import socket
 import subprocess
 import threading
+import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from training.runtime import Runtime, TaskPython
 from training.sandbox import Exposure, sandbox_command
@@ -45,23 +48,32 @@ class TaskHost:
     def returncode(self) -> int | None:
         return self.process.returncode
 
+    @property
+    def network_ref(self) -> str:
+        return "host"  # a sandbox shares the node's network; Landlock narrows it to its ports
+
     def poll(self) -> int | None:
         return self.process.poll()
 
     def wait(self, timeout: float | None = None) -> int:
         return self.process.wait(timeout=timeout)
 
-    def hand(self, *, order: dict[str, Any], fds: list[int]) -> bool:
+    def hand(self, *, order: dict[str, Any], events: Path, log: Path) -> bool:
         """Sends the task; False when the host died waiting (the caller starts another)."""
-        with self._lock:
-            if self.process.poll() is not None:
-                return False
-            try:
-                socket.send_fds(self.channel, [json.dumps(order).encode()], fds)
-            except OSError:
-                return False
-            finally:
-                self.channel.close()
+        fds = [_open_for_task(events), _open_for_task(log)]
+        try:
+            with self._lock:
+                if self.process.poll() is not None:
+                    return False
+                try:
+                    socket.send_fds(self.channel, [json.dumps(order).encode()], fds)
+                except OSError:
+                    return False
+                finally:
+                    self.channel.close()
+        finally:
+            for fd in fds:
+                os.close(fd)
         return True
 
     def close(self) -> None:
@@ -100,13 +112,50 @@ class TaskHost:
                 os.killpg(self.process.pid, signal.SIGKILL)  # its session: user code's children
 
 
+def _open_for_task(path: Path) -> int:
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC,
+                   0o600)
+
+
 def _kill(pid: int, signum: signal.Signals) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.kill(pid, signum)
 
 
+class Host(Protocol):
+    """What the supervisor and the warm pool use of a task host, whatever the runtime."""
+
+    python: TaskPython
+    exposure: Exposure
+    sandboxed: bool
+
+    @property
+    def pid(self) -> int: ...
+    @property
+    def returncode(self) -> int | None: ...
+    @property
+    def network_ref(self) -> str: ...
+    def poll(self) -> int | None: ...
+    def wait(self, timeout: float | None = None) -> int: ...
+    def hand(self, *, order: dict[str, Any], events: Path, log: Path) -> bool: ...
+    def close(self) -> None: ...
+    def task_pid(self) -> int | None: ...
+    def terminate(self) -> None: ...
+    def kill(self) -> None: ...
+
+
 def host_start(*, runtime: Runtime, python: TaskPython, env: dict[str, str], exposure: Exposure,
-               log: Path, cwd: Path) -> TaskHost:
+               log: Path, cwd: Path, network: str = "none", labels: dict[str, str] | None = None,
+               gpus: tuple[int, ...] = ()) -> Host:
+    """A task host; `network`, `labels` and `gpus` matter to containers only (a sandbox shares
+    the node's network, narrowed by Landlock, and sees GPUs as device nodes)."""
+    if runtime.containers is not None:
+        from training.containers import container_host_start
+
+        channel = log.parent / f"{log.stem}.{uuid.uuid4().hex[:12]}.channel"
+        return container_host_start(settings=runtime.containers, engine=runtime.name,
+                                    python=python, env=env, exposure=exposure, log=log,
+                                    channel=channel, network=network, labels=labels, gpus=gpus)
     # A root missing now is not mounted (bwrap's -try binds), so the host must not claim it.
     exposure = Exposure(write=tuple(p for p in exposure.write if os.path.isdir(p)),
                         read=tuple(p for p in exposure.read if os.path.exists(p)))

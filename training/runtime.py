@@ -1,6 +1,6 @@
-"""How a node runs a trial's tasks: in a sandbox (the default) or as plain processes.
+"""How a node runs a trial's tasks: in a sandbox (the default), in containers, or as processes.
 
-    runtime = runtime_for(name="sandbox")   # or "process", development only
+    runtime = runtime_for(name="sandbox")   # "docker"/"podman" (containers.py); "process": dev only
     runtime.isolated                        # False for "process": flagged wherever trials show
 
 A runtime starts *task hosts*: `python -m training.warm` processes that import TensorFlow, then
@@ -17,10 +17,15 @@ import shutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from training.errors import InvalidInput
 
-RUNTIMES = ("sandbox", "process")
+if TYPE_CHECKING:
+    from training.containers import ContainerSettings
+
+RUNTIMES = ("sandbox", "docker", "podman", "process")
+CONTAINER_RUNTIMES = ("docker", "podman")
 DEFAULT_RUNTIME = "sandbox"
 # Debian's package; `make sandbox` installs it.
 BWRAP = "bwrap"
@@ -37,6 +42,8 @@ class TaskPython:
     executable: str = field(default_factory=lambda: sys.executable)
     # Read-only paths a sandbox must show besides the node's runtime (an environment's venv).
     paths: tuple[str, ...] = ()
+    # Under a container runtime: the environment's image ("" is the node's own, containers.py).
+    image: str = ""
 
 
 def node_python() -> TaskPython:
@@ -47,30 +54,49 @@ def node_python() -> TaskPython:
 class Runtime:
     name: str
     isolated: bool
+    containers: ContainerSettings | None = None  # the engine, under docker and podman
+
+    @property
+    def in_containers(self) -> bool:
+        return self.name in CONTAINER_RUNTIMES
 
 
-def runtime_for(*, name: str) -> Runtime:
+def runtime_for(*, name: str, containers: ContainerSettings | None = None) -> Runtime:
     if name not in RUNTIMES:
         raise InvalidInput(f"Unknown trial runtime {name!r}; choose one of {', '.join(RUNTIMES)}.")
     if name == "sandbox":
         runtime_sandbox_check()
-    return Runtime(name=name, isolated=name != "process")
+    if name in CONTAINER_RUNTIMES:
+        if containers is None:
+            raise InvalidInput(f"The {name} runtime needs its engine's address.")
+        from training.containers import engine_check
+
+        engine_check(settings=containers)
+        runtime_landlock_check(runtime=name)
+    return Runtime(name=name, isolated=name != "process",
+                   containers=containers if name in CONTAINER_RUNTIMES else None)
 
 
 def runtime_sandbox_check() -> None:
     """Fails clearly when this machine cannot sandbox trials (no bwrap, no Landlock)."""
-    from training.confine import landlock_abi
-
     if shutil.which(BWRAP) is None:
         raise InvalidInput(
             "The sandbox trial runtime needs bubblewrap: install Debian's `bubblewrap` "
             "(`make sandbox` does), or set PLATFORM_TRIAL_RUNTIME=process for development "
             "without isolation."
         )
-    if landlock_abi() < 6:
+    runtime_landlock_check(runtime="sandbox")
+
+
+def runtime_landlock_check(*, runtime: str) -> None:
+    # Warm hosts see every trial's data roots until their order narrows them with Landlock.
+    from training.confine import MINIMUM_ABI, landlock_abi
+
+    if landlock_abi() < MINIMUM_ABI:
         raise InvalidInput(
-            "The sandbox trial runtime needs Landlock ABI 6 or later (Linux 6.12+: TCP port "
-            f"rules, signal and abstract-socket scoping); this kernel has {landlock_abi()}."
+            f"The {runtime} trial runtime needs Landlock ABI {MINIMUM_ABI} or later (Linux "
+            "6.12+: TCP port rules, signal and abstract-socket scoping); this kernel has "
+            f"{landlock_abi()}."
         )
 
 

@@ -27,9 +27,10 @@ from pathlib import Path
 
 from training import catalog
 from training.cluster import LOCALHOST, ClusterPlan, TaskAddress, cluster_plan, gpu_ids_for
+from training.containers import LABEL_TASK, LABEL_TRIAL
 from training.errors import InvalidInput
 from training.events import EventTail, LineTail
-from training.hosts import TaskHost, host_start
+from training.hosts import Host, host_start
 from training.outcome import OutcomeBuilder, exit_describe
 from training.runtime import DEFAULT_RUNTIME, Runtime, TaskPython, repo_root, runtime_for
 from training.sandbox import PRIVATE_TMP, SCRATCH, Exposure, task_confinement, trial_paths
@@ -52,7 +53,7 @@ PASSTHROUGH_ENV = (
 @dataclass
 class _Task:
     address: TaskAddress
-    host: TaskHost
+    host: Host
     events: EventTail
     output: LineTail
     log_path: Path
@@ -113,13 +114,8 @@ def _environment(*, spec: TrialSpec, plan: ClusterPlan, task: TaskAddress, runti
     return env
 
 
-def _open_for_task(path: Path) -> int:
-    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC,
-                   0o600)
-
-
 def _launch(*, spec: TrialSpec, plan: ClusterPlan, task: TaskAddress, attempt: Path,
-            runtime: Runtime, python: TaskPython) -> _Task:
+            runtime: Runtime, python: TaskPython, network: str) -> _Task:
     stem = f"{task.type}-{task.index}"
     events_path, log_path = attempt / f"{stem}.events.jsonl", attempt / f"{stem}.log"
     host_log_path = attempt / f"{stem}.host.log"
@@ -135,21 +131,19 @@ def _launch(*, spec: TrialSpec, plan: ClusterPlan, task: TaskAddress, attempt: P
     }
     write, read = trial_paths(spec=spec)
     pool = warm_pool()
+    # A warm container has no GPUs and no network of its own to share: it can only be a
+    # GPU-less first task of a single-node trial.
+    warm_fits = not runtime.in_containers or (network == "none" and not gpus)
     host = (pool.take(python=python, write=write, read=read)
-            if pool is not None and pool.runtime == runtime else None)
-    fds = [_open_for_task(events_path), _open_for_task(log_path)]
+            if pool is not None and pool.runtime == runtime and warm_fits else None)
     warm = host is not None
-    try:
-        if host is None or not host.hand(order=order, fds=fds):
-            warm = False
-            host = host_start(runtime=runtime, python=python,
-                              env=task_base_environment(python=python),
-                              exposure=Exposure(write=write, read=read), log=host_log_path,
-                              cwd=attempt)
-            host.hand(order=order, fds=fds)
-    finally:
-        for fd in fds:
-            os.close(fd)
+    if host is None or not host.hand(order=order, events=events_path, log=log_path):
+        warm = False
+        host = host_start(runtime=runtime, python=python, env=task_base_environment(python=python),
+                          exposure=Exposure(write=write, read=read), log=host_log_path,
+                          cwd=attempt, network=network, gpus=gpus,
+                          labels={LABEL_TRIAL: spec.trial_id, LABEL_TASK: task.name})
+        host.hand(order=order, events=events_path, log=log_path)
     return _Task(task, host, EventTail(path=str(events_path), task=task.name,
                                        trial_id=spec.trial_id),
                  LineTail(path=str(log_path), max_line=OUTPUT_LINE_CHARS), log_path, host_log_path,
@@ -295,7 +289,8 @@ def trial_supervise(
                     tasks=[{"task": t.name, "address": t.address} for t in local])
         for address in local:
             gang.tasks.append(_launch(spec=spec, plan=plan, task=address, attempt=attempt,
-                                      runtime=runtime, python=python))
+                                      runtime=runtime, python=python,
+                                      network=_network(plan=plan, tasks=gang.tasks)))
         gang.notice("status", phase="launched", tasks=[
             {"task": t.address.name, "host": t.host.pid, "warm": t.warm} for t in gang.tasks
         ])
@@ -305,6 +300,14 @@ def trial_supervise(
     finally:
         if gang.running():  # on_events or should_cancel raised: never leave orphans behind
             gang.stop(grace_seconds=grace_seconds)
+
+
+def _network(*, plan: ClusterPlan, tasks: list[_Task]) -> str:
+    """A container's network: none of its own for the first task of a single-node trial, that
+    one's loopback for the others, the node's (narrowed to the gang's ports) across nodes."""
+    if len({t.host for t in plan.tasks}) > 1:
+        return "host"
+    return tasks[0].host.network_ref if tasks else "none"
 
 
 def _asked_at_most_every(*, seconds: float, check: Callable[[], bool]) -> Callable[[], bool]:

@@ -29,21 +29,22 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
-from training.hosts import TaskHost, host_start
+from training.hosts import Host, host_start
 from training.runtime import Runtime, TaskPython
 from training.sandbox import Exposure
 
 # After the task a warm host became has ended, before its replacement starts importing.
 REFILL_DELAY_SECONDS = 2.0
 ORDER_MAX_BYTES = 4 * 1024 * 1024
+ORDER_POLL_SECONDS = 0.02
 CLOSE_GRACE_SECONDS = 2.0
 
 
-def _serve(*, channel_fd: int) -> int:
-    import training.tfenv  # noqa: F401 - the whole point: pay for the import before the order
-
+def _order_from_socket(*, channel_fd: int) -> tuple[dict[str, Any], int, int] | None:
     channel = socket.socket(fileno=channel_fd)
     try:
         message, fds, _, _ = socket.recv_fds(channel, ORDER_MAX_BYTES, 2)
@@ -51,13 +52,33 @@ def _serve(*, channel_fd: int) -> int:
         message, fds = b"", []
     channel.close()
     if not message or len(fds) != 2:
+        return None
+    return json.loads(message), fds[0], fds[1]
+
+
+def _order_from_directory(*, channel_dir: str) -> tuple[dict[str, Any], int, int]:
+    """A container's channel (containers.py): its order appears there whole, by rename."""
+    order_path = Path(channel_dir) / "order.json"
+    while not order_path.exists():
+        time.sleep(ORDER_POLL_SECONDS)
+    order = json.loads(order_path.read_text())
+    flags = os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW
+    return (order, os.open(Path(channel_dir) / "events.jsonl", flags),
+            os.open(Path(channel_dir) / "task.log", flags))
+
+
+def _serve(*, channel_fd: int | None = None, channel_dir: str | None = None) -> int:
+    import training.tfenv  # the whole point: pay for the import before the order
+
+    received = (_order_from_socket(channel_fd=channel_fd) if channel_fd is not None
+                else _order_from_directory(channel_dir=str(channel_dir)))
+    if received is None:
         # Nothing ran here, so nothing needs tearing down: skipping the interpreter's teardown
         # of TensorFlow (0.8 s here) shortens every stop of a node, which waits for its pool.
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(0)
-    order = json.loads(message)
-    events_fd, log_fd = fds
+    order, events_fd, log_fd = received
     sys.stdout.flush()
     sys.stderr.flush()
     devnull = os.open(os.devnull, os.O_RDONLY)
@@ -71,11 +92,16 @@ def _serve(*, channel_fd: int) -> int:
     # The import already asked tempfile for a directory; the task's TMPDIR must win (AutoGraph
     # writes the code it generates there).
     tempfile.tempdir = None
+    if scratch := order["env"].get("TMPDIR"):
+        os.makedirs(scratch, mode=0o700, exist_ok=True)  # a container's /tmp starts empty
     os.chdir(order["cwd"])
     if order.get("confine"):
         from training.confine import Confinement, confine_apply
 
-        confine_apply(confinement=Confinement.from_dict(order["confine"]))
+        confinement = Confinement.from_dict(order["confine"])
+        # An image's own Python lives where its image put it.
+        runtime = (sys.base_prefix, sys.prefix, str(Path(training.tfenv.__file__).parent))
+        confine_apply(confinement=replace(confinement, read=confinement.read + runtime))
     from training.worker import task_main
 
     return task_main(spec_json=order["spec"], cluster_json=order["cluster"],
@@ -91,7 +117,7 @@ class WarmPool:
                  refill_delay_seconds: float = REFILL_DELAY_SECONDS) -> None:
         self.size, self.runtime, self.env, self.exposure = size, runtime, env, exposure
         self.log_dir, self.refill_delay = log_dir, refill_delay_seconds
-        self._ready: dict[str, list[TaskHost]] = {}
+        self._ready: dict[str, list[Host]] = {}
         self._pythons: dict[str, TaskPython] = {}
         self._lock = threading.Lock()
         self._closed = False
@@ -139,7 +165,7 @@ class WarmPool:
             return [h.pid for h in self._ready.get(key, []) if h.poll() is None]
 
     def take(self, *, python: TaskPython, write: tuple[str, ...],
-             read: tuple[str, ...]) -> TaskHost | None:
+             read: tuple[str, ...]) -> Host | None:
         """A warm host of this environment that can show these paths, or None (start cold)."""
         self._want(python)
         with self._lock:
@@ -154,7 +180,7 @@ class WarmPool:
                              daemon=True).start()
         return chosen
 
-    def _refill_after(self, host: TaskHost) -> None:
+    def _refill_after(self, host: Host) -> None:
         host.wait()  # the supervisor polls the same process; Popen lets both wait for it
         time.sleep(self.refill_delay)  # the task's own clean-up and the outcome come first
         self._orders.put(host.python)
@@ -196,8 +222,11 @@ def warm_pool() -> WarmPool | None:
 
 def _main() -> None:
     parser = argparse.ArgumentParser(prog="python -m training.warm")
-    parser.add_argument("--channel-fd", type=int, required=True)
-    code = _serve(channel_fd=parser.parse_args().channel_fd)
+    channel = parser.add_mutually_exclusive_group(required=True)
+    channel.add_argument("--channel-fd", type=int)
+    channel.add_argument("--channel-dir")
+    arguments = parser.parse_args()
+    code = _serve(channel_fd=arguments.channel_fd, channel_dir=arguments.channel_dir)
     sys.stdout.flush()
     sys.stderr.flush()
     # TF's gRPC and collective threads can block interpreter shutdown; the outcome is decided.

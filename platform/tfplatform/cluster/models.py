@@ -12,6 +12,8 @@ class Node(models.Model):
 
     class TrialRuntime(models.TextChoices):
         SANDBOX = "sandbox"
+        DOCKER = "docker"
+        PODMAN = "podman"
         # No isolation: user code runs as the worker's user, with its files and network.
         PROCESS = "process"
 

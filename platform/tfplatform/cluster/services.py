@@ -28,8 +28,8 @@ def node_register(
 ) -> Node:
     """Create or refresh a node and make its device rows match what it reports now.
 
-    `trial_runtime` is how the node runs trials now ("sandbox", or "process": not isolated);
-    pages and the API flag trials that ran on a node without isolation.
+    `trial_runtime` is how the node runs trials now ("sandbox", "docker", "podman", or "process":
+    not isolated); pages and the API flag trials that ran on a node without isolation.
     """
     if trial_runtime not in Node.TrialRuntime.values:
         raise InvalidInput(

@@ -234,8 +234,17 @@ PLATFORM = {
         env.str("PLATFORM_ENVIRONMENTS_DIR", default=str(VAR_DIR / "environments"))
     ),
     # How trials are isolated on this node: "sandbox" (bubblewrap + Landlock, the default),
-    # or "process" (no isolation: development only, and flagged wherever trials show).
+    # "docker" or "podman" (a container of the environment's image per task), or "process"
+    # (no isolation: development only, and flagged wherever trials show).
     "TRIAL_RUNTIME": env.str("PLATFORM_TRIAL_RUNTIME", default="sandbox"),
+    # Under "docker"/"podman": the engine's API (podman: `podman system service`), the OCI
+    # runtime to ask for (empty: the engine's default), and each task's limits per device slot
+    # it holds (0: the node's memory and cores divided by its slots).
+    "CONTAINER_ENGINE_URL": env.str("PLATFORM_CONTAINER_ENGINE_URL", default=""),
+    "CONTAINER_OCI_RUNTIME": env.str("PLATFORM_CONTAINER_OCI_RUNTIME", default=""),
+    "CONTAINER_MEMORY_MB": env.int("PLATFORM_CONTAINER_MEMORY_MB", default=0),
+    "CONTAINER_CPUS": env.float("PLATFORM_CONTAINER_CPUS", default=0.0),
+    "CONTAINER_PIDS": env.int("PLATFORM_CONTAINER_PIDS", default=4096),
     "TF_SERVING_GRPC": env.str("TF_SERVING_GRPC", default="127.0.0.1:8500"),
     "TF_SERVING_REST": env.str("TF_SERVING_REST", default="http://127.0.0.1:8501"),
     # TF Serving's batching_parameters_file for the embedded server; empty: its defaults.

@@ -24,7 +24,8 @@ from tfplatform.experiments.trials import (
     trial_start,
 )
 from training.cluster import LOCALHOST
-from training.runtime import Runtime, runtime_for
+from training.containers import RUNTIME_IMAGE, ContainerSettings
+from training.runtime import CONTAINER_RUNTIMES, Runtime, runtime_for
 from training.spec import Resources, TrialOutcome, TrialSpec
 from training.supervisor import trial_supervise
 
@@ -43,8 +44,32 @@ def experiment_run_dir(*, experiment_id: int) -> Path:
     return Path(settings.PLATFORM["RUN_DIR"]) / f"experiment-{experiment_id}"
 
 
-def node_runtime() -> Runtime:
-    return runtime_for(name=settings.PLATFORM["TRIAL_RUNTIME"])
+ENGINE_URLS = {"podman": "unix:///run/podman/podman.sock", "docker": "unix:///var/run/docker.sock"}
+
+
+def node_runtime(*, node: Node | None = None) -> Runtime:
+    name = settings.PLATFORM["TRIAL_RUNTIME"]
+    if name not in CONTAINER_RUNTIMES:
+        return runtime_for(name=name)
+    return runtime_for(name=name, containers=container_settings(node=node))
+
+
+def container_settings(*, node: Node | None) -> ContainerSettings:
+    """The engine and a task container's limits: per device slot the task holds."""
+    config = settings.PLATFORM
+    slots = max(1, node.devices.count()) if node is not None else 1
+    memory = config["CONTAINER_MEMORY_MB"] * 2**20 or (
+        node.memory_bytes // slots if node is not None and node.memory_bytes else 0
+    )
+    cpus = config["CONTAINER_CPUS"] or (node.cpu_count / slots if node is not None else 0.0)
+    return ContainerSettings(
+        engine_url=config["CONTAINER_ENGINE_URL"] or ENGINE_URLS[config["TRIAL_RUNTIME"]],
+        node=node.hostname if node is not None else config["NODE_NAME"],
+        oci_runtime=config["CONTAINER_OCI_RUNTIME"],
+        memory_bytes=memory,
+        pids=config["CONTAINER_PIDS"],
+        cpus=cpus,
+    )
 
 
 def trial_spec_build(*, trial: Trial) -> TrialSpec:
@@ -95,9 +120,14 @@ def trial_execute(*, trial_id: int, node_id: int | None = None) -> None:
     try:
         # Before experiment_start: while this node builds the venv the experiment stays
         # "scheduled", and its pending reason says so.
+        runtime = node_runtime(node=node)
         python = environment_build_ensure(
             environment=experiment.environment, node=node, experiment=experiment
         )
+        image = experiment.environment.image if experiment.environment is not None else ""
+        if runtime.in_containers and image not in ("", RUNTIME_IMAGE):
+            # Warm containers are of the node's own image; any other starts cold.
+            python = replace(python, image=image, key=f"{python.key}@{image}")
         experiment_start(experiment=experiment)
         outcome = trial_supervise(
             spec=trial_spec_build(trial=trial),
@@ -106,7 +136,7 @@ def trial_execute(*, trial_id: int, node_id: int | None = None) -> None:
             grace_seconds=STOP_GRACE_SECONDS,
             cluster=plan,
             local_host=local_host,
-            runtime=node_runtime(),
+            runtime=runtime,
             python=python,
             run_dir=str(experiment_run_dir(experiment_id=experiment.pk)),
         )

@@ -3,7 +3,8 @@ from django.db import models
 
 
 class Environment(models.Model):
-    """What trials run in: a base image (the node's runtime, in `sandbox`) plus pinned packages."""
+    """What trials run in: a base image (run by docker/podman nodes; a sandbox node uses its own
+    runtime) plus pinned packages."""
 
     name = models.CharField(max_length=100, unique=True)
     image = models.CharField(max_length=300)

@@ -104,7 +104,8 @@ class EnvironmentForm(forms.Form):
 
     name = forms.CharField(max_length=100)
     image = forms.CharField(
-        max_length=300, help_text="Its base image; a sandbox node layers it on its own runtime."
+        max_length=300,
+        help_text="Its base image: a container node runs it; a sandbox node uses its own runtime.",
     )
     tensorflow_version = forms.CharField(max_length=20, label="TensorFlow version")
     gpu_capable = forms.BooleanField(required=False, label="GPU capable")

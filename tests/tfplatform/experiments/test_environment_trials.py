@@ -61,7 +61,10 @@ def test_the_module_imports_its_environments_package_and_fails_clearly_without_i
     build = EnvironmentBuild.objects.get(environment=environment, node__hostname=node)
     assert build.state == "ready"
 
-    without = _submit(client, environment=None)
+    # Named, not the default: a transactional test's flush may have removed the seeded ones,
+    # leaving "with-pyjokes" the first that fits.
+    plain = EnvironmentFactory(name="plain", extra_packages=[])
+    without = _submit(client, environment=plain.name)
     assert live.experiment_wait_finished(without, timeout=240, log=log) == "failed"
     error = Experiment.objects.get(pk=without).error
     assert "No module named 'pyjokes'" in error

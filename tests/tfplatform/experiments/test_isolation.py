@@ -21,9 +21,10 @@ from django.db import connection
 from rest_framework.test import APIClient
 
 from tests import live
-from tests.factories import UserFactory
+from tests.factories import EnvironmentFactory, UserFactory
 from tfplatform.cluster.models import Node
 from tfplatform.experiments.models import Experiment
+from training.containers import RUNTIME_IMAGE
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -219,17 +220,29 @@ def _heartbeat_stopped(path: Path) -> bool:
     return path.stat().st_mtime == before
 
 
+@pytest.fixture(params=["sandbox", "podman"])
+def runtime(request: pytest.FixtureRequest) -> dict[str, str]:
+    """The worker node's settings for each isolating runtime, and the environment to pick."""
+    if request.param == "sandbox":
+        return {"PLATFORM_TRIAL_RUNTIME": "sandbox"}
+    engine = request.getfixturevalue("podman_engine")
+    EnvironmentFactory(name="node-runtime-image", image=RUNTIME_IMAGE)
+    return {"PLATFORM_TRIAL_RUNTIME": "podman", "PLATFORM_CONTAINER_ENGINE_URL": engine,
+            "PLATFORM_CONTAINER_OCI_RUNTIME": "runc", "environment": "node-runtime-image"}
+
+
 def test_a_hostile_module_trains_and_reaches_nothing(
     tmp_path: Path, service_port: int, model_server: dict[str, Any],
-    other_tenant: dict[str, Path],
+    other_tenant: dict[str, Path], runtime: dict[str, str],
 ) -> None:
     node = f"isolation-{tmp_path.name[-12:]}"
     log = tmp_path / "worker.log"
+    environment = runtime.pop("environment", None)
     process = live.worker_start(
         node=node, log=log, PLATFORM_WORK_DIR=str(tmp_path / "work"),
         PLATFORM_ADMIN_PASSWORD=CANARY, PLATFORM_CANARY_SECRET=CANARY,
         TF_SERVING_GRPC=model_server["grpc"], TF_SERVING_REST=model_server["rest"],
-        MODEL_BASE_PATH=str(model_server["base"]),
+        MODEL_BASE_PATH=str(model_server["base"]), **runtime,
     )
     try:
         live.wait_for(lambda: Node.objects.filter(hostname=node).exists(), timeout=60,
@@ -245,6 +258,7 @@ def test_a_hostile_module_trains_and_reaches_nothing(
             "name": "hostile", "model": "upload", "dataset": "digits",
             "model_file": SimpleUploadedFile("probe.py", source.encode()),
             "hyperparameters": json.dumps({"epochs": 2, "batch_size": 32}),
+            **({"environment": environment} if environment else {}),
         }, format="multipart")
         assert response.status_code == 201, response.json()
         experiment_id = response.json()["id"]
@@ -252,7 +266,8 @@ def test_a_hostile_module_trains_and_reaches_nothing(
         experiment = Experiment.objects.get(pk=experiment_id)
         assert state == "completed", (experiment.error, log.read_text()[-3000:])
         [trial] = client.get(f"/api/v1/experiments/{experiment_id}/").json()["trials"]
-        assert trial["runtime"] == "sandbox" and trial["tensorflow_version"].startswith("2.")
+        assert trial["runtime"] == runtime["PLATFORM_TRIAL_RUNTIME"]
+        assert trial["tensorflow_version"].startswith("2.")
 
         # What the module printed is in the experiment's log stream, as the user sees it.
         logs = client.get(f"/api/v1/experiments/{experiment_id}/logs/").json()["logs"]
@@ -272,7 +287,7 @@ def test_a_hostile_module_trains_and_reaches_nothing(
 
         assert (ROOT / "training" / "__init__.py").read_bytes() == training_init
         assert other_tenant["checkpoint"].read_bytes() == CANARY.encode()
-        # The double-forked grandchild ended with the trial's sandbox.
+        # The double-forked grandchild ended with the trial's sandbox or container.
         work_dir = tmp_path / "work" / f"experiment-{experiment_id}"
         heartbeat = work_dir / "heartbeat"
         assert heartbeat.exists(), "the grandchild never ran"

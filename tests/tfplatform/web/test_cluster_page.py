@@ -96,14 +96,17 @@ def test_staff_sees_nodes_devices_holders_and_queue() -> None:
 @pytest.mark.django_db
 def test_each_node_shows_its_trial_runtime_and_a_node_without_isolation_is_flagged() -> None:
     sandboxed = NodeFactory(hostname="sandboxed-box")
+    containers = NodeFactory(hostname="podman-box", trial_runtime="podman")
     unisolated = NodeFactory(hostname="dev-box", unisolated=True)
     html = staff().get("/cluster/").content.decode()
     sections = {
         node.hostname: html.split(f'id="node-{node.pk}"', 1)[1].split("</section>", 1)[0]
-        for node in (sandboxed, unisolated)
+        for node in (sandboxed, containers, unisolated)
     }
-    assert 'class="trial-runtime">sandbox' in sections["sandboxed-box"]
+    assert 'class="trial-runtime">sandbox <small>(isolated)</small>' in sections["sandboxed-box"]
     assert "not isolated" not in sections["sandboxed-box"]
+    assert "podman <small>(isolated: a container per task)" in sections["podman-box"]
+    assert "not isolated" not in sections["podman-box"]
     assert 'class="trial-runtime">process' in sections["dev-box"]
     assert 'not-isolated" title="Trials on this node run as plain processes' in sections["dev-box"]
     assert ">not isolated</span>" in sections["dev-box"]

@@ -16,6 +16,7 @@ from tfplatform.cluster.services import (
 )
 from tfplatform.config.celery import app
 from tfplatform.experiments.execution import node_runtime
+from training.containers import containers_reap, runtime_image_ensure
 from training.sandbox import Exposure
 from training.supervisor import task_base_environment
 from training.warm import warm_pool_configure
@@ -77,6 +78,12 @@ class Command(BaseCommand):
                 hostname,
                 node.trial_runtime,
             )
+        runtime = node_runtime(node=node)
+        if runtime.containers is not None:
+            reaped = containers_reap(settings=runtime.containers)
+            if reaped:
+                self.stdout.write(f"Removed {reaped} container(s) this node left running")
+            runtime_image_ensure(settings=runtime.containers)
         recovered = node_recover_after_restart(node=node)
         if recovered:
             self.stdout.write(
@@ -101,7 +108,7 @@ class Command(BaseCommand):
         ]
         warm = warm_pool_configure(
             size=options["warm_processes"],
-            runtime=node_runtime(),
+            runtime=runtime,
             env=task_base_environment(),
             exposure=_warm_exposure(),
             log_dir=settings.PLATFORM["RUN_DIR"] / "warm" / hostname,
@@ -112,6 +119,8 @@ class Command(BaseCommand):
             stop.set()
             if warm is not None:
                 warm.close()
+            if runtime.containers is not None:
+                containers_reap(settings=runtime.containers)
 
 
 def _warm_exposure() -> Exposure:

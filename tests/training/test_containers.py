@@ -1,0 +1,144 @@
+"""The podman trial runtime: each task a container of its environment's image, through the
+engine's API, as uid 1000 without capabilities, network or a writable root; gone when it ends."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from training.containers import (
+    LABEL_NODE,
+    LABEL_TASK,
+    LABEL_TRIAL,
+    RUNTIME_IMAGE,
+    ContainerSettings,
+    containers_reap,
+    runtime_image_ensure,
+)
+from training.runtime import Runtime, runtime_for
+from training.sandbox import Exposure
+from training.spec import Resources
+from training.supervisor import task_base_environment, trial_supervise
+
+pytestmark = pytest.mark.slow
+
+PROBE_MODULE = '''
+import os, socket
+import tf_keras as keras
+
+status = open("/proc/self/status").read()
+capabilities = status.split("CapEff:")[1].split()[0]
+try:
+    socket.create_connection(("1.1.1.1", 53), timeout=2)
+    network = "reachable"
+except OSError:
+    network = "unreachable"
+try:
+    open("/usr/probe", "w")
+    root = "writable"
+except OSError:
+    root = "read-only"
+print(f"PROBE uid={os.getuid()} caps={capabilities} network={network} root={root} "
+      f"pid={os.getpid()}", flush=True)
+
+
+def build_model(hparams):
+    return keras.Sequential([
+        keras.Input(shape=hparams["input_shape"]),
+        keras.layers.Dense(hparams["num_classes"], activation="softmax"),
+    ])
+'''
+
+
+@pytest.fixture(scope="module")
+def podman(podman_engine: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runtime]:
+    node = f"test-{tmp_path_factory.getbasetemp().name}"
+    settings = ContainerSettings(engine_url=podman_engine, node=node, oci_runtime="runc",
+                                 memory_bytes=2 * 2**30, cpus=1.0)
+    assert runtime_image_ensure(settings=settings) == RUNTIME_IMAGE
+    yield runtime_for(name="podman", containers=settings)
+    containers_reap(settings=settings)
+
+
+def _node_containers(runtime: Runtime) -> list[Any]:
+    assert runtime.containers is not None
+    return runtime.containers.client().containers.list(
+        all=True, filters={"label": f"{LABEL_NODE}={runtime.containers.node}"}
+    )
+
+
+def _run(runtime: Runtime, make_spec: Callable[..., Any], tmp_path: Path, model: str,
+         **options: Any) -> tuple[Any, list[Any]]:
+    events: list[Any] = []
+    spec = make_spec(work_dir=tmp_path / "work", model=model, **options)
+    outcome = trial_supervise(spec=spec, on_events=events.extend, should_cancel=lambda: False,
+                              grace_seconds=10, runtime=runtime, run_dir=str(tmp_path / "runs"))
+    return outcome, events
+
+
+def test_a_trial_trains_in_a_locked_down_container(
+    podman: Runtime, make_spec: Callable[..., Any], tmp_path: Path
+) -> None:
+    module = tmp_path / "probe.py"
+    module.write_text(PROBE_MODULE)
+    outcome, events = _run(podman, make_spec, tmp_path, str(module),
+                           hyperparameters={"epochs": 1})
+
+    assert outcome.status == "completed", outcome.exit_reason
+    [launching] = [e.payload for e in events if e.payload.get("phase") == "launching"]
+    assert launching["runtime"] == "podman" and launching["isolated"] is True
+    [probe] = [e.payload["message"] for e in events
+               if str(e.payload.get("message", "")).startswith("PROBE ")]
+    assert "uid=1000 caps=0000000000000000 network=unreachable root=read-only" in probe
+    assert "pid=1" in probe  # its own pid namespace
+    assert (tmp_path / "work" / "export").is_dir()  # written through its own work dir
+    assert _node_containers(podman) == []  # removed once it exited
+
+
+def test_a_cancel_removes_the_container_and_all_it_started(
+    podman: Runtime, make_spec: Callable[..., Any], tmp_path: Path
+) -> None:
+    events: list[Any] = []
+    spec = make_spec(work_dir=tmp_path / "work", model="mlp", hyperparameters={"epochs": 500})
+    seen_loss = lambda: any(e.kind == "metric" for e in events)  # noqa: E731
+    outcome = trial_supervise(spec=spec, on_events=events.extend, should_cancel=seen_loss,
+                              grace_seconds=2, runtime=podman, run_dir=str(tmp_path / "runs"))
+    assert outcome.status == "canceled", outcome.exit_reason
+    assert _node_containers(podman) == []
+
+
+def test_two_tasks_of_one_trial_share_only_their_own_loopback(
+    podman: Runtime, make_spec: Callable[..., Any], tmp_path: Path
+) -> None:
+    outcome, events = _run(podman, make_spec, tmp_path, "mlp",
+                           hyperparameters={"epochs": 1},
+                           resources=Resources(workers=2, gpus_per_worker=0))
+    assert outcome.status == "completed", outcome.exit_reason
+    assert outcome.strategy == "MultiWorkerMirroredStrategy"
+    [launched] = [e.payload["tasks"] for e in events if e.payload.get("phase") == "launched"]
+    assert len({task["host"] for task in launched}) == 2  # two containers, one loopback
+
+
+def test_a_restarted_node_reaps_what_it_left_running(
+    podman: Runtime, tmp_path: Path
+) -> None:
+    from training.hosts import host_start
+    from training.runtime import TaskPython
+
+    host = host_start(runtime=podman, python=TaskPython(), env=task_base_environment(),
+                      exposure=Exposure(), log=tmp_path / "host.log", cwd=tmp_path,
+                      labels={LABEL_TRIAL: "7", LABEL_TASK: "worker:0"})
+    [found] = _node_containers(podman)
+    assert found.labels[LABEL_TRIAL] == "7" and found.labels[LABEL_TASK] == "worker:0"
+    assert found.attrs["HostConfig"]["ReadonlyRootfs"] is True
+    assert found.attrs["HostConfig"]["PidsLimit"] == 4096
+
+    assert podman.containers is not None
+    assert host.poll() is None
+    assert containers_reap(settings=podman.containers) == 1
+    host.wait(timeout=30)  # its supervisor learns that it is gone
+    assert host.poll() is not None
+    assert _node_containers(podman) == []

@@ -1,0 +1,343 @@
+"""Task hosts as containers of an environment's image: the `docker` and `podman` runtimes.
+
+Each task host is one container, started through the engine's API (docker-py; podman through its
+Docker-compatible service), labelled with its node, trial and task so that a restarted worker
+node finds and removes what it left behind. Every container runs as uid 1000 with no
+capabilities, `no-new-privileges`, a read-only root, a private /tmp, memory, pids and CPU
+limits, and no network: a single-node trial's tasks share the first one's loopback-only network
+namespace; only a gang across nodes uses the host's network, narrowed to its own ports by
+Landlock (confine.py), which a container applies at hand-off like a sandbox does.
+
+The order reaches a running container through its channel: a directory the node mounts at
+/run/tfplatform, owned by root and read-only to the task, holding the task's events file and
+log (pre-created, the only files there it may write) and, at hand-off, `order.json`. The
+supervisor links those two files into its attempt directory, so it reads what this task wrote
+and nothing the task could name.
+
+Images: an image labelled `tfplatform.python=host` (the node's own, built by
+`runtime_image_ensure` from an empty root filesystem) runs the node's Python runtime, mounted
+read-only under its own paths, as a sandbox does. Any other image brings its own Python with
+TensorFlow and tf-keras (e.g. the platform's own image); `training/` is mounted read-only at
+/opt/tfplatform.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import shutil
+import subprocess
+import tarfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from training.errors import InvalidInput
+from training.runtime import TaskPython, repo_root
+from training.sandbox import ETC_FILES, PRIVATE_TMP, SANDBOX_UID, USR_MERGED, Exposure
+
+if TYPE_CHECKING:
+    from docker import DockerClient
+    from docker.models.containers import Container
+
+LABEL_NODE = "tfplatform.node"
+LABEL_TRIAL = "tfplatform.trial"
+LABEL_TASK = "tfplatform.task"
+LABEL_PYTHON = "tfplatform.python"
+CHANNEL = "/run/tfplatform"
+TRAINING_MOUNT = "/opt/tfplatform"
+RUNTIME_IMAGE = "localhost/tfplatform-runtime:host"
+EVENTS_FILE, LOG_FILE, ORDER_FILE = "events.jsonl", "task.log", "order.json"
+TMP_SIZE = "2g"
+ENGINE_TIMEOUT_SECONDS = 120
+
+
+@dataclass(frozen=True)
+class ContainerSettings:
+    """A node's engine and the limits of every task container it starts."""
+
+    engine_url: str
+    node: str
+    oci_runtime: str = ""  # e.g. "runc" where the engine's default cannot run here
+    memory_bytes: int = 0  # 0: no limit
+    pids: int = 4096
+    cpus: float = 0.0  # 0: no limit
+
+    def client(self) -> DockerClient:
+        import docker
+
+        return docker.DockerClient(base_url=self.engine_url, timeout=ENGINE_TIMEOUT_SECONDS)
+
+
+def engine_check(*, settings: ContainerSettings) -> str:
+    """The engine's version; fails clearly when the node cannot reach it."""
+    try:
+        return str(settings.client().version().get("Version", "?"))
+    except Exception as error:  # docker-py raises several kinds for "not there"
+        raise InvalidInput(
+            f"The container runtime cannot reach its engine at {settings.engine_url}: {error}. "
+            "Start the engine's API (e.g. `podman system service --time=0 "
+            "unix:///run/podman/podman.sock`) or set PLATFORM_CONTAINER_ENGINE_URL."
+        ) from error
+
+
+def runtime_image_ensure(*, settings: ContainerSettings) -> str:
+    """The node's own image: an empty root filesystem for the node's mounted Python runtime."""
+    client = settings.client()
+    with contextlib.suppress(Exception):
+        client.images.get(RUNTIME_IMAGE)
+        return RUNTIME_IMAGE
+    context = io.BytesIO()
+    with tarfile.open(fileobj=context, mode="w") as tar:
+        _tar_add(tar, "Containerfile", "FROM scratch\nCOPY rootfs/ /\n"
+                 f"LABEL {LABEL_PYTHON}=host\nUSER {SANDBOX_UID}:{SANDBOX_UID}\n".encode())
+        _tar_add(tar, "rootfs/etc/passwd",
+                 f"trial:x:{SANDBOX_UID}:{SANDBOX_UID}:trial:{PRIVATE_TMP}:/nonexistent\n".encode())
+        _tar_add(tar, "rootfs/etc/group", f"trial:x:{SANDBOX_UID}:\n".encode())
+        for name in ("tmp", "usr", "proc", "sys", "dev", "run", "opt", "etc/ssl"):
+            _tar_dir(tar, f"rootfs/{name}")
+        for name in USR_MERGED:  # the same layout as the node's, whose /usr is mounted
+            target = Path("/") / name
+            if target.is_symlink():
+                info = tarfile.TarInfo(f"rootfs/{name}")
+                info.type, info.linkname = tarfile.SYMTYPE, str(target.readlink())
+                tar.addfile(info)
+            else:
+                _tar_dir(tar, f"rootfs/{name}")
+    context.seek(0)
+    client.images.build(fileobj=context, custom_context=True, tag=RUNTIME_IMAGE,
+                        dockerfile="Containerfile", rm=True)
+    return RUNTIME_IMAGE
+
+
+def _tar_add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
+    info = tarfile.TarInfo(name)
+    info.size, info.mode = len(data), 0o644
+    tar.addfile(info, io.BytesIO(data))
+
+
+def _tar_dir(tar: tarfile.TarFile, name: str) -> None:
+    info = tarfile.TarInfo(name)
+    info.type, info.mode = tarfile.DIRTYPE, 0o1777 if name.endswith("tmp") else 0o755
+    tar.addfile(info)
+
+
+def image_runs_host_python(*, settings: ContainerSettings, image: str) -> bool:
+    try:
+        labels = settings.client().images.get(image).labels or {}
+    except Exception as error:
+        raise InvalidInput(
+            f"Image {image!r} is not on node {settings.node} and could not be inspected: {error}"
+        ) from error
+    return labels.get(LABEL_PYTHON) == "host"
+
+
+def containers_reap(*, settings: ContainerSettings) -> int:
+    """Removes every container this node started (a restarted node supervises none of them)."""
+    client = settings.client()
+    found = client.containers.list(all=True, filters={"label": f"{LABEL_NODE}={settings.node}"})
+    for container in found:
+        with contextlib.suppress(Exception):
+            container.remove(force=True)
+    return len(found)
+
+
+def gpu_uuids(*, indices: tuple[int, ...]) -> tuple[str, ...]:
+    """The node's GPUs by UUID (what engines hand over); none where NVML is absent (emulated)."""
+    if not indices:
+        return ()
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:
+        return ()
+    try:
+        return tuple(
+            str(pynvml.nvmlDeviceGetUUID(pynvml.nvmlDeviceGetHandleByIndex(i))) for i in indices
+        )
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def gpu_requests(*, engine: str, uuids: tuple[str, ...]) -> dict[str, Any]:
+    """Create-arguments that hand these GPUs over: CDI names for podman, a device request for
+    docker. CUDA_VISIBLE_DEVICES alone would leave every GPU's device node reachable."""
+    if not uuids:
+        return {}
+    if engine == "podman":
+        return {"devices": [f"nvidia.com/gpu={uuid}" for uuid in uuids]}
+    from docker.types import DeviceRequest
+
+    return {"device_requests": [
+        DeviceRequest(driver="nvidia", device_ids=list(uuids), capabilities=[["gpu"]])
+    ]}
+
+
+class ContainerHost:
+    """The TaskHost interface (hosts.py) over one container."""
+
+    sandboxed = True
+
+    def __init__(self, *, container: Container, channel: Path, python: TaskPython,
+                 exposure: Exposure, network: str, log: Path) -> None:
+        self.container, self.channel, self.python = container, channel, python
+        self.exposure, self.network = exposure, network
+        self._log = log
+        self._returncode: int | None = None
+        self._exited = threading.Event()
+        container.reload()
+        self._pid = int(container.attrs.get("State", {}).get("Pid") or 0)
+        threading.Thread(target=self._wait, name="container-wait", daemon=True).start()
+
+    def _wait(self) -> None:
+        code = -1
+        try:
+            code = int(self.container.wait().get("StatusCode", -1))
+        except Exception:
+            code = -1
+        finally:
+            with contextlib.suppress(Exception), self._log.open("ab") as log:
+                log.write(self.container.logs())  # what it printed before (or without) an order
+            with contextlib.suppress(Exception):
+                self.container.remove(force=True)
+            # The task's events and log live on as the supervisor's links to them.
+            shutil.rmtree(self.channel, ignore_errors=True)
+            self._returncode = code
+            self._exited.set()
+
+    @property
+    def pid(self) -> int:
+        return self._pid
+
+    @property
+    def network_ref(self) -> str:
+        """What a second task of the same trial joins: this one's loopback-only network."""
+        return f"container:{self.container.id}"
+
+    @property
+    def returncode(self) -> int | None:
+        return self._returncode
+
+    def poll(self) -> int | None:
+        return self._returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if not self._exited.wait(timeout):
+            raise subprocess.TimeoutExpired(cmd=str(self.container.id), timeout=timeout or 0)
+        return self._returncode if self._returncode is not None else -1
+
+    def hand(self, *, order: dict[str, Any], events: Path, log: Path) -> bool:
+        if self._exited.is_set():
+            return False
+        work_dir_own(path=Path(order["cwd"]))
+        for name, link in ((EVENTS_FILE, events), (LOG_FILE, log)):
+            link.unlink(missing_ok=True)
+            os.link(self.channel / name, link)
+        staged = self.channel / f".{ORDER_FILE}"
+        staged.write_text(json.dumps(order))
+        staged.chmod(0o644)
+        staged.rename(self.channel / ORDER_FILE)  # appears whole, never half-written
+        return True
+
+    def close(self) -> None:
+        self.kill()
+
+    def task_pid(self) -> int | None:
+        return self._pid or None
+
+    def terminate(self) -> None:
+        with contextlib.suppress(Exception):
+            self.container.kill(signal="SIGTERM")
+
+    def kill(self) -> None:
+        """The container's whole pid namespace goes, double forks included."""
+        with contextlib.suppress(Exception):
+            self.container.kill(signal="SIGKILL")
+
+
+def work_dir_own(*, path: Path) -> None:
+    """The task runs as uid 1000, not as a user-namespaced root as in a sandbox: its own work dir
+    (and only that; other trials' stay the node's) becomes its to write, links not followed."""
+    path.mkdir(parents=True, exist_ok=True)
+    for root, dirs, files in os.walk(path):
+        for name in (root, *(os.path.join(root, n) for n in dirs + files)):
+            os.chown(name, SANDBOX_UID, SANDBOX_UID, follow_symlinks=False)
+
+
+def _channel_prepare(*, path: Path) -> None:
+    path.mkdir(parents=True, exist_ok=True)
+    path.chmod(0o755)
+    for name in (EVENTS_FILE, LOG_FILE):
+        file = path / name
+        file.touch(mode=0o600)
+        os.chown(file, SANDBOX_UID, SANDBOX_UID)
+
+
+def _mounts(*, python: TaskPython, host_python: bool, exposure: Exposure,
+            channel: Path) -> list[Any]:
+    from docker.types import Mount
+
+    def bind(source: str, target: str | None = None, *, read_only: bool = True) -> Mount:
+        return Mount(target=target or source, source=source, type="bind", read_only=read_only)
+
+    mounts = [bind(str(channel), CHANNEL, read_only=False)]
+    if host_python:
+        from training.sandbox import runtime_paths
+
+        mounts.append(bind("/usr"))
+        mounts += [bind(f"/{n}") for n in USR_MERGED
+                   if Path(f"/{n}").is_dir() and not Path(f"/{n}").is_symlink()]
+        mounts += [bind(p) for p in ETC_FILES
+                   if os.path.exists(p) and p not in ("/etc/hosts", "/etc/resolv.conf")]
+        mounts += [bind(p) for p in runtime_paths(python=python)]
+    else:
+        mounts.append(bind(str(repo_root() / "training"), f"{TRAINING_MOUNT}/training"))
+    mounts += [bind(p) for p in exposure.read if os.path.exists(p)]
+    mounts += [bind(p, read_only=False) for p in exposure.write if os.path.isdir(p)]
+    return mounts
+
+
+def container_host_start(*, settings: ContainerSettings, engine: str, python: TaskPython,
+                         env: dict[str, str], exposure: Exposure, log: Path, channel: Path,
+                         network: str = "none", labels: dict[str, str] | None = None,
+                         gpus: tuple[int, ...] = ()) -> ContainerHost:
+    """One container of `python.image`, importing TensorFlow, waiting for its order."""
+    client = settings.client()
+    image = python.image or RUNTIME_IMAGE
+    host_python = image_runs_host_python(settings=settings, image=image)
+    exposure = Exposure(write=tuple(p for p in exposure.write if os.path.isdir(p)),
+                        read=tuple(p for p in exposure.read if os.path.exists(p)))
+    _channel_prepare(path=channel)
+    executable = python.executable if host_python else "python3"
+    from docker.types import Ulimit
+
+    slots = max(1, len(gpus))  # a task holds one slot, or its GPUs
+    limits: dict[str, Any] = {"pids_limit": settings.pids}
+    if settings.memory_bytes:
+        limits["mem_limit"] = settings.memory_bytes * slots
+        limits["memswap_limit"] = settings.memory_bytes * slots  # no swap beyond the allocation
+    if settings.cpus:
+        limits["nano_cpus"] = int(settings.cpus * slots * 1e9)
+    if settings.oci_runtime:
+        limits["runtime"] = settings.oci_runtime
+    container = client.containers.run(
+        image, [executable, "-m", "training.warm", "--channel-dir", CHANNEL],
+        detach=True, user=f"{SANDBOX_UID}:{SANDBOX_UID}", cap_drop=["ALL"],
+        security_opt=["no-new-privileges"], read_only=True, network_mode=network,
+        hostname=None if network.startswith("container:") else "trial",
+        mounts=_mounts(python=python, host_python=host_python, exposure=exposure,
+                       channel=channel),
+        tmpfs={PRIVATE_TMP: f"rw,size={TMP_SIZE},mode=1777"},
+        environment=env if host_python else env | {"PYTHONPATH": TRAINING_MOUNT},
+        working_dir=CHANNEL,
+        labels={LABEL_NODE: settings.node, **(labels or {})},
+        ulimits=[Ulimit(name="nofile", soft=4096, hard=4096),
+                 Ulimit(name="nproc", soft=settings.pids, hard=settings.pids)],
+        **limits, **gpu_requests(engine=engine, uuids=gpu_uuids(indices=gpus)),
+    )
+    return ContainerHost(container=container, channel=channel, python=python, exposure=exposure,
+                         network=network, log=log)
