@@ -30,11 +30,12 @@ sandbox: install
 	    "or set PLATFORM_TRIAL_RUNTIME=process to run them without isolation"; exit 1; fi; }
 	@$(PY) -m training.runtime
 
-# Debian's podman (with runc): the podman trial runtime, which the tests also run trials under.
+# Debian's podman (with runc) and debootstrap: the podman trial runtime the tests also run trials
+# under, and the root filesystem of a base image with its own Python for the derived-image tests.
 containers:
-	@command -v podman >/dev/null 2>&1 || { \
-	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq podman runc >/dev/null; \
-	  else echo "The podman runtime tests need Debian's podman (apt-get install podman runc)"; fi; }
+	@command -v podman >/dev/null 2>&1 && command -v debootstrap >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq podman runc debootstrap >/dev/null; \
+	  else echo "The podman runtime tests need Debian's podman and debootstrap (apt-get install podman runc debootstrap)"; fi; }
 
 run: install $(if $(filter process,$(PLATFORM_TRIAL_RUNTIME)),,sandbox)
 	DJANGO_DEBUG=true $(PY) manage.py migrate --noinput

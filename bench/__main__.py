@@ -19,6 +19,8 @@ from pathlib import Path
 from bench.machine import machine_describe, versions_describe
 from bench.plots import bar_chart_write
 from bench.report import Section, report_markdown, section_text
+from training.containers import RUNTIME_IMAGE
+from training.runtime import CONTAINER_RUNTIMES
 
 RESULTS = Path(__file__).resolve().parent / "results"
 ITEMS = ("configurations", "overhead", "inference", "scheduler", "dispatch")
@@ -79,6 +81,9 @@ def _stack_sections(args: argparse.Namespace) -> list[Section]:
         batching_parameters=BATCHING_PARAMETERS, session_parallelism=SESSION_PARALLELISM,
     ) as stack:
         client = PlatformClient(stack.base_url, stack.token)
+        if os.environ.get("PLATFORM_TRIAL_RUNTIME") in CONTAINER_RUNTIMES:
+            # Trials run in containers of the node's own image (no registry to pull from).
+            client.environment = client.environment_create(name="node-image", image=RUNTIME_IMAGE)
         if "configurations" in args.items:
             rounds = _pick(args.rounds, full=2, quick=1, is_quick=quick)
             sections.append(configurations_measure(client, workload=workload, rounds=rounds))

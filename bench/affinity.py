@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from bench.cpu import stat_fields
+from training.runtime import CONTAINER_RUNTIMES
 
 
 def cpus_available() -> set[int]:
@@ -37,6 +38,19 @@ def process_tree(roots: Iterable[int]) -> list[int]:
         found.append(pid)
         pending += children.get(pid, [])
     return found
+
+
+def container_pids() -> list[int]:
+    """Task containers' first processes under a docker/podman node: the engine starts them, so
+    they are not in the platform's process tree (the stack's worker names the same engine)."""
+    if os.environ.get("PLATFORM_TRIAL_RUNTIME") not in CONTAINER_RUNTIMES:
+        return []
+    from training.containers import LABEL_NODE, ContainerSettings
+
+    url = os.environ.get("PLATFORM_CONTAINER_ENGINE_URL", "unix:///run/podman/podman.sock")
+    client = ContainerSettings(engine_url=url, node="").client()
+    found = client.containers.list(filters={"label": LABEL_NODE})
+    return [int(c.attrs["State"]["Pid"]) for c in found if c.attrs["State"].get("Pid")]
 
 
 def processes_pin(pids: Iterable[int], *, cpus: set[int]) -> None:

@@ -21,6 +21,7 @@ class PlatformClient:
     base_url: str
     token: str
     session: requests.Session = field(default_factory=requests.Session)
+    environment: str | None = None  # every experiment's; None: the platform's default
 
     def __post_init__(self) -> None:
         self.session.headers["Authorization"] = f"Token {self.token}"
@@ -39,7 +40,15 @@ class PlatformClient:
             "hyperparameters": hyperparameters, "resources": resources,
             "target_accuracy": target_accuracy, "max_restarts": 0,
         }
+        if self.environment:
+            body["environment"] = self.environment
         return dict(self._call("POST", "/api/v1/experiments/", expect=201, json=body))
+
+    def environment_create(self, *, name: str, image: str) -> str:
+        self._call("POST", "/api/v1/environments/", expect=201, json={
+            "name": name, "image": image, "tensorflow_version": "2.21.0", "gpu_capable": True,
+        })
+        return name
 
     def experiment(self, experiment_id: int) -> dict[str, Any]:
         return dict(self._call("GET", f"/api/v1/experiments/{experiment_id}/"))

@@ -41,6 +41,8 @@ def trial_runtime_describe() -> str:
     # The stack's worker node reads the same variable (bench/stack.py passes the environment on).
     name = os.environ.get("PLATFORM_TRIAL_RUNTIME", DEFAULT_RUNTIME)
     return {"sandbox": "sandbox (bubblewrap + Landlock)",
+            "podman": "podman (a container per task, + Landlock)",
+            "docker": "docker (a container per task, + Landlock)",
             "process": "process (no isolation)"}.get(name, name)
 
 

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench import stats
-from bench.affinity import cpus_available, process_tree, processes_pin
+from bench.affinity import container_pids, cpus_available, process_tree, processes_pin
 from bench.api import PlatformClient
 from bench.quiet import wait_quiet
 from bench.report import BarChart, Section, Table, Target, number
@@ -107,7 +107,8 @@ class SidePair:
 def _side_by_side(client: PlatformClient, *, stack_pids: list[int], workload: Workload,
                   platform_cpu: int, plain_cpu: int, lead_seconds: float) -> SidePair | None:
     everything = cpus_available()
-    platform_side = [*stack_pids, os.getpid()]
+    # A warm container is there before the run; a trial under a container runtime uses it.
+    platform_side = [*stack_pids, os.getpid(), *container_pids()]
     processes_pin(process_tree(platform_side), cpus={platform_cpu})
     try:
         wait_quiet(timeout=30)

@@ -64,3 +64,34 @@ def podman_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     yield f"unix://{socket_path}"
     service.terminate()
     service.wait(timeout=30)
+
+
+TEST_PYTHON_IMAGE = "localhost/tfplatform-test-python:bookworm"
+
+
+@pytest.fixture(scope="session")
+def python_image(podman_engine: str, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """An image with its own Python (Debian's, with pip) and no TensorFlow, built from a root
+    filesystem debootstrap assembles (no registry can be pulled from); kept by the engine."""
+    import shutil
+    import subprocess
+
+    known = subprocess.run(["podman", "image", "exists", TEST_PYTHON_IMAGE], check=False)
+    if known.returncode == 0:
+        return TEST_PYTHON_IMAGE
+    if shutil.which("debootstrap") is None:
+        if os.environ.get("CI"):
+            pytest.fail("CI needs debootstrap for the derived-image tests (`make containers`)")
+        pytest.skip("debootstrap is not installed (`make containers` installs it)")
+    root = tmp_path_factory.mktemp("python-rootfs")
+    subprocess.run(
+        ["debootstrap", "--variant=minbase", "--include=python3,python3-pip", "bookworm",
+         str(root), "http://deb.debian.org/debian"],
+        check=True, capture_output=True, timeout=900,
+    )
+    tar = subprocess.Popen(["tar", "-C", str(root), "-c", "."], stdout=subprocess.PIPE)
+    subprocess.run(["podman", "import", "-", TEST_PYTHON_IMAGE], stdin=tar.stdout, check=True,
+                   capture_output=True, timeout=600)
+    tar.wait()
+    shutil.rmtree(root, ignore_errors=True)
+    return TEST_PYTHON_IMAGE

@@ -85,9 +85,11 @@ def task_base_environment(*, python: TaskPython | None = None) -> dict[str, str]
     env = {name: os.environ[name] for name in PASSTHROUGH_ENV if name in os.environ}
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     env.setdefault("LANG", "C.UTF-8")
-    bin_dir = str(Path((python or TaskPython()).executable).parent)
+    executable = (python or TaskPython()).executable
+    # An image's own "python3" is found on the image's PATH.
+    bin_dirs = [str(Path(executable).parent)] if os.path.isabs(executable) else []
     return env | {
-        "PATH": os.pathsep.join([bin_dir, "/usr/local/bin", "/usr/bin", "/bin"]),
+        "PATH": os.pathsep.join([*bin_dirs, "/usr/local/bin", "/usr/bin", "/bin"]),
         "HOME": PRIVATE_TMP,
         "USER": "trial",
         "TF_USE_LEGACY_KERAS": "1",

@@ -1,10 +1,12 @@
-"""Writes to environments: staff create, edit and delete them; each node builds the venvs.
+"""Writes to environments: staff create, edit and delete them; each node builds them.
 
-A node builds an environment's venv (training.environments) the first time one of its trials
-needs it, and records the build per environment and node: state, and the end of its log.
+A node builds an environment (a venv, training.environments; under docker/podman a derived
+image, training.images) the first time one of its trials needs it, and records the build per
+environment and node: state, and the end of its log.
 """
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +21,9 @@ from tfplatform.experiments.models import Environment, EnvironmentBuild, Experim
 from tfplatform.experiments.services import experiment_set_pending_reason
 from training import environments as venvs
 from training import errors as training_errors
-from training.runtime import TaskPython
+from training import images
+from training.containers import RUNTIME_IMAGE, ContainerSettings, image_runs_host_python
+from training.runtime import Runtime, TaskPython
 
 Build = EnvironmentBuild.State
 BUILD_LOG_KEEP_BYTES = 64 * 1024
@@ -131,51 +135,104 @@ def environments_dir() -> Path:
     return Path(settings.PLATFORM["ENVIRONMENTS_DIR"])
 
 
+@dataclass(frozen=True)
+class _BuildPlan:
+    key: str
+    built: bool
+    log_path: Path
+    prepare: Callable[[], TaskPython]  # builds unless built; returns the trial's interpreter
+
+
 def environment_build_ensure(
     *,
     environment: Environment | None,
     node: Node | None,
     experiment: Experiment | None = None,
+    runtime: Runtime | None = None,
 ) -> TaskPython:
-    """The interpreter this node runs `environment`'s trials with, building its venv first if
-    needed: meanwhile `experiment` shows it as its pending reason. Without a node (a trial run
-    outside the scheduler) the build happens unrecorded.
+    """The interpreter (and, under docker/podman, the image) this node runs `environment`'s
+    trials with, building it first if needed: meanwhile `experiment` shows it as its pending
+    reason. Without a node (a trial run outside the scheduler) the build happens unrecorded.
 
-    Raises EnvironmentBuildFailed, whose message is the user's error, when it cannot be built.
+    A sandbox node, and a container node for an image that runs the node's own runtime, layer a
+    venv of the pinned packages on that runtime; a container node derives an image from any
+    other (training.images). Raises EnvironmentBuildFailed, whose message is the user's error.
     """
-    packages = list(environment.extra_packages) if environment is not None else []
-    if environment is None or not packages:
+    if environment is None:
         return TaskPython()
-    root = environments_dir()
     hostname = node.hostname if node is not None else settings.PLATFORM["NODE_NAME"]
     try:
-        key = venvs.environment_key(packages=packages, base=venvs.node_runtime_identity())
+        plan = _plan(environment=environment, runtime=runtime)
+    except training_errors.EnvironmentBuildFailed as error:
+        raise _failure(environment=environment, hostname=hostname,
+                       reason=f"{error}: {error.log_tail}") from error
     except training_errors.InvalidInput as error:  # stored before packages were validated
         raise _failure(environment=environment, hostname=hostname, reason=str(error)) from error
-    log_path = root / f"{key}.log"
-    built = venvs.environment_built(key=key, root=root)
+    if isinstance(plan, TaskPython):
+        return plan  # nothing to build
     build = None
     if node is not None:
         build, _ = EnvironmentBuild.objects.get_or_create(
-            environment=environment, node=node, key=key
+            environment=environment, node=node, key=plan.key
         )
-        if built and build.state == Build.READY:
-            return venvs.environment_prepare(packages=packages, root=root, log_path=log_path)
+        if plan.built and build.state == Build.READY:
+            return plan.prepare()
     reason = f"Building environment '{environment.name}' on {hostname}."
-    if not built:
+    if not plan.built:
         _build_record(build=build, state=Build.BUILDING, log="", started=True)
         if experiment is not None:
             experiment_set_pending_reason(experiment=experiment, reason=reason)
     try:
-        python = venvs.environment_prepare(packages=packages, root=root, log_path=log_path)
+        python = plan.prepare()
     except training_errors.EnvironmentBuildFailed as error:
-        _build_record(build=build, state=Build.FAILED, log=_log_tail(log_path))
+        _build_record(build=build, state=Build.FAILED, log=_log_tail(plan.log_path))
         raise _failure(environment=environment, hostname=hostname, reason=error.log_tail) from error
     finally:
-        if experiment is not None and not built:
+        if experiment is not None and not plan.built:
             experiment_set_pending_reason(experiment=experiment, reason="", replacing=reason)
-    _build_record(build=build, state=Build.READY, log=_log_tail(log_path))
+    _build_record(build=build, state=Build.READY, log=_log_tail(plan.log_path))
     return python
+
+
+def _plan(*, environment: Environment, runtime: Runtime | None) -> _BuildPlan | TaskPython:
+    """What building `environment` means on this node, or its interpreter if nothing."""
+    packages = list(environment.extra_packages)
+    root = environments_dir()
+    containers = runtime.containers if runtime is not None else None
+    image = environment.image
+    if containers is not None and not _runs_node_runtime(containers=containers, image=image):
+        key = images.image_key(settings=containers, base=image, packages=packages)
+        return _BuildPlan(
+            key=key, built=images.image_built(settings=containers, key=key),
+            log_path=root / f"image-{key}.log",
+            prepare=lambda: images.image_derive(settings=containers, base=image,
+                                                packages=packages, key=key,
+                                                log_path=root / f"image-{key}.log"),
+        )
+    # The node's own runtime: a venv of the packages, in whichever image shows that runtime.
+    image_of = (
+        (lambda python: replace(python, image=image, key=f"{python.key}@{image}"))
+        if containers is not None and image != RUNTIME_IMAGE else (lambda python: python)
+    )
+    if not packages:
+        return image_of(TaskPython())
+    key = venvs.environment_key(packages=packages, base=venvs.node_runtime_identity())
+    log_path = root / f"{key}.log"
+    return _BuildPlan(
+        key=key, built=venvs.environment_built(key=key, root=root), log_path=log_path,
+        prepare=lambda: image_of(
+            venvs.environment_prepare(packages=packages, root=root, log_path=log_path)
+        ),
+    )
+
+
+def _runs_node_runtime(*, containers: ContainerSettings, image: str) -> bool:
+    if image == RUNTIME_IMAGE:
+        return True
+    try:
+        return image_runs_host_python(settings=containers, image=image)
+    except training_errors.InvalidInput:
+        return False  # not on the node: the derived build pulls it, or says why it cannot
 
 
 def _build_record(

@@ -24,7 +24,7 @@ from tfplatform.experiments.trials import (
     trial_start,
 )
 from training.cluster import LOCALHOST
-from training.containers import RUNTIME_IMAGE, ContainerSettings
+from training.containers import ContainerSettings
 from training.runtime import CONTAINER_RUNTIMES, Runtime, runtime_for
 from training.spec import Resources, TrialOutcome, TrialSpec
 from training.supervisor import trial_supervise
@@ -122,12 +122,9 @@ def trial_execute(*, trial_id: int, node_id: int | None = None) -> None:
         # "scheduled", and its pending reason says so.
         runtime = node_runtime(node=node)
         python = environment_build_ensure(
-            environment=experiment.environment, node=node, experiment=experiment
+            environment=experiment.environment, node=node, experiment=experiment,
+            runtime=runtime,
         )
-        image = experiment.environment.image if experiment.environment is not None else ""
-        if runtime.in_containers and image not in ("", RUNTIME_IMAGE):
-            # Warm containers are of the node's own image; any other starts cold.
-            python = replace(python, image=image, key=f"{python.key}@{image}")
         experiment_start(experiment=experiment)
         outcome = trial_supervise(
             spec=trial_spec_build(trial=trial),

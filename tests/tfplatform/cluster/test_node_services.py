@@ -36,6 +36,6 @@ def test_register_stores_the_runtime_and_a_re_registration_updates_it() -> None:
 
 
 def test_register_refuses_an_unknown_runtime() -> None:
-    with pytest.raises(InvalidInput, match="Unknown trial runtime 'docker'"):
-        register(trial_runtime="docker")
+    with pytest.raises(InvalidInput, match="Unknown trial runtime 'lxc'"):
+        register(trial_runtime="lxc")
     assert not Node.objects.exists()

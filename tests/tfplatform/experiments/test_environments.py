@@ -22,8 +22,10 @@ from tfplatform.experiments.environments import (
 )
 from tfplatform.experiments.models import Environment, EnvironmentBuild, Experiment
 from tfplatform.experiments.services import experiment_transition
+from training.containers import RUNTIME_IMAGE, ContainerSettings, runtime_image_ensure
 from training.environments import environment_key, node_runtime_identity
-from training.runtime import TaskPython
+from training.images import DERIVED_REPOSITORY, image_key
+from training.runtime import TaskPython, runtime_for
 
 PACKAGE = "pyjokes==0.8.3"
 NEW = {"name": "jokes", "image": "tensorflow/tensorflow:2.21.0", "tensorflow_version": "2.21.0"}
@@ -270,3 +272,34 @@ def _wait_for(condition: Any, *, seconds: float = 60) -> None:
     while not condition():
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.05)
+
+
+@pytest.mark.slow
+@pytest.mark.django_db
+def test_a_container_node_derives_the_image_or_layers_the_venv_on_its_own(
+    environments_dir: Path, podman_engine: str, python_image: str
+) -> None:
+    containers = ContainerSettings(engine_url=podman_engine, node="box-9", oci_runtime="runc")
+    runtime = runtime_for(name="podman", containers=containers)
+    node = NodeFactory(hostname="box-9")
+    own_python = EnvironmentFactory(name="own-python", image=python_image,
+                                    extra_packages=[PACKAGE])
+
+    python = environment_build_ensure(environment=own_python, node=node, runtime=runtime)
+
+    key = image_key(settings=containers, base=python_image, packages=[PACKAGE])
+    assert python == TaskPython(key=f"image:{DERIVED_REPOSITORY}:{key}", executable="python3",
+                                image=f"{DERIVED_REPOSITORY}:{key}")
+    build = EnvironmentBuild.objects.get(environment=own_python, node=node)
+    assert (build.key, build.state) == (key, "ready")
+    # An image that runs the node's own runtime gets the venv, as a sandbox node would.
+    runtime_image_ensure(settings=containers)
+    node_image = EnvironmentFactory(name="node-image", image=RUNTIME_IMAGE,
+                                    extra_packages=[PACKAGE])
+    venv = environment_build_ensure(environment=node_image, node=node, runtime=runtime)
+    assert venv.image == "" and venv.executable.startswith(str(environments_dir))
+    # A base the node cannot get fails the trial clearly.
+    missing = EnvironmentFactory(name="missing", image="localhost/no-such-image:1")
+    with pytest.raises(EnvironmentBuildFailed) as failed:
+        environment_build_ensure(environment=missing, node=node, runtime=runtime)
+    assert "is not on node box-9 and could not be pulled" in failed.value.message

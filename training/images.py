@@ -1,0 +1,148 @@
+"""Environments under docker/podman: the environment's image, plus what the trial harness needs
+and the environment's pinned packages, built once per node as a derived image.
+
+    key = image_key(settings=..., base="tensorflow/tensorflow:2.21.0", packages=[...])
+    python = image_derive(settings=..., base=..., packages=[...], key=key, log_path=...)
+    python.image   # localhost/tfplatform-env:<key>
+
+The harness (`training/`, mounted read-only at run time) needs tf-keras matching the image's
+TensorFlow, landlockpy to confine itself, and scikit-learn for the built-in datasets; the build
+adds whichever of them the image lacks (a stock `tensorflow/tensorflow` image has none). Like
+the venvs of the sandbox, packages come as wheels only (`--only-binary=:all:`): the build runs
+pip and no package's own code. pip reaches the index with the node's own CA bundle and index
+URL, copied into the build. The key hashes the base image's id, the harness and the packages,
+so a re-pulled base or a new pin builds again and equal environments share one image.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+import os
+import shlex
+import ssl
+import tarfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from training.containers import ContainerSettings
+from training.environments import KEY_CHARS, environment_packages_validate
+from training.errors import EnvironmentBuildFailed
+from training.runtime import TaskPython
+
+DERIVED_REPOSITORY = "localhost/tfplatform-env"
+LABEL_ENVIRONMENT = "tfplatform.environment"
+# module: requirement ({tf} becomes the image's TensorFlow major.minor).
+HARNESS = {
+    "tf_keras": "tf-keras=={tf}.*",
+    "landlockpy": "landlockpy==0.2.0",
+    "sklearn": "scikit-learn==1.9.1",
+}
+BUILD_DIR = "/tmp/tfplatform-build"  # noqa: S108 - inside the build container only
+LOG_TAIL_CHARS = 2000
+# Runs in the base image: decides what it lacks, then installs that and the pinned packages.
+INSTALL_SCRIPT = """
+import importlib.metadata, importlib.util, json, os, subprocess, sys
+packages, harness, options = json.loads(sys.argv[1]), json.loads(sys.argv[2]), sys.argv[3:]
+has_tf = importlib.util.find_spec("tensorflow") is not None
+tf = ".".join(importlib.metadata.version("tensorflow").split(".")[:2]) if has_tf else ""
+# Without TensorFlow the image cannot train; only what confines a task is added then.
+missing = [requirement.format(tf=tf) for module, requirement in harness.items()
+           if importlib.util.find_spec(module) is None and (has_tf or module == "landlockpy")]
+wanted = missing + packages
+print("installing:", " ".join(wanted) or "nothing", flush=True)
+if wanted:
+    env = dict(os.environ, PIP_BREAK_SYSTEM_PACKAGES="1", PIP_DISABLE_PIP_VERSION_CHECK="1")
+    subprocess.run([sys.executable, "-m", "pip", "install", "--no-cache-dir",
+                    "--only-binary=:all:", *options, *wanted], check=True, env=env)
+"""
+
+
+def _base_image_id(*, settings: ContainerSettings, base: str) -> str:
+    client = settings.client()
+    with contextlib.suppress(Exception):  # not on this node yet: a real node pulls it
+        return str(client.images.get(base).id)
+    try:
+        return str(client.images.pull(base).id)
+    except Exception as error:
+        raise EnvironmentBuildFailed(
+            f"image {base!r} is not on node {settings.node} and could not be pulled",
+            log_tail=str(error)[-LOG_TAIL_CHARS:],
+        ) from error
+
+
+def image_key(*, settings: ContainerSettings, base: str, packages: Sequence[str]) -> str:
+    pinned = environment_packages_validate(packages=list(packages))
+    base_id = _base_image_id(settings=settings, base=base)
+    text = "\n".join([base_id, json.dumps(HARNESS, sort_keys=True), "", *pinned])
+    return hashlib.sha256(text.encode()).hexdigest()[:KEY_CHARS]
+
+
+def image_python(*, key: str) -> TaskPython:
+    tag = f"{DERIVED_REPOSITORY}:{key}"
+    return TaskPython(key=f"image:{tag}", executable="python3", image=tag)
+
+
+def image_built(*, settings: ContainerSettings, key: str) -> bool:
+    with contextlib.suppress(Exception):
+        settings.client().images.get(f"{DERIVED_REPOSITORY}:{key}")
+        return True
+    return False
+
+
+def image_derive(*, settings: ContainerSettings, base: str, packages: Sequence[str], key: str,
+                 log_path: Path) -> TaskPython:
+    """The derived image of `key`, built now unless this node has it."""
+    if image_built(settings=settings, key=key):
+        return image_python(key=key)
+    pinned = environment_packages_validate(packages=list(packages))
+    options, files = _pip_node_options()
+    containerfile = (
+        f"FROM {base}\nUSER 0\nCOPY build/ {BUILD_DIR}/\n"
+        f"RUN python3 {BUILD_DIR}/install.py {shlex.quote(json.dumps(pinned))} "
+        f"{shlex.quote(json.dumps(HARNESS))} {' '.join(shlex.quote(o) for o in options)} "
+        f"&& rm -rf {BUILD_DIR}\nLABEL {LABEL_ENVIRONMENT}={key}\n"
+    )
+    context = io.BytesIO()
+    with tarfile.open(fileobj=context, mode="w") as tar:
+        for name, data in {"Containerfile": containerfile.encode(),
+                           "build/install.py": INSTALL_SCRIPT.encode(), **files}.items():
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(data), 0o644
+            tar.addfile(info, io.BytesIO(data))
+    context.seek(0)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    failure = ""
+    with log_path.open("w", encoding="utf-8") as log:
+        try:
+            for chunk in settings.client().api.build(
+                fileobj=context, custom_context=True, dockerfile="Containerfile",
+                tag=f"{DERIVED_REPOSITORY}:{key}", decode=True, rm=True, network_mode="host",
+            ):
+                log.write(str(chunk.get("stream", "")))
+                if "error" in chunk:
+                    failure = str(chunk["error"])
+                    log.write(failure + "\n")
+        except Exception as error:
+            failure = f"the engine refused the build: {error}"
+            log.write(failure + "\n")
+    if failure or not image_built(settings=settings, key=key):
+        tail = log_path.read_text(errors="replace")[-LOG_TAIL_CHARS:]
+        raise EnvironmentBuildFailed(f"building on {base!r} failed", log_tail=tail)
+    return image_python(key=key)
+
+
+def _pip_node_options() -> tuple[list[str], dict[str, bytes]]:
+    """The node's index and CA bundle, so the build reaches the index the node reaches."""
+    options: list[str] = []
+    files: dict[str, bytes] = {}
+    if index := os.environ.get("PIP_INDEX_URL"):
+        options += ["--index-url", index]
+    cafile = (os.environ.get("PIP_CERT") or os.environ.get("SSL_CERT_FILE")
+              or ssl.get_default_verify_paths().cafile)
+    if cafile and os.path.isfile(cafile):
+        files["build/ca.pem"] = Path(cafile).read_bytes()
+        options += ["--cert", f"{BUILD_DIR}/ca.pem"]
+    return options, files
