@@ -142,3 +142,35 @@ def test_a_restarted_node_reaps_what_it_left_running(
     host.wait(timeout=30)  # its supervisor learns that it is gone
     assert host.poll() is not None
     assert _node_containers(podman) == []
+
+
+def test_a_trial_trains_in_an_image_that_brings_its_own_python(
+    podman: Runtime, python_image: str, make_spec: Callable[..., Any], tmp_path: Path
+) -> None:
+    """Debian's Python with TensorFlow installed by the derived build: the harness comes from
+    /opt/tfplatform, nothing of the node's runtime is mounted."""
+    from training.images import image_derive, image_key
+
+    assert podman.containers is not None
+    packages = ["scikit-learn==1.9.1", "tensorflow==2.21.0", "tf-keras==2.21.0"]
+    key = image_key(settings=podman.containers, base=python_image, packages=packages)
+    python = image_derive(settings=podman.containers, base=python_image, packages=packages,
+                          key=key, log_path=tmp_path / "build.log")
+    module = tmp_path / "where.py"
+    module.write_text(PROBE_MODULE + (
+        "\nimport sys, training\n"
+        "print('RUNTIME', sys.executable, sys.version_info[:2], training.__file__, flush=True)\n"
+    ))
+    events: list[Any] = []
+    spec = make_spec(work_dir=tmp_path / "work", model=str(module), hyperparameters={"epochs": 1})
+    outcome = trial_supervise(spec=spec, on_events=events.extend, should_cancel=lambda: False,
+                              grace_seconds=10, runtime=podman, python=python,
+                              run_dir=str(tmp_path / "runs"))
+
+    assert outcome.status == "completed", outcome.exit_reason
+    [runtime] = [e.payload["message"] for e in events
+                 if str(e.payload.get("message", "")).startswith("RUNTIME ")]
+    assert runtime.startswith("RUNTIME /usr/bin/python3 (3, 11) /opt/tfplatform/training/")
+    [probe] = [e.payload["message"] for e in events
+               if str(e.payload.get("message", "")).startswith("PROBE ")]
+    assert "uid=1000 caps=0000000000000000 network=unreachable root=read-only" in probe
