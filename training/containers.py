@@ -16,9 +16,11 @@ and nothing the task could name.
 
 Images: an image labelled `tfplatform.python=host` (the node's own, built by
 `runtime_image_ensure` from an empty root filesystem) runs the node's Python runtime, mounted
-read-only under its own paths, as a sandbox does. Any other image brings its own Python with
-TensorFlow and tf-keras (e.g. the platform's own image); `training/` is mounted read-only at
-/opt/tfplatform.
+read-only under its own paths, as a sandbox does. Any other image brings its own Python and the
+harness: a derived image has `training/` baked in at /opt/tfplatform (images.py), the
+platform's own image has it at /app. Nothing of the node's files but the trial's own data is
+mounted then, so a worker node that is itself a container can start them (data paths the same
+on the host and in the worker).
 """
 
 from __future__ import annotations
@@ -31,12 +33,13 @@ import shutil
 import subprocess
 import tarfile
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from training.errors import InvalidInput
-from training.runtime import TaskPython, repo_root
+from training.runtime import TaskPython
 from training.sandbox import ETC_FILES, PRIVATE_TMP, SANDBOX_UID, USR_MERGED, Exposure
 
 if TYPE_CHECKING:
@@ -48,10 +51,11 @@ LABEL_TRIAL = "tfplatform.trial"
 LABEL_TASK = "tfplatform.task"
 LABEL_PYTHON = "tfplatform.python"
 CHANNEL = "/run/tfplatform"
-TRAINING_MOUNT = "/opt/tfplatform"
 RUNTIME_IMAGE = "localhost/tfplatform-runtime:host"
 EVENTS_FILE, LOG_FILE, ORDER_FILE = "events.jsonl", "task.log", "order.json"
 TMP_SIZE = "2g"
+EXIT_WATCH_SECONDS = 0.1
+EXIT_POLL_SECONDS = 0.5
 ENGINE_TIMEOUT_SECONDS = 120
 
 
@@ -61,6 +65,9 @@ class ContainerSettings:
 
     engine_url: str
     node: str
+    # What warm containers and trials without an environment run: the node's own runtime
+    # (built from an empty root filesystem) on a bare node; the platform's image in compose.
+    node_image: str = RUNTIME_IMAGE
     oci_runtime: str = ""  # e.g. "runc" where the engine's default cannot run here
     memory_bytes: int = 0  # 0: no limit
     pids: int = 4096
@@ -196,9 +203,9 @@ class ContainerHost:
     def _wait(self) -> None:
         code = -1
         try:
-            code = int(self.container.wait().get("StatusCode", -1))
+            code = self._exit_wait()
         except Exception:
-            code = -1
+            code = -1  # removed meanwhile (reaped), or the engine is gone
         finally:
             with contextlib.suppress(Exception), self._log.open("ab") as log:
                 log.write(self.container.logs())  # what it printed before (or without) an order
@@ -208,6 +215,23 @@ class ContainerHost:
             shutil.rmtree(self.channel, ignore_errors=True)
             self._returncode = code
             self._exited.set()
+
+    def _exit_wait(self) -> int:
+        """The container's exit code, once it has exited.
+
+        Not the engine's wait call: podman 4.3's spins a core for as long as it waits. The
+        container's first process is watched in /proc instead (where the node sees it), then
+        the engine asked for the code; elsewhere its state is polled.
+        """
+        started = _start_time(self._pid)
+        while started is not None and _start_time(self._pid) == started:
+            time.sleep(EXIT_WATCH_SECONDS)
+        while True:
+            self.container.reload()
+            state = self.container.attrs.get("State", {})
+            if not state.get("Running") and state.get("Status") != "created":
+                return int(state.get("ExitCode", -1))
+            time.sleep(EXIT_POLL_SECONDS)
 
     @property
     def pid(self) -> int:
@@ -259,6 +283,17 @@ class ContainerHost:
             self.container.kill(signal="SIGKILL")
 
 
+def _start_time(pid: int) -> str | None:
+    """A process's start time (it tells a pid's reuse apart), None once it is gone."""
+    if not pid:
+        return None
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return None if fields[0] == "Z" else fields[19]
+
+
 def work_dir_own(*, path: Path) -> None:
     """The task runs as uid 1000, not as a user-namespaced root as in a sandbox: its own work dir
     (and only that; other trials' stay the node's) becomes its to write, links not followed."""
@@ -294,8 +329,6 @@ def _mounts(*, python: TaskPython, host_python: bool, exposure: Exposure,
         mounts += [bind(p) for p in ETC_FILES
                    if os.path.exists(p) and p not in ("/etc/hosts", "/etc/resolv.conf")]
         mounts += [bind(p) for p in runtime_paths(python=python)]
-    else:
-        mounts.append(bind(str(repo_root() / "training"), f"{TRAINING_MOUNT}/training"))
     mounts += [bind(p) for p in exposure.read if os.path.exists(p)]
     mounts += [bind(p, read_only=False) for p in exposure.write if os.path.isdir(p)]
     return mounts
@@ -307,7 +340,7 @@ def container_host_start(*, settings: ContainerSettings, engine: str, python: Ta
                          gpus: tuple[int, ...] = ()) -> ContainerHost:
     """One container of `python.image`, importing TensorFlow, waiting for its order."""
     client = settings.client()
-    image = python.image or RUNTIME_IMAGE
+    image = python.image or settings.node_image
     host_python = image_runs_host_python(settings=settings, image=image)
     exposure = Exposure(write=tuple(p for p in exposure.write if os.path.isdir(p)),
                         read=tuple(p for p in exposure.read if os.path.exists(p)))
@@ -332,7 +365,8 @@ def container_host_start(*, settings: ContainerSettings, engine: str, python: Ta
         mounts=_mounts(python=python, host_python=host_python, exposure=exposure,
                        channel=channel),
         tmpfs={PRIVATE_TMP: f"rw,size={TMP_SIZE},mode=1777"},
-        environment=env if host_python else env | {"PYTHONPATH": TRAINING_MOUNT},
+        # An image with its own Python has the harness on its own PYTHONPATH (images.py).
+        environment=env if host_python else {k: v for k, v in env.items() if k != "PYTHONPATH"},
         working_dir=CHANNEL,
         labels={LABEL_NODE: settings.node, **(labels or {})},
         ulimits=[Ulimit(name="nofile", soft=4096, hard=4096),

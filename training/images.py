@@ -5,13 +5,15 @@ and the environment's pinned packages, built once per node as a derived image.
     python = image_derive(settings=..., base=..., packages=[...], key=key, log_path=...)
     python.image   # localhost/tfplatform-env:<key>
 
-The harness (`training/`, mounted read-only at run time) needs tf-keras matching the image's
-TensorFlow, landlockpy to confine itself, and scikit-learn for the built-in datasets; the build
-adds whichever of them the image lacks (a stock `tensorflow/tensorflow` image has none). Like
+The harness (`training/`, baked into the image at /opt/tfplatform, so nothing of the node's
+files is mounted but the trial's data) needs tf-keras matching the image's TensorFlow,
+landlockpy to confine itself, and scikit-learn for the built-in datasets; the build adds
+whichever of them the image lacks (a stock `tensorflow/tensorflow` image has none). Like
 the venvs of the sandbox, packages come as wheels only (`--only-binary=:all:`): the build runs
 pip and no package's own code. pip reaches the index with the node's own CA bundle and index
-URL, copied into the build. The key hashes the base image's id, the harness and the packages,
-so a re-pulled base or a new pin builds again and equal environments share one image.
+URL, copied into the build. The key hashes the base image's id, what the harness needs,
+`training/` and the packages, so a re-pulled base, a new pin or a platform upgrade builds again,
+and equal environments share one image.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ HARNESS = {
     "sklearn": "scikit-learn==1.9.1",
 }
 BUILD_DIR = "/tmp/tfplatform-build"  # noqa: S108 - inside the build container only
+HARNESS_DIR = "/opt/tfplatform"  # training/ is baked in here, on the image's PYTHONPATH
 LOG_TAIL_CHARS = 2000
 # Runs in the base image: decides what it lacks, then installs that and the pinned packages.
 INSTALL_SCRIPT = """
@@ -76,7 +79,8 @@ def _base_image_id(*, settings: ContainerSettings, base: str) -> str:
 def image_key(*, settings: ContainerSettings, base: str, packages: Sequence[str]) -> str:
     pinned = environment_packages_validate(packages=list(packages))
     base_id = _base_image_id(settings=settings, base=base)
-    text = "\n".join([base_id, json.dumps(HARNESS, sort_keys=True), "", *pinned])
+    text = "\n".join([base_id, json.dumps(HARNESS, sort_keys=True), _harness_digest(), "",
+                      *pinned])
     return hashlib.sha256(text.encode()).hexdigest()[:KEY_CHARS]
 
 
@@ -99,16 +103,20 @@ def image_derive(*, settings: ContainerSettings, base: str, packages: Sequence[s
         return image_python(key=key)
     pinned = environment_packages_validate(packages=list(packages))
     options, files = _pip_node_options()
+    # The harness goes in last: a platform upgrade then reuses the engine's cached pip layer.
     containerfile = (
         f"FROM {base}\nUSER 0\nCOPY build/ {BUILD_DIR}/\n"
         f"RUN python3 {BUILD_DIR}/install.py {shlex.quote(json.dumps(pinned))} "
         f"{shlex.quote(json.dumps(HARNESS))} {' '.join(shlex.quote(o) for o in options)} "
-        f"&& rm -rf {BUILD_DIR}\nLABEL {LABEL_ENVIRONMENT}={key}\n"
+        f"&& rm -rf {BUILD_DIR}\n"
+        f"COPY harness/ {HARNESS_DIR}/\nENV PYTHONPATH={HARNESS_DIR}\n"
+        f"LABEL {LABEL_ENVIRONMENT}={key}\n"
     )
     context = io.BytesIO()
     with tarfile.open(fileobj=context, mode="w") as tar:
         for name, data in {"Containerfile": containerfile.encode(),
-                           "build/install.py": INSTALL_SCRIPT.encode(), **files}.items():
+                           "build/install.py": INSTALL_SCRIPT.encode(), **files,
+                           **_harness_files()}.items():
             info = tarfile.TarInfo(name)
             info.size, info.mode = len(data), 0o644
             tar.addfile(info, io.BytesIO(data))
@@ -132,6 +140,20 @@ def image_derive(*, settings: ContainerSettings, base: str, packages: Sequence[s
         tail = log_path.read_text(errors="replace")[-LOG_TAIL_CHARS:]
         raise EnvironmentBuildFailed(f"building on {base!r} failed", log_tail=tail)
     return image_python(key=key)
+
+
+def _harness_files() -> dict[str, bytes]:
+    """`training/` as this node runs it: a trial in the image runs the same harness."""
+    package = Path(__file__).resolve().parent
+    return {f"harness/training/{path.relative_to(package)}": path.read_bytes()
+            for path in sorted(package.rglob("*.py"))}
+
+
+def _harness_digest() -> str:
+    digest = hashlib.sha256()
+    for name, data in _harness_files().items():
+        digest.update(name.encode() + b"\0" + data)
+    return digest.hexdigest()
 
 
 def _pip_node_options() -> tuple[list[str], dict[str, bytes]]:

@@ -86,8 +86,10 @@ def task_base_environment(*, python: TaskPython | None = None) -> dict[str, str]
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     env.setdefault("LANG", "C.UTF-8")
     executable = (python or TaskPython()).executable
-    # An image's own "python3" is found on the image's PATH.
-    bin_dirs = [str(Path(executable).parent)] if os.path.isabs(executable) else []
+    # An image's own "python3" is found on the image's PATH, its harness on its PYTHONPATH.
+    own_image = not os.path.isabs(executable)
+    bin_dirs = [] if own_image else [str(Path(executable).parent)]
+    env |= {} if own_image else {"PYTHONPATH": str(repo_root())}
     return env | {
         "PATH": os.pathsep.join([*bin_dirs, "/usr/local/bin", "/usr/bin", "/bin"]),
         "HOME": PRIVATE_TMP,
@@ -95,7 +97,6 @@ def task_base_environment(*, python: TaskPython | None = None) -> dict[str, str]
         "TF_USE_LEGACY_KERAS": "1",
         "PYTHONUNBUFFERED": "1",
         "PYTHONDONTWRITEBYTECODE": "1",
-        "PYTHONPATH": str(repo_root()),
     }
 
 

@@ -87,8 +87,11 @@ def _serve(*, channel_fd: int | None = None, channel_dir: str | None = None) -> 
     os.dup2(log_fd, 2)
     os.close(log_fd)
     os.close(devnull)
+    image_path = os.environ.get("PYTHONPATH", "")
     os.environ.clear()
     os.environ.update(order["env"])
+    if image_path and "PYTHONPATH" not in order["env"]:
+        os.environ["PYTHONPATH"] = image_path  # an image's own harness, for what the task spawns
     # The import already asked tempfile for a directory; the task's TMPDIR must win (AutoGraph
     # writes the code it generates there).
     tempfile.tempdir = None

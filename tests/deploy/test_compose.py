@@ -71,3 +71,58 @@ def test_tf_serving_takes_the_session_thread_settings_the_embedded_server_takes(
 def test_app_image_puts_platform_folder_on_the_path() -> None:
     dockerfile = (ROOT / "Dockerfile").read_text()
     assert "PYTHONPATH=/app/platform:/app" in dockerfile
+
+
+class _ComposeLoader(yaml.SafeLoader):
+    """Compose's own `!reset` tag (an override clearing the base file's value)."""
+
+
+_ComposeLoader.add_constructor("!reset", lambda loader, node: {"!reset": node.value})
+CONTAINERS = yaml.load(
+    (ROOT / "docker-compose.containers.yml").read_text(),
+    Loader=_ComposeLoader,  # noqa: S506 - SafeLoader plus one tag
+)
+DATA = "${PLATFORM_DATA:-/srv/tfplatform}"
+
+
+def _without_resets(value: object) -> object:
+    if isinstance(value, dict):
+        if "!reset" in value:
+            return []
+        return {k: _without_resets(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_without_resets(v) for v in value]
+    return value
+
+
+def test_the_container_runtime_override_matches_compose_spec_schema() -> None:
+    schema = json.loads((peer_data_or_skip() / "compose-spec" / "compose-spec.json").read_text())
+    jsonschema.validate(_without_resets(CONTAINERS), schema)
+
+
+def test_only_worker_nodes_get_the_engine_socket_and_they_use_it_for_trials() -> None:
+    services = CONTAINERS["services"]
+    with_socket = {name for name, service in services.items()
+                   if any("docker.sock" in str(v) for v in service.get("volumes", []))}
+    assert with_socket == {"worker-cpu", "worker-gpu"}
+    for name in with_socket:
+        env = services[name]["environment"]
+        assert env["PLATFORM_TRIAL_RUNTIME"] == "docker"
+        assert env["PLATFORM_CONTAINER_ENGINE_URL"] == "unix:///var/run/docker.sock"
+        assert env["PLATFORM_CONTAINER_IMAGE"] == COMPOSE["x-app"]["image"]
+        assert services[name]["security_opt"] == {"!reset": []}
+
+
+def test_every_path_a_trial_container_is_given_is_the_same_on_the_host_and_in_the_worker() -> None:
+    services = CONTAINERS["services"]
+    for name in ("migrate", "web", "scheduler", "worker-cpu", "worker-gpu"):
+        env = services[name]["environment"]
+        for setting in ("PLATFORM_WORK_DIR", "DATASETS_DIR", "PLATFORM_MEDIA_ROOT",
+                        "PLATFORM_RUN_DIR", "PLATFORM_ENVIRONMENTS_DIR", "MODEL_BASE_PATH"):
+            assert env[setting].startswith(f"{DATA}/"), (name, setting)
+        assert f"{DATA}:{DATA}" in services[name]["volumes"], name
+    serving = services["tfserving"]
+    assert f"--model_config_file={DATA}/models/models.config" in serving["command"]
+    assert f"{DATA}/models:{DATA}/models:ro" in serving["volumes"]
+    # The rest of TF Serving's command is the base file's.
+    assert serving["command"][1:] == COMPOSE["services"]["tfserving"]["command"][1:]

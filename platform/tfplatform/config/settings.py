@@ -140,7 +140,8 @@ STORAGES = {
 }
 # Without a collected manifest (development, tests) whitenoise serves straight from the finders.
 WHITENOISE_USE_FINDERS = "Manifest" not in _static_backend
-MEDIA_ROOT = VAR_DIR / "uploads"
+# Uploads; under a container runtime in compose, a path the same on the host and in the worker.
+MEDIA_ROOT = Path(env.str("PLATFORM_MEDIA_ROOT", default=str(VAR_DIR / "uploads")))
 DATA_UPLOAD_MAX_MEMORY_SIZE = env.int("PLATFORM_MAX_REQUEST_BYTES", default=10 * 1024 * 1024)
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
 
@@ -242,6 +243,8 @@ PLATFORM = {
     # it holds (0: the node's memory and cores divided by its slots).
     "CONTAINER_ENGINE_URL": env.str("PLATFORM_CONTAINER_ENGINE_URL", default=""),
     "CONTAINER_OCI_RUNTIME": env.str("PLATFORM_CONTAINER_OCI_RUNTIME", default=""),
+    # Warm containers and trials without an environment: empty, the node's own runtime image.
+    "CONTAINER_IMAGE": env.str("PLATFORM_CONTAINER_IMAGE", default=""),
     "CONTAINER_MEMORY_MB": env.int("PLATFORM_CONTAINER_MEMORY_MB", default=0),
     "CONTAINER_CPUS": env.float("PLATFORM_CONTAINER_CPUS", default=0.0),
     "CONTAINER_PIDS": env.int("PLATFORM_CONTAINER_PIDS", default=4096),

@@ -22,7 +22,7 @@ from tfplatform.experiments.services import experiment_set_pending_reason
 from training import environments as venvs
 from training import errors as training_errors
 from training import images
-from training.containers import RUNTIME_IMAGE, ContainerSettings, image_runs_host_python
+from training.containers import ContainerSettings, image_runs_host_python
 from training.runtime import Runtime, TaskPython
 
 Build = EnvironmentBuild.State
@@ -200,6 +200,8 @@ def _plan(*, environment: Environment, runtime: Runtime | None) -> _BuildPlan | 
     root = environments_dir()
     containers = runtime.containers if runtime is not None else None
     image = environment.image
+    if containers is not None and image == containers.node_image and not packages:
+        return TaskPython()  # what the node's warm containers run
     if containers is not None and not _runs_node_runtime(containers=containers, image=image):
         key = images.image_key(settings=containers, base=image, packages=packages)
         return _BuildPlan(
@@ -212,7 +214,7 @@ def _plan(*, environment: Environment, runtime: Runtime | None) -> _BuildPlan | 
     # The node's own runtime: a venv of the packages, in whichever image shows that runtime.
     image_of = (
         (lambda python: replace(python, image=image, key=f"{python.key}@{image}"))
-        if containers is not None and image != RUNTIME_IMAGE else (lambda python: python)
+        if containers is not None and image != containers.node_image else (lambda python: python)
     )
     if not packages:
         return image_of(TaskPython())
@@ -227,8 +229,7 @@ def _plan(*, environment: Environment, runtime: Runtime | None) -> _BuildPlan | 
 
 
 def _runs_node_runtime(*, containers: ContainerSettings, image: str) -> bool:
-    if image == RUNTIME_IMAGE:
-        return True
+    """Whether `image` runs the node's own Python runtime, mounted (a venv can layer on it)."""
     try:
         return image_runs_host_python(settings=containers, image=image)
     except training_errors.InvalidInput:

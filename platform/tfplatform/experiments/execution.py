@@ -24,7 +24,7 @@ from tfplatform.experiments.trials import (
     trial_start,
 )
 from training.cluster import LOCALHOST
-from training.containers import ContainerSettings
+from training.containers import RUNTIME_IMAGE, ContainerSettings
 from training.runtime import CONTAINER_RUNTIMES, Runtime, runtime_for
 from training.spec import Resources, TrialOutcome, TrialSpec
 from training.supervisor import trial_supervise
@@ -65,6 +65,7 @@ def container_settings(*, node: Node | None) -> ContainerSettings:
     return ContainerSettings(
         engine_url=config["CONTAINER_ENGINE_URL"] or ENGINE_URLS[config["TRIAL_RUNTIME"]],
         node=node.hostname if node is not None else config["NODE_NAME"],
+        node_image=config["CONTAINER_IMAGE"] or RUNTIME_IMAGE,
         oci_runtime=config["CONTAINER_OCI_RUNTIME"],
         memory_bytes=memory,
         pids=config["CONTAINER_PIDS"],

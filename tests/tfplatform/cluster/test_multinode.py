@@ -7,15 +7,15 @@ import pytest
 from rest_framework.test import APIClient
 
 from tests import live
-from tests.factories import UserFactory
+from tests.factories import EnvironmentFactory, UserFactory
 from tfplatform.cluster.models import Allocation, Node
 from tfplatform.experiments.models import Experiment
+from training.containers import RUNTIME_IMAGE
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 
-@pytest.fixture
-def two_nodes(tmp_path: Path) -> Iterator[dict[str, object]]:
+def _nodes_start(tmp_path: Path, **env: str) -> dict[str, object]:
     """Nodes on 127.0.0.1 and 127.0.0.2: one machine, but peers reach each by its own address."""
     work = str(tmp_path / "work")  # shared storage, as the compose work volume is
     nodes: dict[str, object] = {}
@@ -33,13 +33,19 @@ def two_nodes(tmp_path: Path) -> Iterator[dict[str, object]]:
                 "--address",
                 address,
             ],
-            env=live.child_env(PLATFORM_WORK_DIR=work),
+            env=live.child_env(PLATFORM_WORK_DIR=work, **env),
             log=log,
         )
         nodes[name] = {"process": process, "log": log, "address": address}
     live.wait_for(
         lambda: Node.objects.count() == 2, timeout=60, what="two nodes", log=tmp_path / "node-b.log"
     )
+    return nodes
+
+
+@pytest.fixture
+def two_nodes(tmp_path: Path) -> Iterator[dict[str, object]]:
+    nodes = _nodes_start(tmp_path)
     yield nodes
     for node in nodes.values():
         live.stop(node["process"])  # type: ignore[index]
@@ -194,3 +200,36 @@ def test_cancel_stops_every_process_of_a_multi_node_gang(
     )
     assert time.monotonic() - started < 45
     assert not Allocation.objects.filter(released_at__isnull=True).exists()
+
+
+def test_a_gang_across_nodes_runs_in_containers_on_the_hosts_network(
+    tmp_path: Path, podman_engine: str
+) -> None:
+    """Under podman each node's task is a container; across nodes they use the host's network,
+    which Landlock narrows to the gang's own ports."""
+    nodes = _nodes_start(tmp_path, PLATFORM_TRIAL_RUNTIME="podman",
+                         PLATFORM_CONTAINER_ENGINE_URL=podman_engine,
+                         PLATFORM_CONTAINER_OCI_RUNTIME="runc")
+    try:
+        EnvironmentFactory(name="node-image", image=RUNTIME_IMAGE)
+        client = APIClient()
+        client.force_authenticate(UserFactory())
+        response = client.post("/api/v1/experiments/", {
+            "name": "containers across nodes", "model": "mlp", "dataset": "digits",
+            "environment": "node-image",
+            "hyperparameters": {"epochs": 2, "batch_size": 32, "learning_rate": 0.01},
+            "resources": {"workers": 2, "gpus_per_worker": 0, "parameter_servers": 0},
+        }, format="json")
+        assert response.status_code == 201, response.json()
+        experiment_id = response.json()["id"]
+        log = nodes["node-a"]["log"]  # type: ignore[index]
+        state = live.experiment_wait_finished(experiment_id, timeout=300, log=log)
+        experiment = Experiment.objects.get(pk=experiment_id)
+        assert state == "completed", (experiment.error, log.read_text()[-3000:])
+        trial = experiment.trials.get()
+        assert trial.runtime == "podman"
+        hosts = set(Allocation.objects.filter(trial=trial).values_list("node__address", flat=True))
+        assert hosts == {"127.0.0.1", "127.0.0.2"}
+    finally:
+        for node in nodes.values():
+            live.stop(node["process"])  # type: ignore[index]

@@ -16,7 +16,7 @@ from tfplatform.cluster.services import (
 )
 from tfplatform.config.celery import app
 from tfplatform.experiments.execution import node_runtime
-from training.containers import containers_reap, runtime_image_ensure
+from training.containers import RUNTIME_IMAGE, containers_reap, runtime_image_ensure
 from training.sandbox import Exposure
 from training.supervisor import task_base_environment
 from training.warm import warm_pool_configure
@@ -83,7 +83,8 @@ class Command(BaseCommand):
             reaped = containers_reap(settings=runtime.containers)
             if reaped:
                 self.stdout.write(f"Removed {reaped} container(s) this node left running")
-            runtime_image_ensure(settings=runtime.containers)
+            if runtime.containers.node_image == RUNTIME_IMAGE:
+                runtime_image_ensure(settings=runtime.containers)
         recovered = node_recover_after_restart(node=node)
         if recovered:
             self.stdout.write(
