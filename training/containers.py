@@ -54,6 +54,7 @@ CHANNEL = "/run/tfplatform"
 RUNTIME_IMAGE = "localhost/tfplatform-runtime:host"
 EVENTS_FILE, LOG_FILE, ORDER_FILE = "events.jsonl", "task.log", "order.json"
 TMP_SIZE = "2g"
+CPU_SHARES_PER_SLOT = 1024
 EXIT_WATCH_SECONDS = 0.1
 EXIT_POLL_SECONDS = 0.5
 ENGINE_TIMEOUT_SECONDS = 120
@@ -71,7 +72,7 @@ class ContainerSettings:
     oci_runtime: str = ""  # e.g. "runc" where the engine's default cannot run here
     memory_bytes: int = 0  # 0: no limit
     pids: int = 4096
-    cpus: float = 0.0  # 0: no limit
+    cpus: float = 0.0  # a hard quota per slot; 0: none, only the slots' weight
 
     def client(self) -> DockerClient:
         import docker
@@ -353,6 +354,9 @@ def container_host_start(*, settings: ContainerSettings, engine: str, python: Ta
     if settings.memory_bytes:
         limits["mem_limit"] = settings.memory_bytes * slots
         limits["memswap_limit"] = settings.memory_bytes * slots  # no swap beyond the allocation
+    # Cores are shared by weight (its slots), so an idle node's cores are not left unused; a
+    # hard quota only where the node sets one.
+    limits["cpu_shares"] = CPU_SHARES_PER_SLOT * slots
     if settings.cpus:
         limits["nano_cpus"] = int(settings.cpus * slots * 1e9)
     if settings.oci_runtime:

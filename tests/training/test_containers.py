@@ -57,7 +57,7 @@ def build_model(hparams):
 def podman(podman_engine: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runtime]:
     node = f"test-{tmp_path_factory.getbasetemp().name}"
     settings = ContainerSettings(engine_url=podman_engine, node=node, oci_runtime="runc",
-                                 memory_bytes=2 * 2**30, cpus=1.0)
+                                 memory_bytes=2 * 2**30)
     assert runtime_image_ensure(settings=settings) == RUNTIME_IMAGE
     yield runtime_for(name="podman", containers=settings)
     containers_reap(settings=settings)
@@ -134,7 +134,9 @@ def test_a_restarted_node_reaps_what_it_left_running(
     [found] = _node_containers(podman)
     assert found.labels[LABEL_TRIAL] == "7" and found.labels[LABEL_TASK] == "worker:0"
     assert found.attrs["HostConfig"]["ReadonlyRootfs"] is True
-    assert found.attrs["HostConfig"]["PidsLimit"] == 4096
+    limits = found.attrs["HostConfig"]
+    assert (limits["PidsLimit"], limits["Memory"], limits["CpuShares"]) == (4096, 2**31, 1024)
+    assert limits["NanoCpus"] == 0  # a weight, not a quota, unless the node sets one
 
     assert podman.containers is not None
     assert host.poll() is None

@@ -240,7 +240,7 @@ PLATFORM = {
     "TRIAL_RUNTIME": env.str("PLATFORM_TRIAL_RUNTIME", default="sandbox"),
     # Under "docker"/"podman": the engine's API (podman: `podman system service`), the OCI
     # runtime to ask for (empty: the engine's default), and each task's limits per device slot
-    # it holds (0: the node's memory and cores divided by its slots).
+    # it holds (memory 0: the node's divided by its slots; CPUs 0: no quota, a weight only).
     "CONTAINER_ENGINE_URL": env.str("PLATFORM_CONTAINER_ENGINE_URL", default=""),
     "CONTAINER_OCI_RUNTIME": env.str("PLATFORM_CONTAINER_OCI_RUNTIME", default=""),
     # Warm containers and trials without an environment: empty, the node's own runtime image.

@@ -55,13 +55,13 @@ def node_runtime(*, node: Node | None = None) -> Runtime:
 
 
 def container_settings(*, node: Node | None) -> ContainerSettings:
-    """The engine and a task container's limits: per device slot the task holds."""
+    """The engine and a task container's limits, per device slot the task holds: its share of
+    the node's memory (a hard limit) and of its cores (a weight; a quota only if configured)."""
     config = settings.PLATFORM
     slots = max(1, node.devices.count()) if node is not None else 1
     memory = config["CONTAINER_MEMORY_MB"] * 2**20 or (
         node.memory_bytes // slots if node is not None and node.memory_bytes else 0
     )
-    cpus = config["CONTAINER_CPUS"] or (node.cpu_count / slots if node is not None else 0.0)
     return ContainerSettings(
         engine_url=config["CONTAINER_ENGINE_URL"] or ENGINE_URLS[config["TRIAL_RUNTIME"]],
         node=node.hostname if node is not None else config["NODE_NAME"],
@@ -69,7 +69,7 @@ def container_settings(*, node: Node | None) -> ContainerSettings:
         oci_runtime=config["CONTAINER_OCI_RUNTIME"],
         memory_bytes=memory,
         pids=config["CONTAINER_PIDS"],
-        cpus=cpus,
+        cpus=config["CONTAINER_CPUS"],
     )
 
 
