@@ -5,8 +5,10 @@ Docker-compatible service), labelled with its node, trial and task so that a res
 node finds and removes what it left behind. Every container runs as uid 1000 with no
 capabilities, `no-new-privileges`, a read-only root, a private /tmp, memory, pids and CPU
 limits, and no network: a single-node trial's tasks share the first one's loopback-only network
-namespace; only a gang across nodes uses the host's network, narrowed to its own ports by
-Landlock (confine.py), which a container applies at hand-off like a sandbox does.
+namespace. A gang across nodes gets, where all nodes share one engine (compose), an internal
+network of its own, each node's tasks reached there by the node's address; where they do not
+(nodes on several machines), the host's network, narrowed to its own ports by Landlock
+(confine.py), which a container applies at hand-off like a sandbox does.
 
 The order reaches a running container through its channel: a directory the node mounts at
 /run/tfplatform, owned by root and read-only to the task, holding the task's events file and
@@ -26,6 +28,7 @@ on the host and in the worker).
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import json
 import os
@@ -58,6 +61,7 @@ CPU_SHARES_PER_SLOT = 1024
 EXIT_WATCH_SECONDS = 0.1
 EXIT_POLL_SECONDS = 0.5
 ENGINE_TIMEOUT_SECONDS = 120
+GANG_NETWORKS = ("host", "gang")
 
 
 @dataclass(frozen=True)
@@ -73,6 +77,15 @@ class ContainerSettings:
     memory_bytes: int = 0  # 0: no limit
     pids: int = 4096
     cpus: float = 0.0  # a hard quota per slot; 0: none, only the slots' weight
+    # How a gang across nodes reaches itself: "host" (nodes on several machines: the host's
+    # network, narrowed by Landlock) or "gang" (every node starts containers on this one engine:
+    # an internal network per gang, nothing else on it).
+    gang_network: str = "host"
+
+    def __post_init__(self) -> None:
+        if self.gang_network not in GANG_NETWORKS:
+            raise InvalidInput(f"Unknown gang network {self.gang_network!r} (PLATFORM_CONTAINER_"
+                               f"GANG_NETWORK): choose one of {', '.join(GANG_NETWORKS)}.")
 
     def client(self) -> DockerClient:
         import docker
@@ -144,13 +157,42 @@ def image_runs_host_python(*, settings: ContainerSettings, image: str) -> bool:
 
 
 def containers_reap(*, settings: ContainerSettings) -> int:
-    """Removes every container this node started (a restarted node supervises none of them)."""
+    """Removes every container this node started (a restarted node supervises none of them),
+    and gang networks nothing uses any more."""
     client = settings.client()
     found = client.containers.list(all=True, filters={"label": f"{LABEL_NODE}={settings.node}"})
     for container in found:
         with contextlib.suppress(Exception):
             container.remove(force=True)
+    with contextlib.suppress(Exception):
+        client.networks.prune(filters={"label": LABEL_TRIAL})
     return len(found)
+
+
+GANG_NETWORK_PREFIX = "tfplatform-gang-"
+
+
+def gang_network_name(*, trial_id: str, plan_json: str) -> str:
+    """The same on every node of one dispatch (its plan: nodes and ports), new for the next."""
+    digest = hashlib.sha256(plan_json.encode()).hexdigest()[:10]
+    return f"{GANG_NETWORK_PREFIX}{trial_id}-{digest}"
+
+
+def gang_network_ensure(*, settings: ContainerSettings, name: str, trial_id: str) -> str:
+    """An internal network (no route out) for one gang; the other nodes may be making it too."""
+    client = settings.client()
+    try:
+        client.networks.create(name, driver="bridge", internal=True, check_duplicate=True,
+                               labels={LABEL_TRIAL: trial_id})
+    except Exception:
+        client.networks.get(name)  # made by another node meanwhile; anything else fails here
+    return name
+
+
+def gang_network_release(*, settings: ContainerSettings, name: str) -> None:
+    """Removes the gang's network once its last container has gone (an engine refuses before)."""
+    with contextlib.suppress(Exception):
+        settings.client().networks.get(name).remove()
 
 
 def gpu_uuids(*, indices: tuple[int, ...]) -> tuple[str, ...]:
@@ -190,9 +232,10 @@ class ContainerHost:
 
     sandboxed = True
 
-    def __init__(self, *, container: Container, channel: Path, python: TaskPython,
-                 exposure: Exposure, network: str, log: Path) -> None:
-        self.container, self.channel, self.python = container, channel, python
+    def __init__(self, *, container: Container, settings: ContainerSettings, channel: Path,
+                 python: TaskPython, exposure: Exposure, network: str, log: Path) -> None:
+        self.container, self.settings = container, settings
+        self.channel, self.python = channel, python
         self.exposure, self.network = exposure, network
         self._log = log
         self._returncode: int | None = None
@@ -210,8 +253,15 @@ class ContainerHost:
         finally:
             with contextlib.suppress(Exception), self._log.open("ab") as log:
                 log.write(self.container.logs())  # what it printed before (or without) an order
+            gang = self.network.startswith(GANG_NETWORK_PREFIX)
+            if gang:  # before removal: podman 4.3 may otherwise leave its name in the DNS
+                with contextlib.suppress(Exception):
+                    self.settings.client().networks.get(self.network).disconnect(
+                        self.container, force=True)
             with contextlib.suppress(Exception):
                 self.container.remove(force=True)
+            if gang:
+                gang_network_release(settings=self.settings, name=self.network)
             # The task's events and log live on as the supervisor's links to them.
             shutil.rmtree(self.channel, ignore_errors=True)
             self._returncode = code
@@ -240,8 +290,8 @@ class ContainerHost:
 
     @property
     def network_ref(self) -> str:
-        """What a second task of the same trial joins: this one's loopback-only network."""
-        return f"container:{self.container.id}"
+        """What a second task of the same trial on this node joins: this one's network."""
+        return "host" if self.network == "host" else f"container:{self.container.id}"
 
     @property
     def returncode(self) -> int | None:
@@ -337,9 +387,14 @@ def _mounts(*, python: TaskPython, host_python: bool, exposure: Exposure,
 
 def container_host_start(*, settings: ContainerSettings, engine: str, python: TaskPython,
                          env: dict[str, str], exposure: Exposure, log: Path, channel: Path,
-                         network: str = "none", labels: dict[str, str] | None = None,
+                         network: str = "none", network_alias: str = "",
+                         labels: dict[str, str] | None = None,
                          gpus: tuple[int, ...] = ()) -> ContainerHost:
-    """One container of `python.image`, importing TensorFlow, waiting for its order."""
+    """One container of `python.image`, importing TensorFlow, waiting for its order.
+
+    `network`: "none", "host", "container:<id>" (another task's), or a gang network, which it
+    joins under `network_alias` (its node's address, what the gang's TF_CONFIG names).
+    """
     client = settings.client()
     image = python.image or settings.node_image
     host_python = image_runs_host_python(settings=settings, image=image)
@@ -350,21 +405,29 @@ def container_host_start(*, settings: ContainerSettings, engine: str, python: Ta
     from docker.types import Ulimit
 
     slots = max(1, len(gpus))  # a task holds one slot, or its GPUs
-    limits: dict[str, Any] = {"pids_limit": settings.pids}
+    options: dict[str, Any] = {"pids_limit": settings.pids}
     if settings.memory_bytes:
-        limits["mem_limit"] = settings.memory_bytes * slots
-        limits["memswap_limit"] = settings.memory_bytes * slots  # no swap beyond the allocation
+        options["mem_limit"] = settings.memory_bytes * slots
+        options["memswap_limit"] = settings.memory_bytes * slots  # no swap beyond the allocation
     # Cores are shared by weight (its slots), so an idle node's cores are not left unused; a
     # hard quota only where the node sets one.
-    limits["cpu_shares"] = CPU_SHARES_PER_SLOT * slots
+    options["cpu_shares"] = CPU_SHARES_PER_SLOT * slots
     if settings.cpus:
-        limits["nano_cpus"] = int(settings.cpus * slots * 1e9)
+        options["nano_cpus"] = int(settings.cpus * slots * 1e9)
     if settings.oci_runtime:
-        limits["runtime"] = settings.oci_runtime
+        options["runtime"] = settings.oci_runtime
+    if network.startswith(GANG_NETWORK_PREFIX):
+        gang_network_ensure(settings=settings, name=network, trial_id=(labels or {}).get(
+            LABEL_TRIAL, ""))
+        options["network"] = network
+        options["networking_config"] = {
+            network: client.api.create_endpoint_config(aliases=[network_alias])}
+    else:
+        options["network_mode"] = network
     container = client.containers.run(
         image, [executable, "-m", "training.warm", "--channel-dir", CHANNEL],
         detach=True, user=f"{SANDBOX_UID}:{SANDBOX_UID}", cap_drop=["ALL"],
-        security_opt=["no-new-privileges"], read_only=True, network_mode=network,
+        security_opt=["no-new-privileges"], read_only=True,
         hostname=None if network.startswith("container:") else "trial",
         mounts=_mounts(python=python, host_python=host_python, exposure=exposure,
                        channel=channel),
@@ -375,7 +438,7 @@ def container_host_start(*, settings: ContainerSettings, engine: str, python: Ta
         labels={LABEL_NODE: settings.node, **(labels or {})},
         ulimits=[Ulimit(name="nofile", soft=4096, hard=4096),
                  Ulimit(name="nproc", soft=settings.pids, hard=settings.pids)],
-        **limits, **gpu_requests(engine=engine, uuids=gpu_uuids(indices=gpus)),
+        **options, **gpu_requests(engine=engine, uuids=gpu_uuids(indices=gpus)),
     )
-    return ContainerHost(container=container, channel=channel, python=python, exposure=exposure,
-                         network=network, log=log)
+    return ContainerHost(container=container, settings=settings, channel=channel, python=python,
+                         exposure=exposure, network=network, log=log)

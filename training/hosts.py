@@ -145,8 +145,8 @@ class Host(Protocol):
 
 
 def host_start(*, runtime: Runtime, python: TaskPython, env: dict[str, str], exposure: Exposure,
-               log: Path, cwd: Path, network: str = "none", labels: dict[str, str] | None = None,
-               gpus: tuple[int, ...] = ()) -> Host:
+               log: Path, cwd: Path, network: str = "none", network_alias: str = "",
+               labels: dict[str, str] | None = None, gpus: tuple[int, ...] = ()) -> Host:
     """A task host; `network`, `labels` and `gpus` matter to containers only (a sandbox shares
     the node's network, narrowed by Landlock, and sees GPUs as device nodes)."""
     if runtime.containers is not None:
@@ -155,7 +155,8 @@ def host_start(*, runtime: Runtime, python: TaskPython, env: dict[str, str], exp
         channel = log.parent / f"{log.stem}.{uuid.uuid4().hex[:12]}.channel"
         return container_host_start(settings=runtime.containers, engine=runtime.name,
                                     python=python, env=env, exposure=exposure, log=log,
-                                    channel=channel, network=network, labels=labels, gpus=gpus)
+                                    channel=channel, network=network,
+                                    network_alias=network_alias, labels=labels, gpus=gpus)
     # A root missing now is not mounted (bwrap's -try binds), so the host must not claim it.
     exposure = Exposure(write=tuple(p for p in exposure.write if os.path.isdir(p)),
                         read=tuple(p for p in exposure.read if os.path.exists(p)))

@@ -118,7 +118,7 @@ def _environment(*, spec: TrialSpec, plan: ClusterPlan, task: TaskAddress, runti
 
 
 def _launch(*, spec: TrialSpec, plan: ClusterPlan, task: TaskAddress, attempt: Path,
-            runtime: Runtime, python: TaskPython, network: str) -> _Task:
+            runtime: Runtime, python: TaskPython, network: str, network_alias: str) -> _Task:
     stem = f"{task.type}-{task.index}"
     events_path, log_path = attempt / f"{stem}.events.jsonl", attempt / f"{stem}.log"
     host_log_path = attempt / f"{stem}.host.log"
@@ -144,7 +144,7 @@ def _launch(*, spec: TrialSpec, plan: ClusterPlan, task: TaskAddress, attempt: P
         warm = False
         host = host_start(runtime=runtime, python=python, env=task_base_environment(python=python),
                           exposure=Exposure(write=write, read=read), log=host_log_path,
-                          cwd=attempt, network=network, gpus=gpus,
+                          cwd=attempt, network=network, network_alias=network_alias, gpus=gpus,
                           labels={LABEL_TRIAL: spec.trial_id, LABEL_TASK: task.name})
         host.hand(order=order, events=events_path, log=log_path)
     return _Task(task, host, EventTail(path=str(events_path), task=task.name,
@@ -291,9 +291,10 @@ def trial_supervise(
                     isolated=runtime.isolated,
                     tasks=[{"task": t.name, "address": t.address} for t in local])
         for address in local:
+            network = _network(plan=plan, tasks=gang.tasks, runtime=runtime, trial_id=spec.trial_id)
             gang.tasks.append(_launch(spec=spec, plan=plan, task=address, attempt=attempt,
-                                      runtime=runtime, python=python,
-                                      network=_network(plan=plan, tasks=gang.tasks)))
+                                      runtime=runtime, python=python, network=network,
+                                      network_alias=local_host))
         gang.notice("status", phase="launched", tasks=[
             {"task": t.address.name, "host": t.host.pid, "warm": t.warm} for t in gang.tasks
         ])
@@ -305,12 +306,20 @@ def trial_supervise(
             gang.stop(grace_seconds=grace_seconds)
 
 
-def _network(*, plan: ClusterPlan, tasks: list[_Task]) -> str:
+def _network(*, plan: ClusterPlan, tasks: list[_Task], runtime: Runtime, trial_id: str) -> str:
     """A container's network: none of its own for the first task of a single-node trial, that
-    one's loopback for the others, the node's (narrowed to the gang's ports) across nodes."""
-    if len({t.host for t in plan.tasks}) > 1:
-        return "host"
-    return tasks[0].host.network_ref if tasks else "none"
+    one's loopback for the others. Across nodes, the first task of each node joins the gang's
+    own network where every node shares one engine, else the host's (narrowed to the gang's
+    ports); the node's other tasks join the first one's."""
+    if tasks:
+        return tasks[0].host.network_ref
+    if len({t.host for t in plan.tasks}) == 1:
+        return "none"
+    if runtime.containers is not None and runtime.containers.gang_network == "gang":
+        from training.containers import gang_network_name
+
+        return gang_network_name(trial_id=trial_id, plan_json=plan.to_json())
+    return "host"
 
 
 def _asked_at_most_every(*, seconds: float, check: Callable[[], bool]) -> Callable[[], bool]:

@@ -111,6 +111,12 @@ def test_only_worker_nodes_get_the_engine_socket_and_they_use_it_for_trials() ->
         assert env["PLATFORM_CONTAINER_ENGINE_URL"] == "unix:///var/run/docker.sock"
         assert env["PLATFORM_CONTAINER_IMAGE"] == COMPOSE["x-app"]["image"]
         assert services[name]["security_opt"] == {"!reset": []}
+        # Both nodes share the host's engine: a gang across them gets a network of its own, on
+        # which each node's tasks answer to its address (a name, as network aliases must be).
+        assert env["PLATFORM_CONTAINER_GANG_NETWORK"] == "gang"
+        command = COMPOSE["services"][name]["command"]
+        address = command[command.index("--address") + 1]
+        assert re.fullmatch(r"[a-z][a-z0-9-]*", address), address
 
 
 def test_every_path_a_trial_container_is_given_is_the_same_on_the_host_and_in_the_worker() -> None:

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from training.cluster import ClusterPlan, TaskAddress, ports_free
 from training.containers import (
     LABEL_NODE,
     LABEL_TASK,
@@ -16,6 +17,7 @@ from training.containers import (
     RUNTIME_IMAGE,
     ContainerSettings,
     containers_reap,
+    gang_network_name,
     runtime_image_ensure,
 )
 from training.runtime import Runtime, runtime_for
@@ -120,6 +122,81 @@ def test_two_tasks_of_one_trial_share_only_their_own_loopback(
     assert outcome.strategy == "MultiWorkerMirroredStrategy"
     [launched] = [e.payload["tasks"] for e in events if e.payload.get("phase") == "launched"]
     assert len({task["host"] for task in launched}) == 2  # two containers, one loopback
+
+
+GANG_PROBE_MODULE = '''
+import socket, time
+import tf_keras as keras
+
+
+def resolve(name):
+    for _ in range(600):  # the other node's container may not have joined yet
+        try:
+            return socket.gethostbyname(name)
+        except OSError:
+            time.sleep(0.2)
+    return None
+
+
+def build_model(hparams):
+    names = sorted(n for n in ("gang-node-a", "gang-node-b") if resolve(n))
+    with open("/proc/net/route") as routes:
+        default_route = any(line.split()[1] == "00000000" for line in routes.readlines()[1:])
+    print(f"GANG resolved={names} default_route={default_route}", flush=True)
+    return keras.Sequential([
+        keras.Input(shape=hparams["input_shape"]),
+        keras.layers.Dense(hparams["num_classes"], activation="softmax"),
+    ])
+'''
+
+
+def test_a_gang_across_nodes_on_one_engine_gets_an_internal_network_of_its_own(
+    podman_engine: str, make_spec: Callable[..., Any], tmp_path: Path
+) -> None:
+    """Two nodes starting containers on one engine (compose): their tasks find each other by
+    node address on the gang's own network, which has no route out and goes with them."""
+    import threading
+
+    module = tmp_path / "gang.py"
+    module.write_text(GANG_PROBE_MODULE)
+    spec = make_spec(work_dir=tmp_path / "work", model=str(module),
+                     hyperparameters={"epochs": 1},
+                     resources=Resources(workers=2, gpus_per_worker=0))
+    ports = ports_free(host="127.0.0.1", count=2)  # a plan, and so a network, of its own
+    plan = ClusterPlan((TaskAddress("worker", 0, "gang-node-a", ports[0]),
+                        TaskAddress("worker", 1, "gang-node-b", ports[1])))
+    network = gang_network_name(trial_id=spec.trial_id, plan_json=plan.to_json())
+    outcomes: dict[str, Any] = {}
+    events: list[Any] = []
+    seen: list[dict[str, Any]] = []
+
+    def node(address: str) -> None:
+        settings = ContainerSettings(engine_url=podman_engine, node=f"{address}-{tmp_path.name}",
+                                     oci_runtime="runc", gang_network="gang")
+        outcomes[address] = trial_supervise(
+            spec=spec, on_events=events.extend, should_cancel=lambda: False, grace_seconds=10,
+            cluster=plan, local_host=address, run_dir=str(tmp_path / f"runs-{address}"),
+            runtime=runtime_for(name="podman", containers=settings))
+
+    threads = [threading.Thread(target=node, args=(a,)) for a in ("gang-node-a", "gang-node-b")]
+    for thread in threads:
+        thread.start()
+    client = ContainerSettings(engine_url=podman_engine, node="observer").client()
+    while any(t.is_alive() for t in threads):
+        seen += [n.attrs for n in client.networks.list(names=[network])]
+        threads[0].join(timeout=1)
+    for thread in threads:
+        thread.join()
+
+    assert [o.status for o in outcomes.values()] == ["completed", "completed"], [
+        o.exit_reason for o in outcomes.values()]
+    assert seen and all(attrs["Internal"] for attrs in seen)
+    probes = [e.payload["message"] for e in events
+              if str(e.payload.get("message", "")).startswith("GANG ")]
+    # Each task builds the model (the chief once more for its export).
+    assert len(probes) >= 2
+    assert set(probes) == {"GANG resolved=['gang-node-a', 'gang-node-b'] default_route=False"}
+    assert client.networks.list(names=[network]) == []  # gone with the gang's last container
 
 
 def test_a_restarted_node_reaps_what_it_left_running(

@@ -248,6 +248,10 @@ PLATFORM = {
     "CONTAINER_MEMORY_MB": env.int("PLATFORM_CONTAINER_MEMORY_MB", default=0),
     "CONTAINER_CPUS": env.float("PLATFORM_CONTAINER_CPUS", default=0.0),
     "CONTAINER_PIDS": env.int("PLATFORM_CONTAINER_PIDS", default=4096),
+    # A gang across nodes: "host" (nodes on several machines; the host's network, narrowed by
+    # Landlock to its ports) or "gang" (all nodes use one engine, as in compose: an internal
+    # network of the gang's own).
+    "CONTAINER_GANG_NETWORK": env.str("PLATFORM_CONTAINER_GANG_NETWORK", default="host"),
     "TF_SERVING_GRPC": env.str("TF_SERVING_GRPC", default="127.0.0.1:8500"),
     "TF_SERVING_REST": env.str("TF_SERVING_REST", default="http://127.0.0.1:8501"),
     # TF Serving's batching_parameters_file for the embedded server; empty: its defaults.

@@ -70,6 +70,7 @@ def container_settings(*, node: Node | None) -> ContainerSettings:
         memory_bytes=memory,
         pids=config["CONTAINER_PIDS"],
         cpus=config["CONTAINER_CPUS"],
+        gang_network=config["CONTAINER_GANG_NETWORK"],
     )
 
 

@@ -15,11 +15,12 @@ from training.containers import RUNTIME_IMAGE
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 
-def _nodes_start(tmp_path: Path, **env: str) -> dict[str, object]:
+def _nodes_start(tmp_path: Path, addresses: tuple[str, str] = ("127.0.0.1", "127.0.0.2"),
+                 **env: str) -> dict[str, object]:
     """Nodes on 127.0.0.1 and 127.0.0.2: one machine, but peers reach each by its own address."""
     work = str(tmp_path / "work")  # shared storage, as the compose work volume is
     nodes: dict[str, object] = {}
-    for name, address in (("node-a", "127.0.0.1"), ("node-b", "127.0.0.2")):
+    for name, address in zip(("node-a", "node-b"), addresses, strict=True):
         log = tmp_path / f"{name}.log"
         process = live.start(
             [
@@ -202,14 +203,20 @@ def test_cancel_stops_every_process_of_a_multi_node_gang(
     assert not Allocation.objects.filter(released_at__isnull=True).exists()
 
 
-def test_a_gang_across_nodes_runs_in_containers_on_the_hosts_network(
-    tmp_path: Path, podman_engine: str
+@pytest.mark.parametrize(("gang_network", "addresses"), [
+    ("host", ("127.0.0.1", "127.0.0.2")),  # nodes on several machines
+    ("gang", ("gang-node-a", "gang-node-b")),  # nodes on one engine, as in compose
+])
+def test_a_gang_across_nodes_runs_in_containers(
+    tmp_path: Path, podman_engine: str, gang_network: str, addresses: tuple[str, str]
 ) -> None:
-    """Under podman each node's task is a container; across nodes they use the host's network,
-    which Landlock narrows to the gang's own ports."""
-    nodes = _nodes_start(tmp_path, PLATFORM_TRIAL_RUNTIME="podman",
+    """Under podman each node's task is a container. Across nodes they use the host's network,
+    which Landlock narrows to the gang's own ports; or, where the nodes share one engine, an
+    internal network of the gang's own, on which each node's task answers to its address."""
+    nodes = _nodes_start(tmp_path, addresses, PLATFORM_TRIAL_RUNTIME="podman",
                          PLATFORM_CONTAINER_ENGINE_URL=podman_engine,
-                         PLATFORM_CONTAINER_OCI_RUNTIME="runc")
+                         PLATFORM_CONTAINER_OCI_RUNTIME="runc",
+                         PLATFORM_CONTAINER_GANG_NETWORK=gang_network)
     try:
         EnvironmentFactory(name="node-image", image=RUNTIME_IMAGE)
         client = APIClient()
@@ -229,7 +236,7 @@ def test_a_gang_across_nodes_runs_in_containers_on_the_hosts_network(
         trial = experiment.trials.get()
         assert trial.runtime == "podman"
         hosts = set(Allocation.objects.filter(trial=trial).values_list("node__address", flat=True))
-        assert hosts == {"127.0.0.1", "127.0.0.2"}
+        assert hosts == set(addresses)
     finally:
         for node in nodes.values():
             live.stop(node["process"])  # type: ignore[index]
