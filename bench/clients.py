@@ -39,8 +39,10 @@ def request_call(request: Request) -> Call:
         channel = grpc.insecure_channel(request.target)
         stub = channel.unary_unary(request.path)  # bytes in, bytes out
 
+        metadata = request.headers or None  # e.g. the embedded server's access token
+
         def grpc_call() -> None:
-            stub(request.body, timeout=30)
+            stub(request.body, timeout=30, metadata=metadata)
         return grpc_call
     if request.protocol != "http":
         raise ValueError(f"unknown protocol {request.protocol!r}")

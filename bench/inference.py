@@ -149,7 +149,7 @@ def direct_caller(*, name: str, path: Path, row: Any, batching: bool) -> DirectP
     return DirectPath(make=make, runs=lambda: servable.runs, close=close)
 
 
-def grpc_request(*, target: str, name: str, row: Any) -> Request:
+def grpc_request(*, target: str, name: str, row: Any, headers: dict[str, str]) -> Request:
     from tensorflow_serving.apis import predict_pb2
 
     from serving.tensors import to_proto
@@ -158,7 +158,8 @@ def grpc_request(*, target: str, name: str, row: Any) -> Request:
     request.model_spec.name = name
     request.model_spec.signature_name = "serving_default"
     request.inputs["inputs"].CopyFrom(to_proto(row))
-    return Request("grpc", target, PREDICT_METHOD, request.SerializeToString())
+    return Request("grpc", target, PREDICT_METHOD, request.SerializeToString(),
+                   headers=tuple(headers.items()))
 
 
 def rest_request(*, url: str, row: Any, headers: dict[str, str]) -> Request:
@@ -168,10 +169,11 @@ def rest_request(*, url: str, row: Any, headers: dict[str, str]) -> Request:
     return Request("http", parts.netloc, parts.path, body, headers=tuple(sent.items()))
 
 
-def _models_available(rest_url: str) -> bool:
+def _models_available(rest_url: str, headers: dict[str, str]) -> bool:
     try:
         for model in MODELS:
-            answer = requests.get(f"{rest_url}/v1/models/{model.name}", timeout=5)
+            answer = requests.get(f"{rest_url}/v1/models/{model.name}", timeout=5,
+                                  headers=headers)
             states = [v["state"] for v in answer.json().get("model_version_status", [])]
             if "AVAILABLE" not in states:
                 return False
@@ -193,7 +195,8 @@ def unbatched_start(stack: Stack) -> Endpoints:
                           f"http://127.0.0.1:{web_port}")
     stack.spawn("web-unbatched", web_args(port=web_port), TF_SERVING_GRPC=endpoints.grpc_target,
                 TF_SERVING_REST=endpoints.rest_url)
-    stack.wait(lambda: _models_available(endpoints.rest_url), what="unbatched model server",
+    stack.wait(lambda: _models_available(endpoints.rest_url, stack.serving_headers),
+               what="unbatched model server",
                process="serving-unbatched")
     stack.wait(lambda: _ok(f"{endpoints.platform_url}/healthz"), what="unbatched web",
                process="web-unbatched")
@@ -231,8 +234,8 @@ def inference_measure(stack: Stack, client: PlatformClient, *, rounds: int,
             "on": Endpoints(stack.grpc_target, stack.rest_url, stack.base_url),
             "off": unbatched_start(stack),
         }
-        stack.wait(lambda: _models_available(stack.rest_url), what="model server",
-                   process="serving")
+        stack.wait(lambda: _models_available(stack.rest_url, stack.serving_headers),
+                   what="model server", process="serving")
         groups = {  # process groups: every process spawned by the stack leads its own
             "on": {"web": stack.processes["web"].pid,
                    "model server": stack.processes["serving"].pid},
@@ -245,7 +248,8 @@ def inference_measure(stack: Stack, client: PlatformClient, *, rounds: int,
                 path, row = exported[model.label]
                 measured[model.label] = _measure(
                     model=model, endpoints=endpoints, groups=groups, pool=pool, path=path,
-                    row=row, headers=stack.headers, rounds=rounds,
+                    row=row, headers=stack.headers, serving_headers=stack.serving_headers,
+                    rounds=rounds,
                     requests_per_thread=requests_per_thread)
         finally:
             pool.close()
@@ -270,7 +274,8 @@ Run = Callable[..., LoadResult]  # (concurrency=, requests=, warmup=) → one cl
 
 
 def _runs(*, model: BenchModel, endpoints: dict[str, Endpoints], directs: dict[str, DirectPath],
-          pool: ClientPool, row: Any, headers: dict[str, str]) -> dict[tuple[str, str], Run]:
+          pool: ClientPool, row: Any, headers: dict[str, str],
+          serving_headers: dict[str, str]) -> dict[tuple[str, str], Run]:
     def threads(make: Callable[[], Call]) -> Run:
         return lambda **load: load_run(make_call=make, **load)
 
@@ -281,9 +286,10 @@ def _runs(*, model: BenchModel, endpoints: dict[str, Endpoints], directs: dict[s
     for batching, where in endpoints.items():
         runs["direct", batching] = threads(directs[batching].make)
         runs["embedded gRPC", batching] = processes(grpc_request(
-            target=where.grpc_target, name=model.name, row=row))
+            target=where.grpc_target, name=model.name, row=row, headers=serving_headers))
         runs["embedded REST", batching] = processes(rest_request(
-            url=f"{where.rest_url}/v1/models/{model.name}:predict", row=row, headers={}))
+            url=f"{where.rest_url}/v1/models/{model.name}:predict", row=row,
+            headers=serving_headers))
         runs["platform REST", batching] = processes(rest_request(
             url=f"{where.platform_url}/api/v1/models/{model.name}:predict", row=row,
             headers=headers))
@@ -294,13 +300,14 @@ def _runs(*, model: BenchModel, endpoints: dict[str, Endpoints], directs: dict[s
 
 def _measure(*, model: BenchModel, endpoints: dict[str, Endpoints],
              groups: dict[str, dict[str, int]], pool: ClientPool, path: Path, row: Any,
-             headers: dict[str, str], rounds: int, requests_per_thread: int) -> Measured:
+             headers: dict[str, str], serving_headers: dict[str, str], rounds: int,
+             requests_per_thread: int) -> Measured:
     """One model along every path: results per key, how many requests each batched direct
     session run merged, and the CPU each request cost at concurrency 8."""
     directs = {b: direct_caller(name=model.name, path=path, row=row, batching=b == "on")
                for b in BATCHING}
     runs = _runs(model=model, endpoints=endpoints, directs=directs, pool=pool, row=row,
-                 headers=headers)
+                 headers=headers, serving_headers=serving_headers)
     results: dict[Key, list[LoadResult]] = {}
     merged: list[float] = []
     cpu: CpuShares = {}

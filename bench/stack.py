@@ -55,6 +55,8 @@ class Stack:
     # The model server's (intra-op, inter-op) session threads; (0, 0): TensorFlow's defaults.
     session_parallelism: tuple[int, int] = (0, 0)
     token: str = ""
+    # The model servers' access token (serving/access.py), shared by every process of the stack.
+    serving_token: str = field(default_factory=lambda: secrets.token_urlsafe(24))
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
 
     @property
@@ -68,6 +70,13 @@ class Stack:
     @property
     def rest_url(self) -> str:
         return f"http://127.0.0.1:{self.rest_port}"
+
+    @property
+    def serving_headers(self) -> dict[str, str]:
+        """What a client of the model servers sends: their access token."""
+        from serving.access import access_header
+
+        return access_header(token=self.serving_token)
 
     @property
     def session_flags(self) -> list[str]:
@@ -96,6 +105,7 @@ class Stack:
             "PLATFORM_NODE_NAME": self.node,
             "TF_SERVING_GRPC": self.grpc_target,
             "TF_SERVING_REST": self.rest_url,
+            "TF_SERVING_ACCESS_TOKEN": self.serving_token,
             "PLATFORM_THROTTLE_INFERENCE": "1000000/min",  # the benchmark is not abuse
             "TF_SERVING_INTRA_OP_PARALLELISM": str(self.session_parallelism[0]),
             "TF_SERVING_INTER_OP_PARALLELISM": str(self.session_parallelism[1]),
@@ -159,7 +169,8 @@ class Stack:
             "--gpu-slots", str(self.gpu_slots), "--cpu-slots", str(self.cpu_slots),
         ])
         self.wait(lambda: _answers(f"{self.base_url}/healthz"), what="web", process="web")
-        self.wait(lambda: _answers(f"{self.rest_url}/v1/models/none", status=404),
+        self.wait(lambda: _answers(f"{self.rest_url}/v1/models/none", status=404,
+                                   headers=self.serving_headers),
                   what="model server", process="serving")
         answer = requests.post(
             f"{self.base_url}/api/v1/auth/token/",
@@ -222,9 +233,9 @@ def _signal_group(process: subprocess.Popen[bytes], sig: int) -> None:
         os.killpg(process.pid, sig)
 
 
-def _answers(url: str, *, status: int = 200) -> bool:
+def _answers(url: str, *, status: int = 200, headers: dict[str, str] | None = None) -> bool:
     try:
-        return requests.get(url, timeout=5).status_code == status
+        return requests.get(url, timeout=5, headers=headers).status_code == status
     except requests.RequestException:
         return False
 

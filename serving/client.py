@@ -24,6 +24,8 @@ import numpy as np
 import requests
 from tensorflow_serving.config import model_server_config_pb2
 
+from serving.access import access_header, channel_with_token
+
 _RELOAD_METHOD = "/tensorflow.serving.ModelService/HandleReloadConfigRequest"
 _UNLIMITED = [("grpc.max_receive_message_length", -1), ("grpc.max_send_message_length", -1)]
 _POLL_SECONDS = 0.2
@@ -130,19 +132,24 @@ def _grpc_error(exc: grpc.RpcError) -> ModelServerError:
 
 
 class ModelServerClient:
-    def __init__(self, *, grpc_target: str, rest_url: str, timeout: float = 30.0) -> None:
+    def __init__(self, *, grpc_target: str, rest_url: str, timeout: float = 30.0,
+                 access_token: str = "") -> None:
+        """`access_token`: the embedded server's (access.py), sent on every call."""
         self._rest_url = rest_url.rstrip("/")
         rest = urlsplit(self._rest_url)
         self._rest_host, self._rest_port = rest.hostname or "127.0.0.1", rest.port or 80
         self._rest_prefix = rest.path
         self._timeout = timeout
-        self._channel = grpc.insecure_channel(grpc_target, options=_UNLIMITED)
+        self._raw_channel = grpc.insecure_channel(grpc_target, options=_UNLIMITED)
+        self._channel = channel_with_token(channel=self._raw_channel, token=access_token)
+        self._auth = access_header(token=access_token)
         self._http = requests.Session()
+        self._http.headers.update(self._auth)
         self._predict_connections = threading.local()
         self._stubs: dict[str, Any] = {}
 
     def close(self) -> None:
-        self._channel.close()
+        self._raw_channel.close()
         self._http.close()
         connection = getattr(self._predict_connections, "open", None)
         if connection is not None:
@@ -244,7 +251,7 @@ class ModelServerClient:
         platform REST latency) for one kept-alive http.client connection per thread.
         """
         path = f"{self._rest_prefix}{_model_path(name, version, label)}:predict"
-        headers = {"Content-Type": "application/json"}
+        headers = {"Content-Type": "application/json", **self._auth}
         for attempt in (1, 2):
             try:
                 connection = self._predict_connection()

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from types import FrameType
 
+from serving.access import access_token_from_env
 from serving.config import BatchingOptions, parse_batching_parameters, single_model_config
 from serving.errors import ServingError
 from serving.server import ModelServer, ServerOptions
@@ -33,7 +34,6 @@ _IGNORED = (
     "platform_config_file",
     "tensorflow_session_config_file",
     "per_process_gpu_memory_fraction",
-    "grpc_channel_arguments",
     "enable_model_warmup",
     "num_request_iterations_for_warmup",
     "monitoring_config_file",
@@ -92,6 +92,7 @@ def parser() -> argparse.ArgumentParser:
     flag("saved_model_tags", str, "serve")
     flag("grpc_max_threads", int, 0)
     flag("enable_signature_method_name_check", bool)
+    flag("grpc_channel_arguments", str, "")
     flag("version", bool)
     # Not a TF Serving flag (it always binds all interfaces): lets tests stay on loopback.
     flag("host", str, "0.0.0.0")  # noqa: S104
@@ -116,6 +117,17 @@ def _session_parallelism(args: argparse.Namespace) -> tuple[int, int]:
     if intra > 0 or inter > 0:
         return intra, inter
     return session, session
+
+
+def channel_arguments_parse(text: str) -> tuple[tuple[str, str | int], ...]:
+    """TF Serving's --grpc_channel_arguments: `key=value,...`; integer values stay integers."""
+    parsed: list[tuple[str, str | int]] = []
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--grpc_channel_arguments: expected key=value, got {item!r}")
+        parsed.append((key, int(value) if value.lstrip("-").isdigit() else value))
+    return tuple(parsed)
 
 
 def options_from_args(args: argparse.Namespace) -> tuple[ServerOptions, ModelServer]:
@@ -162,6 +174,8 @@ def options_from_args(args: argparse.Namespace) -> tuple[ServerOptions, ModelSer
         saved_model_tags=tuple(t for t in args.saved_model_tags.split(",") if t),
         intra_op_parallelism=intra,
         inter_op_parallelism=inter,
+        grpc_channel_arguments=channel_arguments_parse(args.grpc_channel_arguments),
+        access_token=access_token_from_env(),
         extra=extra,
     )
     if args.model_config_file:

@@ -14,6 +14,7 @@ from tensorflow_serving.apis import (
     prediction_service_pb2_grpc,
 )
 
+from serving.access import TokenInterceptor
 from serving.errors import ServingError, invalid_argument
 from serving.inference import Inference
 from serving.manager import ModelManager
@@ -91,12 +92,19 @@ class ModelServicer(model_service_pb2_grpc.ModelServiceServicer):
 
 
 def create_grpc_server(
-    *, inference: Inference, manager: ModelManager, max_threads: int
+    *, inference: Inference, manager: ModelManager, max_threads: int, access_token: str = "",
+    channel_arguments: tuple[tuple[str, str | int], ...] = (),
 ) -> grpc.Server:
+    """`channel_arguments`: --grpc_channel_arguments, over TF Serving's unlimited message size
+    (e.g. grpc.max_receive_message_length, which the platform caps)."""
     # A thread pool rather than grpc.aio (unlike the REST port's event loop): on this project's
     # 2-core benchmark machine grpc.aio's per-call work on its one loop outlasted the 2 ms batch
     # timeout, so batches ran half full and batched throughput fell by about 30 %.
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_threads), options=_UNLIMITED)
+    options = dict(_UNLIMITED) | dict(channel_arguments)
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=max_threads), options=list(options.items()),
+        interceptors=[TokenInterceptor(token=access_token)] if access_token else None,
+    )
     prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(
         PredictionServicer(inference), server
     )

@@ -24,6 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from aiohttp import web
 
 from serving import rjson
+from serving.access import DENIED, HEADER, access_allowed
 from serving.errors import Code, ServingError
 from serving.rest_api import PATH_PREFIX, RestApi
 
@@ -39,9 +40,10 @@ _NOT_FOUND = b"<HTML><HEAD><TITLE>404 Not Found</TITLE></HEAD></HTML>"
 
 class RestServer:
     def __init__(self, *, api: RestApi, host: str, port: int, cors: bool = False,
-                 threads: int | None = None) -> None:
+                 threads: int | None = None, access_token: str = "") -> None:
         self._api = api
         self._cors = cors
+        self._token = access_token
         # Bound now, so a taken port fails here and port 0's choice is known before start().
         self._socket = socket.create_server((host, port), backlog=1024)
         self._pool = ThreadPoolExecutor(max_workers=threads or 4 * (os.cpu_count() or 1),
@@ -86,6 +88,11 @@ class RestServer:
 
     async def _handle(self, request: web.Request) -> web.Response:
         path = request.raw_path.split("?", 1)[0]
+        if not access_allowed(token=self._token, presented=request.headers.get(HEADER)):
+            # Before the body is read: a caller without the token gets nothing of ours.
+            response = self._reply(401, rjson.error_body(DENIED).encode())
+            response.force_close()
+            return response
         try:
             body = await request.read()
         except web.HTTPRequestEntityTooLarge:

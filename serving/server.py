@@ -49,6 +49,10 @@ class ServerOptions:
     saved_model_tags: tuple[str, ...] = DEFAULT_TAGS
     intra_op_parallelism: int = 0
     inter_op_parallelism: int = 0
+    # --grpc_channel_arguments, e.g. (("grpc.max_receive_message_length", 67108864),)
+    grpc_channel_arguments: tuple[tuple[str, str | int], ...] = ()
+    # Required of every call when set (access.py); TF Serving has none.
+    access_token: str = field(default="", repr=False)
     extra: dict[str, str] = field(default_factory=dict)  # accepted, not acted upon
 
 
@@ -118,6 +122,7 @@ class ModelServer:
                 host=self.options.host,
                 port=self.options.rest_api_port,
                 cors=self.options.rest_api_enable_cors_support,
+                access_token=self.options.access_token,
             )
             self._rest.start()
             log.info("Exporting HTTP/REST API at:%s:%d ...", self.options.host, self.rest_port)
@@ -134,6 +139,8 @@ class ModelServer:
             inference=self.inference,
             manager=self.manager,
             max_threads=self.options.grpc_max_threads,
+            access_token=self.options.access_token,
+            channel_arguments=self.options.grpc_channel_arguments,
         )
         if self.options.grpc_port is not None:
             address = f"{self.options.host}:{self.options.grpc_port}"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import pickle
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -152,7 +153,29 @@ def arrays_check(
     return ArrayData(name, x_train, y_train, x_test, y_test, num_classes=num_classes)
 
 
+# What an npz's arrays may hold once decompressed: a 10 MB upload of zeros can declare 10 GB.
+NPZ_MAX_BYTES = 4 * 2**30
+
+
+def npz_members_check(*, path: str, max_bytes: int) -> None:
+    """Refuses an npz whose arrays would decompress past `max_bytes`, from its zip headers
+    alone. Python's zipfile never inflates a member past its declared size (it fails the read
+    instead), so the declared sizes bound what loading can allocate."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            declared = sum(info.file_size for info in archive.infolist()
+                           if info.filename.removesuffix(".npy") in NPZ_KEYS)
+    except (OSError, zipfile.BadZipFile) as exc:
+        raise InvalidInput(f"{Path(path).name} is not a readable .npz archive: {exc}") from exc
+    if declared > max_bytes:
+        raise InvalidInput(
+            f"{Path(path).name} would decompress to {declared / 2**30:.1f} GiB of arrays; "
+            f"at most {max_bytes / 2**30:.1f} GiB is accepted"
+        )
+
+
 def npz_load(*, path: str) -> ArrayData:
+    npz_members_check(path=path, max_bytes=NPZ_MAX_BYTES)
     try:
         archive = np.load(path, allow_pickle=False)
     except (OSError, ValueError) as exc:
@@ -166,7 +189,9 @@ def npz_load(*, path: str) -> ArrayData:
             )
         try:
             loaded = {key: archive[key] for key in NPZ_KEYS}
-        except ValueError as exc:  # object arrays would need pickle, which we refuse
+        # Object arrays would need pickle, which we refuse; a member whose data does not
+        # match its declared size or CRC fails its read.
+        except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
             raise InvalidInput(f"{Path(path).name}: {exc}") from exc
     return arrays_check(name=Path(path).name, **loaded)
 
@@ -208,8 +233,8 @@ def csv_load(
         y = _labels_check(y=np.asarray([float(v) for v in labels]), where=label_column)
     except ValueError:
         # Non-numeric labels are class names: index them in sorted order so ids are stable.
-        names = sorted(set(labels))
-        y = np.asarray([names.index(v) for v in labels], dtype=np.int64)
+        ids = {name: i for i, name in enumerate(sorted(set(labels)))}
+        y = np.asarray([ids[v] for v in labels], dtype=np.int64)
     order = np.random.default_rng(seed).permutation(len(x))
     n_test = min(max(1, round(len(x) * test_fraction)), len(x) - 1)
     test, train = order[:n_test], order[n_test:]

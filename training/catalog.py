@@ -46,6 +46,26 @@ HYPERPARAMETERS: dict[str, tuple[type, Any]] = {
     "pi_samples_per_replica": (int, 1_000_000),
     "pi_rounds": (int, 5),
 }
+# Every number a user may send is bounded: each bound keeps one trial from exhausting a node
+# (synthetic sizes, units, pi samples are memory; throughput_interval_seconds near 0 would
+# record a metric every step). (low, high), both included; learning_rate must exceed its low.
+BOUNDS: dict[str, tuple[float, float]] = {
+    "epochs": (1, 10_000),
+    "batch_size": (1, 65_536),
+    "learning_rate": (0.0, 10.0),
+    "momentum": (0.0, 1.0),
+    "warmup_epochs": (0, 1_000),
+    "seed": (0, 2**31 - 1),
+    "hidden_units": (1, 8_192),
+    "dropout": (0.0, 0.95),
+    "recurrent_layers": (1, 16),
+    "test_fraction": (0.01, 0.99),
+    "synthetic_train_size": (1, 100_000),
+    "synthetic_test_size": (1, 20_000),
+    "throughput_interval_seconds": (0.5, 3_600.0),
+    "pi_samples_per_replica": (1, 10_000_000),
+    "pi_rounds": (1, 1_000),
+}
 # Settings under which each zoo model is known to train well.
 ZOO_DEFAULTS: dict[str, dict[str, Any]] = {
     "mlp": {"batch_size": 32, "learning_rate": 0.001, "optimizer": "adam", "epochs": 20},
@@ -69,10 +89,12 @@ def _coerce(*, name: str, kind: type, value: Any) -> Any:
             return value.lower() == "true"
         raise InvalidInput(f"hyperparameter {name} must be true or false, got {value!r}")
     try:
+        if isinstance(value, bool):  # int(True) is 1: a checkbox is not a count
+            raise ValueError(value)
         if kind is int and isinstance(value, float) and not value.is_integer():
             raise ValueError(value)
         return kind(value)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:  # int(inf) overflows
         raise InvalidInput(f"hyperparameter {name} must be {kind.__name__}, got {value!r}") from exc
 
 
@@ -85,15 +107,14 @@ def hyperparameters_resolve(*, model: str, values: dict[str, Any]) -> dict[str, 
         resolved[name] = value if kind is None else _coerce(name=name, kind=kind, value=value)
     if resolved["optimizer"] not in OPTIMIZERS:
         raise InvalidInput(f"optimizer must be one of {', '.join(OPTIMIZERS)}")
-    for name in ("epochs", "batch_size", "hidden_units", "recurrent_layers"):
-        if resolved[name] < 1:
-            raise InvalidInput(f"hyperparameter {name} must be at least 1")
-    if resolved["learning_rate"] <= 0:
-        raise InvalidInput("hyperparameter learning_rate must be positive")
-    if resolved["warmup_epochs"] < 0:
-        raise InvalidInput("hyperparameter warmup_epochs must not be negative")
-    if not 0 < resolved["test_fraction"] < 1:
-        raise InvalidInput("hyperparameter test_fraction must be between 0 and 1")
+    for name, (low, high) in BOUNDS.items():
+        value = resolved[name]
+        # Written so that NaN (which compares False with everything) fails too.
+        if not low <= value <= high or (name == "learning_rate" and not value > low):
+            shown = f"greater than {low}" if name == "learning_rate" else f"at least {low}"
+            raise InvalidInput(
+                f"hyperparameter {name} must be {shown} and at most {high}, got {value!r}"
+            )
     return resolved
 
 

@@ -60,6 +60,20 @@ def test_tf_serving_shares_the_model_volume_with_the_platform() -> None:
     assert "--model_config_file=/models/models.config" in services["tfserving"]["command"]
 
 
+def test_only_the_web_app_reaches_tf_serving_on_a_network_with_no_route_out() -> None:
+    """TF Serving has no authentication and a reload RPC; trials, workers, the scheduler and
+    the databases are not on its network (the embedded server has a token instead)."""
+    services = COMPOSE["services"]
+    assert COMPOSE["networks"]["serving"] == {"internal": True}
+    on_serving = {name for name, service in services.items()
+                  if "serving" in service.get("networks", [])}
+    assert on_serving == {"web", "tfserving"}
+    assert services["tfserving"]["networks"] == ["serving"]
+    assert "default" in services["web"]["networks"]  # PostgreSQL, Redis
+    assert "--grpc_channel_arguments=grpc.max_receive_message_length=67108864" in services[
+        "tfserving"]["command"]
+
+
 def test_tf_serving_takes_the_session_thread_settings_the_embedded_server_takes() -> None:
     command = COMPOSE["services"]["tfserving"]["command"]
     for setting in ("INTRA_OP", "INTER_OP"):

@@ -1,7 +1,5 @@
 """Fixtures for tests that need live processes: a worker node, the embedded model server."""
 
-import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -35,30 +33,33 @@ def worker_node(tmp_path: Path, settings: Any) -> Iterator[tuple[str, Path]]:
 
 @pytest.fixture(scope="module")
 def model_server_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    """One server per module: each test sends it its own complete model list anyway."""
+    """One server per module, started as `manage.py serve_models` starts it (its flags, its
+    access token in the environment); each test sends it its own complete model list anyway."""
+    from django.conf import settings
+    from django.test import override_settings
+
+    from tfplatform.modelregistry.management.commands.serve_models import (
+        serve_models_argv,
+        serve_models_env,
+    )
+
     grpc_port, rest_port = live.free_port(), live.free_port()
     home = tmp_path_factory.mktemp("model-server")
     config = home / "models.config"
     config.write_text("model_config_list {\n}\n")
     log = home / "model-server.log"
-    process = live.start(
-        [
-            sys.executable,
-            "-m",
-            "serving.server",
-            f"--port={grpc_port}",
-            f"--rest_api_port={rest_port}",
-            f"--model_config_file={config}",
-            "--enable_batching",
-        ],
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        log=log,
-    )
     rest = f"http://127.0.0.1:{rest_port}"
+    with override_settings(PLATFORM={**settings.PLATFORM, "TF_SERVING_REST": rest,
+                                     "TF_SERVING_GRPC": f"127.0.0.1:{grpc_port}"}):
+        argv, env = serve_models_argv(config=config), serve_models_env()
+    process = live.start(argv, env={**env, "PYTHONUNBUFFERED": "1"}, log=log)
+    headers = {"Authorization": f"Bearer {settings.PLATFORM['TF_SERVING_ACCESS_TOKEN']}"}
     live.wait_for(
-        lambda: _answers(f"{rest}/v1/models/none"), timeout=90, what="the model server", log=log
+        lambda: _answers(f"{rest}/v1/models/none", headers=headers), timeout=90,
+        what="the model server", log=log,
     )
-    yield {"rest": rest, "grpc": f"127.0.0.1:{grpc_port}", "log": log}
+    yield {"rest": rest, "grpc": f"127.0.0.1:{grpc_port}", "log": log, "headers": headers,
+           "pid": process.pid}
     live.stop(process)
     _client.cache_clear()
 
@@ -78,9 +79,8 @@ def model_server(
     return {**model_server_process, "base": base}
 
 
-def _answers(url: str) -> bool:
+def _answers(url: str, headers: dict[str, str]) -> bool:
     try:
-        requests.get(url, timeout=2)
+        return requests.get(url, timeout=2, headers=headers).status_code == 404
     except requests.RequestException:
         return False
-    return True

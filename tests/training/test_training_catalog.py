@@ -109,6 +109,34 @@ def test_npz_upload_errors_are_clear(
         catalog.dataset_validate(spec=_spec(dataset=str(path)))
 
 
+def test_an_npz_that_would_inflate_past_the_limit_is_refused_before_loading(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "bomb.npz"
+    zeros = np.zeros((2048, 1024), np.float32)  # 8 MiB of arrays in a file of a few KiB
+    np.savez_compressed(path, x_train=zeros, y_train=np.zeros(2048), x_test=zeros[:8],
+                        y_test=np.zeros(8))
+    assert path.stat().st_size < 100_000
+    monkeypatch.setattr(arrays, "NPZ_MAX_BYTES", 4 * 2**20)
+    loaded: list[str] = []
+    monkeypatch.setattr(np, "load", lambda *a, **k: loaded.append("np.load"))
+    with pytest.raises(InvalidInput, match=r"would decompress to 0\.0 GiB of arrays"):
+        catalog.dataset_validate(spec=_spec(dataset=str(path)))
+    assert loaded == []  # refused from the zip headers alone
+
+
+def test_an_npz_member_that_fails_its_crc_is_a_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "broken.npz"
+    marker = np.arange(1000.0, 1008.0)
+    np.savez(path, x_train=np.ones((64, 4)), y_train=np.zeros(64), x_test=np.ones((8, 4)),
+             y_test=marker)  # stored, not deflated: its bytes appear as they are
+    raw = path.read_bytes()
+    assert raw.count(marker.tobytes()) == 1
+    path.write_bytes(raw.replace(marker.tobytes(), (marker + 1).tobytes()))
+    with pytest.raises(InvalidInput, match=r"broken\.npz"):
+        arrays.npz_load(path=str(path))
+
+
 def test_csv_upload_with_named_label_column_and_class_names(tmp_path: Path) -> None:
     path = tmp_path / "iris.csv"
     rows = [f"{i * 0.1:.1f},{i % 7},{['setosa', 'virginica'][i % 2]}" for i in range(20)]
@@ -173,6 +201,25 @@ def test_hyperparameters_are_typed_and_defaulted_per_model() -> None:
         catalog.hyperparameters_resolve(model="gru", values={"recurrent_layers": 0})
     with pytest.raises(InvalidInput, match="hidden_units must be at least 1"):
         catalog.hyperparameters_resolve(model="gru", values={"hidden_units": 0})
+
+
+@pytest.mark.parametrize("name", sorted(catalog.BOUNDS))
+def test_every_number_a_user_sends_is_bounded_on_both_sides(name: str) -> None:
+    low, high = catalog.BOUNDS[name]
+    kind = catalog.HYPERPARAMETERS[name][0]
+    catalog.hyperparameters_resolve(model="mlp", values={name: kind(high)})
+    step = 1 if kind is int else 0.001
+    for outside in (high + step, low - step, float("nan"), float("inf"), -float("inf")):
+        with pytest.raises(InvalidInput, match=f"{name} must be"):
+            catalog.hyperparameters_resolve(model="mlp", values={name: outside})
+
+
+def test_a_throughput_interval_near_zero_is_refused() -> None:
+    """A metric row per training step, for every step of every epoch."""
+    with pytest.raises(InvalidInput, match=r"throughput_interval_seconds must be at least 0\.5"):
+        catalog.hyperparameters_resolve(model="mlp", values={"throughput_interval_seconds": 1e-9})
+    with pytest.raises(InvalidInput, match=r"learning_rate must be greater than 0\.0"):
+        catalog.hyperparameters_resolve(model="mlp", values={"learning_rate": 0.0})
 
 
 def test_spec_validation_covers_resources_and_target() -> None:

@@ -13,6 +13,6 @@ class PlatformUserAdmin(UserAdmin):
 
 @admin.register(Team)
 class TeamAdmin(admin.ModelAdmin):
-    list_display = ("name", "gpu_quota", "created_at")
-    list_editable = ("gpu_quota",)
+    list_display = ("name", "gpu_quota", "max_priority", "created_at")
+    list_editable = ("gpu_quota", "max_priority")
     search_fields = ("name",)

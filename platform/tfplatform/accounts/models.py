@@ -6,6 +6,9 @@ class Team(models.Model):
     name = models.CharField(max_length=100, unique=True)
     # The scheduler never lets a team hold more GPUs than this at once; 0 means no GPUs.
     gpu_quota = models.PositiveIntegerField(default=4)
+    # The highest priority its members may give an experiment (staff: any); higher ones can
+    # preempt everyone else's trials, so they are granted, not taken.
+    max_priority = models.IntegerField(default=10)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

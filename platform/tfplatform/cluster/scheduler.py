@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
 
+from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
@@ -79,6 +80,9 @@ class Holder:
     devices: list[tuple[int, str, int]] = field(default_factory=list)  # (node, kind, device)
 
 
+QuotaKey = tuple[str, int]
+
+
 @dataclass
 class ClusterView:
     """What one pass knows about the cluster, updated in memory as it decides."""
@@ -88,8 +92,13 @@ class ClusterView:
     idle: FreeMap  # free, reserved or not
     holders: dict[int, Holder]
     device_holder: dict[int, Holder]
-    team_gpus: dict[int, int]
+    quota_gpus: dict[QuotaKey, int]  # GPUs held per team, and per user without one
     reserved: set[int] = field(default_factory=set)
+
+
+def _quota_key(*, team_id: int | None, owner_id: int) -> QuotaKey:
+    # A user without a team has a quota of their own (PLATFORM_USER_GPU_QUOTA).
+    return ("team", team_id) if team_id is not None else ("user", owner_id)
 
 
 def experiment_task_needs(*, experiment: Experiment) -> list[TaskNeed]:
@@ -172,6 +181,7 @@ def _queued_experiments() -> list[Experiment]:
             "parameter_servers",
             "pending_reason",
             "team__gpu_quota",
+            "owner_id",
         )
         .order_by("-priority", "created_at", "id")
     )
@@ -182,7 +192,7 @@ def _cluster_view() -> ClusterView:
     hostnames = dict(selectors.nodes_schedulable().values_list("pk", "hostname"))
     holders: dict[int, Holder] = {}
     device_holder: dict[int, Holder] = {}
-    team_gpus: dict[int, int] = defaultdict(int)
+    quota_gpus: dict[QuotaKey, int] = defaultdict(int)
     live = Allocation.objects.filter(released_at__isnull=True).values_list(
         "device_id",
         "node_id",
@@ -192,11 +202,12 @@ def _cluster_view() -> ClusterView:
         "trial__stop_reason",
         "trial__experiment__priority",
         "trial__experiment__team_id",
+        "trial__experiment__owner_id",
         "created_at",
     )
-    for device, node, kind, trial, state, stop, priority, team, since in live:
-        if kind == Device.Kind.GPU and team is not None:
-            team_gpus[team] += 1  # quota counts GPUs held anywhere, lost nodes included
+    for device, node, kind, trial, state, stop, priority, team, owner, since in live:
+        if kind == Device.Kind.GPU:  # quota counts GPUs held anywhere, lost nodes included
+            quota_gpus[_quota_key(team_id=team, owner_id=owner)] += 1
         if device is None or node not in hostnames:
             continue
         # An ended trial whose devices are not yet released is as good as stopping.
@@ -222,7 +233,7 @@ def _cluster_view() -> ClusterView:
         idle=idle,
         holders=holders,
         device_holder=device_holder,
-        team_gpus=team_gpus,
+        quota_gpus=quota_gpus,
     )
 
 
@@ -242,7 +253,7 @@ class _Pass:
 
     def consider(self, *, experiment: Experiment) -> None:
         needs = experiment_task_needs(experiment=experiment)
-        reason = _quota_block(experiment=experiment, team_gpus=self.view.team_gpus)
+        reason = _quota_block(experiment=experiment, quota_gpus=self.view.quota_gpus)
         if not reason:
             placements = self._place_now(experiment=experiment, needs=needs)
             if placements is not None:
@@ -279,8 +290,8 @@ class _Pass:
         trial = trial_create(experiment=experiment)
         _allocate(trial_id=trial.pk, placements=placements)
         _take(view=self.view, placements=placements)
-        if experiment.team_id is not None:
-            self.view.team_gpus[experiment.team_id] += experiment.gpus_requested
+        key = _quota_key(team_id=experiment.team_id, owner_id=experiment.owner_id)
+        self.view.quota_gpus[key] += experiment.gpus_requested
         self.scheduled.append(trial.pk)
 
     def _wait(self, *, experiment: Experiment, needs: list[TaskNeed]) -> str:
@@ -494,14 +505,17 @@ def _pending_reasons_save(*, experiments: list[Experiment]) -> None:
             )
 
 
-def _quota_block(*, experiment: Experiment, team_gpus: dict[int, int]) -> str:
-    if experiment.team is None or experiment.gpus_requested == 0:
+def _quota_block(*, experiment: Experiment, quota_gpus: dict[QuotaKey, int]) -> str:
+    if experiment.gpus_requested == 0:
         return ""
-    in_use, quota = team_gpus.get(experiment.team.pk, 0), experiment.team.gpu_quota
+    key = _quota_key(team_id=experiment.team_id, owner_id=experiment.owner_id)
+    in_use = quota_gpus.get(key, 0)
+    if experiment.team is not None:
+        quota, whose = experiment.team.gpu_quota, "Team quota"
+    else:
+        quota, whose = settings.PLATFORM["USER_GPU_QUOTA"], "Quota of a user without a team"
     if in_use + experiment.gpus_requested > quota:
-        return (
-            f"Team quota of {quota} GPUs: {in_use} in use, this needs {experiment.gpus_requested}."
-        )
+        return f"{whose} of {quota} GPUs: {in_use} in use, this needs {experiment.gpus_requested}."
     return ""
 
 

@@ -5,6 +5,9 @@ Embedded defaults (SQLite, a filesystem Celery broker, the embedded model server
 TF_SERVING_GRPC/TF_SERVING_REST switch to production services.
 """
 
+import contextlib
+import hashlib
+import hmac
 import os
 import secrets
 import socket
@@ -26,10 +29,21 @@ def _secret_key() -> str:
         return key
     # A per-installation key kept under var/ so sessions survive restarts of `make run`.
     path = VAR_DIR / "secret_key"
-    if not path.exists():
-        path.write_text(secrets.token_urlsafe(64))
-        path.chmod(0o600)
+    with contextlib.suppress(FileExistsError):
+        # Made 0600 by open(), never readable by others for a moment; a racing process that
+        # lost reads the winner's key.
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(descriptor, "w") as file:
+            file.write(secrets.token_urlsafe(64))
     return path.read_text().strip()
+
+
+def _serving_token() -> str:
+    """What the embedded model server demands of every call (serving/access.py): given, or
+    derived from the secret key, so the web app and the server agree with nothing more kept."""
+    if token := env.str("TF_SERVING_ACCESS_TOKEN", default=""):
+        return token
+    return hmac.new(SECRET_KEY.encode(), b"tfplatform.serving.access", hashlib.sha256).hexdigest()
 
 
 SECRET_KEY = _secret_key()
@@ -168,7 +182,7 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "DEFAULT_PAGINATION_CLASS": "tfplatform.core.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "tfplatform.core.api.exception_handler",
@@ -253,6 +267,10 @@ PLATFORM = {
     # network of the gang's own).
     "CONTAINER_GANG_NETWORK": env.str("PLATFORM_CONTAINER_GANG_NETWORK", default="host"),
     "TF_SERVING_GRPC": env.str("TF_SERVING_GRPC", default="127.0.0.1:8500"),
+    "TF_SERVING_ACCESS_TOKEN": _serving_token(),
+    # The largest gRPC message the embedded server takes (TF Serving's own default: 2 GB).
+    "TF_SERVING_GRPC_MAX_MESSAGE_BYTES": env.int("TF_SERVING_GRPC_MAX_MESSAGE_BYTES",
+                                                 default=64 * 2**20),
     "TF_SERVING_REST": env.str("TF_SERVING_REST", default="http://127.0.0.1:8501"),
     # TF Serving's batching_parameters_file for the embedded server; empty: its defaults.
     "TF_SERVING_BATCHING_PARAMETERS_FILE": env.str("TF_SERVING_BATCHING_PARAMETERS_FILE",
@@ -277,6 +295,10 @@ PLATFORM = {
     # ephemeral range so outgoing connections never hold them.
     "TASK_PORT_BASE": env.int("PLATFORM_TASK_PORT_BASE", default=20000),
     "TASK_PORT_SPAN": 5000,
+    # A user without a team: the highest priority they may ask for, and the GPUs they may hold
+    # at once (a team's own limits are on the team).
+    "USER_MAX_PRIORITY": env.int("PLATFORM_USER_MAX_PRIORITY", default=10),
+    "USER_GPU_QUOTA": env.int("PLATFORM_USER_GPU_QUOTA", default=4),
     "MAX_WORKERS": 64,
     "MAX_GPUS_PER_WORKER": 16,
     "MAX_PARAMETER_SERVERS": 16,

@@ -178,8 +178,7 @@ def trial_outcome_record(*, trial: Trial, outcome: TrialOutcome) -> None:
             trial_set_placement(
                 trial=trial, placement={"devices": outcome.devices, **outcome.placement}
             )
-        results = {k: v for k, v in asdict(outcome).items() if k not in ("devices", "placement")}
-        changes: dict[str, Any] = {"results": results}
+        changes: dict[str, Any] = {"results": outcome_results(outcome=outcome)}
         if outcome.strategy:
             changes |= {"strategy": outcome.strategy, "strategy_reason": outcome.strategy_reason}
         if outcome.status == "completed":
@@ -200,6 +199,19 @@ def trial_outcome_record(*, trial: Trial, outcome: TrialOutcome) -> None:
                 experiment=experiment, to=State.FAILED, error=outcome.exit_reason, **changes
             )
         scheduler_wake_on_commit()
+
+
+# Paths on the worker node: shown to nobody (they name the server's layout), and never trusted
+# (a trial reports them); deploy computes the export's place itself.
+NODE_PATHS = ("attempt_dir", "export_path", "best_checkpoint_path")
+
+
+def outcome_results(*, outcome: TrialOutcome) -> dict[str, Any]:
+    """What an experiment shows of its trial's outcome: facts and metrics, no node paths."""
+    results = {k: v for k, v in asdict(outcome).items()
+               if k not in ("devices", "placement", *NODE_PATHS)}
+    results["exported"] = bool(outcome.export_path)
+    return results
 
 
 def _outcome_given_stop(*, stop_reason: str, outcome: TrialOutcome) -> TrialOutcome:

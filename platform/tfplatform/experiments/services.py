@@ -48,6 +48,7 @@ class ExperimentRequest:
 
 
 def experiment_create(*, owner: User, request: ExperimentRequest) -> Experiment:
+    validation.priority_check(user=owner, priority=request.priority)
     validation.model_check(model=request.model, upload=request.model_file)
     hyperparameters = validation.hyperparameters_clean(
         model=request.model, hyperparameters=request.hyperparameters

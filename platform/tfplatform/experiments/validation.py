@@ -14,41 +14,33 @@ from training import catalog
 from training import errors as training_errors
 from training.spec import TrialSpec
 
-HYPERPARAMETER_BOUNDS: dict[str, tuple[type, float, float]] = {
-    "epochs": (int, 1, 10_000),
-    "batch_size": (int, 1, 65_536),
-    "learning_rate": (float, 1e-9, 10.0),
-    "warmup_epochs": (int, 0, 1_000),
-    "seed": (int, 0, 2**31 - 1),
-}
 UPLOADED_MODEL = "upload"
 UPLOADED_DATASET = "upload"
 MAX_UPLOAD_BYTES = 200 * 1024 * 1024
 
 
 def hyperparameters_clean(*, model: str, hyperparameters: dict[str, Any]) -> dict[str, Any]:
-    """The hyperparameters that will run: the model's defaults overlaid with the user's."""
+    """The hyperparameters that will run: the model's defaults overlaid with the user's, every
+    number within the catalog's bounds (training/catalog.py BOUNDS)."""
     try:
         cleaned = catalog.hyperparameters_resolve(model=model, values=hyperparameters)
     except training_errors.InvalidInput as error:
         raise InvalidInput(str(error), field="hyperparameters") from error
-    for name, (kind, low, high) in HYPERPARAMETER_BOUNDS.items():
-        if name not in cleaned:
-            continue
-        value = cleaned[name]
-        is_number = isinstance(value, int | float) and not isinstance(value, bool)
-        if not is_number or (kind is int and not float(value).is_integer()):
-            raise InvalidInput(
-                f"hyperparameters.{name} must be {'an integer' if kind is int else 'a number'}.",
-                field="hyperparameters",
-            )
-        if not low <= value <= high:
-            raise InvalidInput(
-                f"hyperparameters.{name} must be between {low:g} and {high:g}.",
-                field="hyperparameters",
-            )
-        cleaned[name] = kind(value)
     return cleaned
+
+
+def priority_check(*, user: Any, priority: int) -> None:
+    """Above its team's band (or the default band without a team) only staff may go."""
+    if user.is_staff:
+        return
+    team = user.team
+    highest = team.max_priority if team is not None else settings.PLATFORM["USER_MAX_PRIORITY"]
+    if priority > highest:
+        whose = f"team {team.name}" if team is not None else "users without a team"
+        raise InvalidInput(
+            f"priority {priority} is above {highest}, the highest {whose} may set; staff can "
+            "raise it.", field="priority",
+        )
 
 
 def resources_check(*, workers: int, gpus_per_worker: int, parameter_servers: int) -> None:

@@ -13,12 +13,14 @@ LOAD_TIMEOUT_SECONDS = 120.0
 
 def model_server_client() -> ModelServerClient:
     """A process-wide client: its gRPC channel and HTTP connection pool are reused."""
-    return _client(settings.PLATFORM["TF_SERVING_GRPC"], settings.PLATFORM["TF_SERVING_REST"])
+    return _client(settings.PLATFORM["TF_SERVING_GRPC"], settings.PLATFORM["TF_SERVING_REST"],
+                   settings.PLATFORM["TF_SERVING_ACCESS_TOKEN"])
 
 
 @lru_cache(maxsize=4)
-def _client(grpc_target: str, rest_url: str) -> ModelServerClient:
-    return ModelServerClient(grpc_target=grpc_target, rest_url=rest_url)
+def _client(grpc_target: str, rest_url: str, access_token: str) -> ModelServerClient:
+    return ModelServerClient(grpc_target=grpc_target, rest_url=rest_url,
+                             access_token=access_token)
 
 
 def model_config_write(*, entries: list[ModelEntry], path: Path) -> None:

@@ -147,7 +147,7 @@ def _live_context(*, experiment: Experiment) -> dict[str, Any]:
         "log_lines": LOG_TAIL_LINES,
         "unisolated_nodes": selectors.experiment_unisolated_nodes(experiment=experiment),
         "deployable": experiment.state == Experiment.State.COMPLETED
-        and bool((experiment.results or {}).get("export_path")),
+        and bool((experiment.results or {}).get("exported")),
     }
 
 

@@ -1,3 +1,5 @@
+from typing import Any
+
 import pytest
 
 from tests.factories import DeviceFactory, ExperimentFactory, NodeFactory, TeamFactory, UserFactory
@@ -83,6 +85,18 @@ def test_team_quota_holds() -> None:
     assert "Team quota of 2 GPUs: 2 in use" in blocked.pending_reason
 
 
+def test_a_user_without_a_team_has_a_quota_of_their_own(settings: Any) -> None:
+    settings.PLATFORM = {**settings.PLATFORM, "USER_GPU_QUOTA": 2}
+    node_with(gpus=4, cpus=0)
+    loner, other = UserFactory(), UserFactory()
+    ExperimentFactory(owner=loner, gpus_per_worker=2)
+    blocked = ExperimentFactory(owner=loner, gpus_per_worker=1)
+    neighbour = ExperimentFactory(owner=other, gpus_per_worker=2)  # a quota of their own
+    assert scheduler_pass() == 2
+    assert reason(blocked).startswith("Quota of a user without a team of 2 GPUs: 2 in use")
+    assert Experiment.objects.get(pk=neighbour.pk).state == "scheduled"
+
+
 def test_no_nodes_says_so() -> None:
     experiment = ExperimentFactory()
     scheduler_pass()
@@ -163,7 +177,8 @@ def test_small_job_backfills_only_outside_the_heads_reservation() -> None:
 def test_head_that_fits_nowhere_reserves_nothing() -> None:
     node_with(gpus=2, cpus=0)
     running(gpus_per_worker=1)
-    impossible = ExperimentFactory(gpus_per_worker=8)
+    impossible = ExperimentFactory(owner=UserFactory(team=TeamFactory(gpu_quota=8)),
+                                   gpus_per_worker=8)
     small = ExperimentFactory(gpus_per_worker=1)
     assert scheduler_pass() == 1
     assert Experiment.objects.get(pk=small.pk).state == "scheduled"
@@ -310,7 +325,8 @@ def test_preempted_gang_spanning_nodes_frees_both() -> None:
 def test_long_reasons_fit_the_column() -> None:
     for index in range(5):
         node_with(gpus=1, cpus=0, hostname=f"{'n' * 150}-{index}")
-    running(workers=5, gpus_per_worker=1)
-    head = ExperimentFactory(workers=5, gpus_per_worker=1)
+    big = TeamFactory(gpu_quota=10)
+    running(owner=UserFactory(team=big), workers=5, gpus_per_worker=1)
+    head = ExperimentFactory(owner=UserFactory(team=big), workers=5, gpus_per_worker=1)
     scheduler_pass()
     assert 0 < len(reason(head)) <= 300

@@ -41,6 +41,26 @@ def test_create_stores_experiment_for_owner_in_queued_state() -> None:
     assert body["resources"] == {"workers": 1, "gpus_per_worker": 0, "parameter_servers": 0}
 
 
+@pytest.mark.parametrize(("team_max", "staff", "priority", "status"), [
+    (None, False, 10, 201),  # the default band for users without a team
+    (None, False, 11, 400),
+    (20, False, 20, 201),  # a team granted more
+    (20, False, 21, 400),
+    (None, True, 100, 201),  # staff set any
+])
+def test_priorities_above_the_band_are_granted_not_taken(
+    team_max: int | None, staff: bool, priority: int, status: int
+) -> None:
+    team = TeamFactory(max_priority=team_max) if team_max is not None else None
+    user = UserFactory(team=team, is_staff=staff)
+    response = client_for(user).post("/api/v1/experiments/", {**VALID, "priority": priority},
+                                     format="json")
+    assert response.status_code == status, response.json()
+    if status == 400:
+        assert "priority" in str(response.json())
+        assert not Experiment.objects.filter(owner=user).exists()
+
+
 def test_gpu_request_gets_gpu_environment() -> None:
     body = {**VALID, "resources": {"workers": 2, "gpus_per_worker": 2, "parameter_servers": 0}}
     response = client_for(UserFactory()).post("/api/v1/experiments/", body, format="json")

@@ -76,3 +76,19 @@ def test_a_failure_of_an_orphaned_gang_stays_a_failure() -> None:
     trial_outcome_record(trial=trial, outcome=PEER_GONE)
 
     assert Experiment.objects.get(pk=trial.experiment_id).state == "failed"
+
+
+def test_a_completed_experiment_shows_facts_but_no_paths_of_the_node() -> None:
+    trial = running_trial()
+    outcome = TrialOutcome(
+        status="completed", retryable=False, exit_reason="", exit_codes={"worker-0": 0},
+        final_metrics={"accuracy": 0.9}, export_path="/srv/work/experiment-7/export",
+        best_checkpoint_path="/srv/work/experiment-7/best/epoch-2",
+        attempt_dir="/srv/runs/experiment-7/attempts/001", epochs_completed=2,
+    )
+    trial_outcome_record(trial=trial, outcome=outcome)
+
+    results = Experiment.objects.get(pk=trial.experiment_id).results
+    assert results["exported"] is True and results["epochs_completed"] == 2
+    assert results["final_metrics"] == {"accuracy": 0.9}
+    assert "/srv/" not in str(results)

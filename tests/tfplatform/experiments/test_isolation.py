@@ -86,6 +86,21 @@ def model_server_reload():
     return stub.HandleReloadConfigRequest(model_management_pb2.ReloadConfigRequest(), timeout=5)
 
 
+# A grandchild in a new session, meant to outlive the trial and keep a heartbeat. Forked before
+# the gRPC probe: a fork after gRPC has started its threads can hang in gRPC's fork handlers.
+child = os.fork()
+if child == 0:
+    os.setsid()
+    if os.fork() == 0:
+        heartbeat = os.path.join(os.getcwd(), "heartbeat")
+        deadline = time.time() + 180
+        while time.time() < deadline:
+            with open(heartbeat, "w") as handle:
+                handle.write(str(time.time()))
+            time.sleep(0.2)
+    os._exit(0)
+os.waitpid(child, 0)
+
 leaked = sorted(name for name, value in os.environ.items()
                 if P["canary"] in value or any(word in name for word in P["secret_words"]))
 report["environment"] = f"WORKED: {leaked}" if leaked else f"blocked: {sorted(os.environ)}"
@@ -108,19 +123,6 @@ with open("own-file.txt", "w") as handle:
     controls["write own work dir"] = handle.write("mine")
 controls["read own module"] = len(read(__file__))
 
-# A grandchild in a new session, meant to outlive the trial and keep a heartbeat.
-child = os.fork()
-if child == 0:
-    os.setsid()
-    if os.fork() == 0:
-        heartbeat = os.path.join(os.getcwd(), "heartbeat")
-        deadline = time.time() + 180
-        while time.time() < deadline:
-            with open(heartbeat, "w") as handle:
-                handle.write(str(time.time()))
-            time.sleep(0.2)
-    os._exit(0)
-os.waitpid(child, 0)
 for name, outcome in report.items():
     print("ESCAPE " + json.dumps([name, outcome]), flush=True)
 print("CONTROLS " + json.dumps(controls), flush=True)

@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 import pytest
 import requests
+from django.conf import settings
 from django.core.files.uploadedfile import SimpleUploadedFile
 from rest_framework.test import APIClient
 
@@ -14,6 +15,7 @@ from serving.client import ModelServerClient
 from tests import live
 from tests.factories import UserFactory
 from tfplatform.experiments.models import Experiment
+from tfplatform.modelregistry.services import experiment_export_dir
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -59,6 +61,11 @@ def test_trained_model_deploys_and_answers_like_keras_everywhere(
     )
     experiment = Experiment.objects.get(pk=experiment_id)
     assert experiment.state == "completed", experiment.error
+    results = client.get(f"/api/v1/experiments/{experiment_id}/").json()["results"]
+    assert results["exported"] is True
+    # Nothing of the node's file layout in what the API shows.
+    assert str(settings.PLATFORM["WORK_DIR"]) not in json.dumps(results)
+    assert not {"export_path", "attempt_dir", "best_checkpoint_path"} & set(results)
 
     stranger = APIClient()
     stranger.force_authenticate(UserFactory())
@@ -79,7 +86,8 @@ def test_trained_model_deploys_and_answers_like_keras_everywhere(
 
     pixels = load_digits().data[:16].astype("float32")  # raw 0..16 values, no client scaling
     expected = keras_outputs(
-        module=MODULE, export=experiment.results["export_path"], pixels=pixels, tmp_path=tmp_path
+        module=MODULE, export=str(experiment_export_dir(experiment=experiment)), pixels=pixels,
+        tmp_path=tmp_path,
     )
 
     platform = client.post(
@@ -98,11 +106,15 @@ def test_trained_model_deploys_and_answers_like_keras_everywhere(
     direct = requests.post(
         f"{model_server['rest']}/v1/models/digits:predict",
         json={"inputs": pixels.tolist()},
+        headers=model_server["headers"],
         timeout=30,
     ).json()
     np.testing.assert_allclose(np.array(direct["outputs"]["probabilities"]), expected, atol=1e-5)
 
-    grpc_client = ModelServerClient(grpc_target=model_server["grpc"], rest_url=model_server["rest"])
+    grpc_client = ModelServerClient(
+        grpc_target=model_server["grpc"], rest_url=model_server["rest"],
+        access_token=settings.PLATFORM["TF_SERVING_ACCESS_TOKEN"],
+    )
     try:
         over_grpc = grpc_client.predict(name="digits", inputs={"inputs": pixels})
         metadata = grpc_client.metadata(name="digits")

@@ -57,6 +57,7 @@ def test_bring_your_own_model_then_predict_like_tf_serving(model_server: dict[st
     direct = requests.post(
         f"{model_server['rest']}/v1/models/half:predict",
         json={"instances": [1.0, 2.0, 5.0]},
+        headers=model_server["headers"],
         timeout=10,
     )
     assert direct.json() == response.json()
@@ -334,7 +335,8 @@ def test_model_server_restarts_from_the_written_config_with_labels(
 
         def answers() -> Any:
             try:
-                return requests.post(url, json={"instances": [0.0]}, timeout=5).json()
+                return requests.post(url, json={"instances": [0.0]}, timeout=5,
+                                     headers=model_server["headers"]).json()
             except (requests.RequestException, ValueError):
                 return None
 
@@ -345,7 +347,8 @@ def test_model_server_restarts_from_the_written_config_with_labels(
             log=log,
         )
         assert body == [3.0]
-        too_many = requests.post(url, json={"instances": [0.0, 1.0, 2.0]}, timeout=5)
+        too_many = requests.post(url, json={"instances": [0.0, 1.0, 2.0]}, timeout=5,
+                                 headers=model_server["headers"])
         assert too_many.status_code == 400
         assert "larger than maximum input batch size 2" in too_many.json()["error"]
     finally:

@@ -85,7 +85,7 @@ def test_finished_detail_offers_restart_and_deploy_and_stops_polling() -> None:
     experiment = finished(
         ExperimentFactory(name="done", target_accuracy=0.9),
         results={
-            "export_path": "/nowhere/export",
+            "exported": True,
             "final_metrics": {"accuracy": 0.93, "val_accuracy": 0.91, "loss": 0.2},
             "time_to_target_seconds": 75.0,
         },

@@ -7,6 +7,7 @@ from urllib.parse import urlparse
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
+from serving.access import TOKEN_ENV
 from tfplatform.modelregistry.services import model_config_ensure
 
 
@@ -22,13 +23,20 @@ class Command(BaseCommand):
         )
         sys.stdout.flush()
         # Replace this process so signals from the process manager reach the server directly.
-        os.execv(sys.executable, argv)  # noqa: S606 - argv is ours, no shell involved
+        os.execve(sys.executable, argv, serve_models_env())  # noqa: S606 - argv is ours
+
+
+def serve_models_env() -> dict[str, str]:
+    """The server's environment: its access token travels here, never in argv (which every
+    local user can read in /proc)."""
+    return {**os.environ, TOKEN_ENV: settings.PLATFORM["TF_SERVING_ACCESS_TOKEN"]}
 
 
 def serve_models_argv(*, config: Path) -> list[str]:
     """The embedded server's command line, from the platform's settings."""
     grpc_port = settings.PLATFORM["TF_SERVING_GRPC"].rsplit(":", 1)[1]
     rest_port = urlparse(settings.PLATFORM["TF_SERVING_REST"]).port or 8501
+    max_message = settings.PLATFORM["TF_SERVING_GRPC_MAX_MESSAGE_BYTES"]
     argv = [
         sys.executable,
         "-m",
@@ -41,6 +49,7 @@ def serve_models_argv(*, config: Path) -> list[str]:
         "--allow_version_labels_for_unavailable_models",
         # Embedded serving is for this machine only; compose uses tensorflow/serving.
         "--host=127.0.0.1",
+        f"--grpc_channel_arguments=grpc.max_receive_message_length={max_message}",
     ]
     batching = settings.PLATFORM["TF_SERVING_BATCHING_PARAMETERS_FILE"]
     if batching:
