@@ -226,7 +226,10 @@ def inference_measure(stack: Stack, client: PlatformClient, *, rounds: int,
                       requests_per_thread: int) -> Section:
     started = time.monotonic()
     measured: dict[str, Measured] = {}
-    with tempfile.TemporaryDirectory(prefix="bench-model-") as scratch:
+    # Registered by path, which staff may do from the import folder only (PLATFORM_VAR_DIR/import).
+    imports = stack.var_dir / "import"
+    imports.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="bench-model-", dir=imports) as scratch:
         exported = {m.label: model_export(model=m, directory=Path(scratch)) for m in MODELS}
         for model in MODELS:
             client.model_register_path(model_name=model.name, path=str(exported[model.label][0]))

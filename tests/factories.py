@@ -5,6 +5,7 @@ from django.utils import timezone
 from tfplatform.accounts.models import Team, User
 from tfplatform.cluster.models import Device, Node
 from tfplatform.experiments.models import Environment, Experiment
+from tfplatform.modelregistry.models import ModelVersion, RegisteredModel
 
 PASSWORD = "correct-horse-battery-staple"
 HASHED_PASSWORD = make_password(PASSWORD)
@@ -85,3 +86,21 @@ class TrialFactory(factory.django.DjangoModelFactory):
 
     experiment = factory.SubFactory(ExperimentFactory)
     restart_count = factory.Sequence(lambda n: n)
+
+
+class RegisteredModelFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = RegisteredModel
+
+    name = factory.Sequence(lambda n: f"model-{n}")
+    owner = factory.SubFactory(UserFactory)
+
+
+class ModelVersionFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = ModelVersion
+
+    model = factory.SubFactory(RegisteredModelFactory)
+    version = factory.Sequence(lambda n: n + 1)
+    path = factory.LazyAttribute(lambda o: f"/models/{o.model.name}/{o.version}")
+    state = ModelVersion.State.AVAILABLE

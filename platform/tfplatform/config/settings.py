@@ -11,6 +11,7 @@ import hmac
 import os
 import secrets
 import socket
+from datetime import timedelta
 from pathlib import Path
 
 import environ
@@ -24,17 +25,25 @@ VAR_DIR = ROOT_DIR / env.str("PLATFORM_VAR_DIR", default="var")
 VAR_DIR.mkdir(parents=True, exist_ok=True)
 
 
+def _private_file_create(path: Path) -> None:
+    """Creates `path` empty and 0600 unless it exists: never readable by others for a moment."""
+    with contextlib.suppress(FileExistsError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
+
+
 def _secret_key() -> str:
     if key := env.str("DJANGO_SECRET_KEY", default=""):
         return key
     # A per-installation key kept under var/ so sessions survive restarts of `make run`.
     path = VAR_DIR / "secret_key"
-    with contextlib.suppress(FileExistsError):
-        # Made 0600 by open(), never readable by others for a moment; a racing process that
-        # lost reads the winner's key.
-        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(descriptor, "w") as file:
-            file.write(secrets.token_urlsafe(64))
+    staged = VAR_DIR / f".secret_key.{os.getpid()}"
+    if not path.exists():
+        _private_file_create(staged)
+        staged.write_text(secrets.token_urlsafe(64))
+        # Appears whole; a racing process that lost the link reads the winner's key.
+        with contextlib.suppress(FileExistsError):
+            os.link(staged, path)
+        staged.unlink()
     return path.read_text().strip()
 
 
@@ -64,6 +73,7 @@ INSTALLED_APPS = [
     "django_filters",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    "axes",
     "tfplatform.core",
     "tfplatform.accounts",
     "tfplatform.cluster",
@@ -81,7 +91,21 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "axes.middleware.AxesMiddleware",  # last: answers a locked-out sign-in with 429
 ]
+
+# Repeated failed sign-ins (the login page, the admin's, the API token endpoint) lock that
+# username out from that client address for a while (django-axes).
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env.int("PLATFORM_LOGIN_FAILURE_LIMIT", default=5)
+AXES_COOLOFF_TIME = timedelta(minutes=env.int("PLATFORM_LOGIN_COOLOFF_MINUTES", default=15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_CLIENT_IP_CALLABLE = "tfplatform.core.client.client_address"
+AXES_VERBOSE = False
 
 ROOT_URLCONF = "tfplatform.config.urls"
 WSGI_APPLICATION = "tfplatform.config.wsgi.application"
@@ -109,6 +133,9 @@ DATABASES = {
     "default": env.db("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'db.sqlite3'}"),
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    if os.path.isabs(DATABASES["default"]["NAME"]):  # not ":memory:"
+        # SQLite creates the file (and its -wal and -shm, as the file is) 0644 otherwise.
+        _private_file_create(Path(DATABASES["default"]["NAME"]))
     # A file, not memory, so the test suite's worker and scheduler processes share it.
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test-db-{os.getpid()}.sqlite3")}
     # Several processes (web, worker, scheduler) share the file: wait for locks, don't fail.
@@ -176,6 +203,9 @@ if env.bool("DJANGO_SECURE", default=not DEBUG):
         SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
 REST_FRAMEWORK = {
+    # How many proxies of ours put an address in X-Forwarded-For; 0 (no proxy): the socket's
+    # peer, so a client cannot pick its own throttle bucket by sending the header.
+    "NUM_PROXIES": env.int("PLATFORM_NUM_PROXIES", default=0),
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "tfplatform.accounts.authentication.CachedTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
@@ -237,6 +267,9 @@ PLATFORM = {
     "NODE_NAME": env.str("PLATFORM_NODE_NAME", default=socket.gethostname()),
     "NODE_ADDRESS": env.str("PLATFORM_NODE_ADDRESS", default="127.0.0.1"),
     "MODEL_BASE_PATH": Path(env.str("MODEL_BASE_PATH", default=str(VAR_DIR / "models"))),
+    # The one folder staff may register SavedModels from by path (nothing else on the server).
+    "MODEL_IMPORT_DIR": Path(env.str("PLATFORM_MODEL_IMPORT_DIR",
+                                     default=str(VAR_DIR / "import"))),
     "DATASETS_DIR": Path(env.str("DATASETS_DIR", default=str(VAR_DIR / "datasets"))),
     # Modules and datasets referenced by path must live here (staff put them in place).
     "SHARED_DIR": Path(env.str("PLATFORM_SHARED_DIR", default=str(VAR_DIR / "shared"))),

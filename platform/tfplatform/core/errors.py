@@ -44,6 +44,10 @@ class PayloadTooLarge(PlatformError):
     default_message = "The request body is too large."
 
 
+class TooManyRequests(PlatformError):
+    status_code = 429
+
+
 class Unavailable(PlatformError):
     status_code = 503
     default_message = "The service is temporarily unavailable."

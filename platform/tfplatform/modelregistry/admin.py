@@ -1,4 +1,5 @@
 from django.contrib import admin
+from django.http import HttpRequest
 
 from tfplatform.modelregistry.models import ModelLabel, ModelVersion, RegisteredModel
 
@@ -18,8 +19,19 @@ class RegisteredModelAdmin(admin.ModelAdmin):
 
 @admin.register(ModelVersion)
 class ModelVersionAdmin(admin.ModelAdmin):
+    """Read-only: a version's files are published (and checked) by the registry's services;
+    a path typed here would reach the model server unchecked."""
+
     list_display = ("model", "version", "state", "source_experiment", "created_at")
     list_filter = ("state",)
+    readonly_fields = ("model", "version", "state", "path", "source_experiment", "created_at")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: ModelVersion | None = None
+                              ) -> bool:
+        return False
 
 
 @admin.register(ModelLabel)

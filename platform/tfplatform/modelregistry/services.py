@@ -6,6 +6,7 @@ deploying one model never unloads another) and writes the same list to the confi
 """
 
 import contextlib
+import os
 import tempfile
 from pathlib import Path
 
@@ -224,10 +225,32 @@ def model_register_upload(*, user: User, model_name: str, upload: UploadedFile) 
 def model_register_path(*, user: User, model_name: str, path: str) -> ModelVersion:
     if not user.is_staff:
         raise Forbidden("Only staff may register a model from a path on the server.")
-    source = Path(path)
-    if not source.is_absolute() or not source.is_dir():
+    source = model_import_source(path=path)
+    # Copied as a trial's export is: a link or special file anywhere in it is refused.
+    return _version_publish(user=user, name=model_name, source=source, experiment=None,
+                            untrusted=True)
+
+
+def model_import_source(*, path: str) -> Path:
+    """A SavedModel directory inside PLATFORM_MODEL_IMPORT_DIR, reached without a symlink below
+    it: the server's other files (database, secret key, users' data) are never a source."""
+    configured = Path(os.path.normpath(settings.PLATFORM["MODEL_IMPORT_DIR"]))
+    if not os.path.isabs(path):
         raise InvalidInput("path must be an absolute path to a SavedModel directory.", field="path")
-    return _version_publish(user=user, name=model_name, source=source, experiment=None)
+    normal = Path(os.path.normpath(path))
+    root = next((r for r in (configured, configured.resolve())
+                 if normal.is_relative_to(r) and normal != r), None)
+    if root is None:
+        raise InvalidInput(f"path must be a directory inside the import folder {configured}.",
+                           field="path")
+    current = root
+    for part in normal.relative_to(root).parts:
+        current = current / part
+        if current.is_symlink():
+            raise InvalidInput("path must not pass through a symbolic link.", field="path")
+    if not normal.is_dir():
+        raise InvalidInput("path must be an existing SavedModel directory.", field="path")
+    return normal
 
 
 def model_label_set(*, model: RegisteredModel, label: str, version: ModelVersion) -> None:

@@ -205,15 +205,63 @@ def test_zip_with_traversal_or_links_is_rejected(model_server: dict[str, Any]) -
     )
 
 
-def test_only_staff_register_from_a_server_path(model_server: dict[str, Any]) -> None:
-    path = str(peer_data_or_skip() / "tf-serving-testdata" / HALF_PLUS_TWO / "00000123")
-    body = {"model_name": "frompath", "path": path}
+@pytest.fixture
+def import_dir(settings: Any, tmp_path: Any) -> Any:
+    folder = tmp_path / "import"
+    folder.mkdir()
+    settings.PLATFORM = {**settings.PLATFORM, "MODEL_IMPORT_DIR": folder}
+    return folder
+
+
+def _half_plus_two_in(folder: Any) -> Any:
+    import shutil
+
+    source = peer_data_or_skip() / "tf-serving-testdata" / HALF_PLUS_TWO / "00000123"
+    target = folder / "half"
+    shutil.copytree(source, target)
+    for path in (target, *target.rglob("*")):
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    return target
+
+
+def test_only_staff_register_from_the_import_folder(
+    model_server: dict[str, Any], import_dir: Any
+) -> None:
+    body = {"model_name": "frompath", "path": str(_half_plus_two_in(import_dir))}
     assert api(UserFactory()).post("/api/v1/models/", body, format="json").status_code == 403
     staff = api(UserFactory(is_staff=True))
     assert staff.post("/api/v1/models/", body, format="json").status_code == 201
     assert predict(staff, "/api/v1/models/frompath:predict", {"instances": [0.0]}).json() == {
         "predictions": [2.0]
     }
+
+
+def test_staff_cannot_register_the_servers_other_files(
+    model_server: dict[str, Any], import_dir: Any, tmp_path: Any
+) -> None:
+    from django.conf import settings
+
+    staff = api(UserFactory(is_staff=True))
+    model = _half_plus_two_in(import_dir)
+    outside = tmp_path / "outside"
+    (outside / "variables").mkdir(parents=True)
+    (import_dir / "via-link").symlink_to(outside)
+    (model / "variables" / "leak").symlink_to(settings.VAR_DIR / "secret_key")
+    attempts = {
+        "outside": str(outside),
+        "dotdot": f"{import_dir}/../outside",
+        "the folder itself": str(import_dir),
+        "through a link": str(import_dir / "via-link"),
+        "holding a link": str(model),
+        "relative": "import/half",
+    }
+    for what, path in attempts.items():
+        answer = staff.post("/api/v1/models/", {"model_name": "stolen", "path": path},
+                            format="json")
+        assert answer.status_code == 400, (what, answer.content)
+        assert "error" in answer.json(), what
+    assert not (model_server["base"] / "stolen").exists() or not any(
+        (model_server["base"] / "stolen").iterdir())
 
 
 def test_deploying_another_model_unloads_nothing(model_server: dict[str, Any]) -> None:
