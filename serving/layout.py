@@ -19,6 +19,7 @@ import re
 import shutil
 import stat
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -84,12 +85,15 @@ def version_path(*, model_path: Path, version: int) -> Path:
 
 
 def publish_version(
-    *, source: Path, model_base: Path, model_name: str, untrusted: bool = False
+    *, source: Path, model_base: Path, model_name: str, untrusted: bool = False,
+    verify: Callable[[Path], None] | None = None,
 ) -> PublishedVersion:
     """Copies a SavedModel directory in as the next version (max existing + 1, or 1).
 
     `untrusted`: the source was written by user code; it is copied as plain_tree_copy does
     (UnsafeSource for a link or a special file), never following a symbolic link.
+    `verify`: called on the copy before it appears under its version number (a server polling
+    the model's directory never sees what it refuses); its exception is the caller's.
     """
     source = Path(source)
     if untrusted:
@@ -107,6 +111,8 @@ def publish_version(
             plain_tree_copy(source=source, destination=staging)
         else:
             shutil.copytree(source, staging, symlinks=False, dirs_exist_ok=True)
+        if verify is not None:
+            verify(staging)
         return _rename_into_place(staging, directory)
     finally:
         if staging.exists():

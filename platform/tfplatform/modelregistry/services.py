@@ -6,7 +6,10 @@ deploying one model never unloads another) and writes the same list to the confi
 """
 
 import contextlib
+import json
 import os
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -14,7 +17,7 @@ from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
 
-from serving import layout
+from serving import graph_check, layout
 from serving.archive import ArchiveError, extract_saved_model_zip
 from serving.client import ModelEntry, ModelServerError
 from tfplatform.accounts.models import User
@@ -122,6 +125,38 @@ def model_name_check(*, name: str) -> None:
         ) from error
 
 
+GRAPH_CHECK_SECONDS = 300
+
+
+def saved_model_verify(path: Path) -> None:
+    """Refuses a SavedModel whose graphs touch files, run Python or expose the saver
+    (serving/graph_check.py), read in a process of its own: it is hostile input, and reading it
+    takes TensorFlow, which the web process does not load."""
+    allowed = ",".join(settings.PLATFORM["MODEL_ALLOWED_OPS"])
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "serving.graph_check", str(path), f"--allow={allowed}"],
+            cwd=settings.ROOT_DIR, capture_output=True, text=True, timeout=GRAPH_CHECK_SECONDS,
+            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+        )
+    except subprocess.TimeoutExpired as error:
+        raise InvalidInput("The SavedModel could not be checked in time.") from error
+    if done.returncode == 0:
+        return
+    try:
+        report = json.loads(done.stdout or "{}")
+    except ValueError:
+        report = {}
+    if done.returncode == graph_check.EXIT_FINDINGS and report.get("findings"):
+        ops = sorted({str(finding["op"]) for finding in report["findings"]})
+        raise InvalidInput(
+            f"The SavedModel uses operations a served model may not: {', '.join(ops)} (they "
+            "read or write files, run Python, or let a request drive the saver). An operator "
+            "can allow specific ones with PLATFORM_MODEL_ALLOWED_OPS."
+        )
+    raise InvalidInput(f"The SavedModel cannot be read: {report.get('error', 'unknown error')}.")
+
+
 def _version_publish(
     *,
     user: User,
@@ -135,7 +170,8 @@ def _version_publish(
         model = _model_for_writer(user=user, name=name)
     try:
         published = layout.publish_version(
-            source=source, model_base=model_base_path(), model_name=name, untrusted=untrusted
+            source=source, model_base=model_base_path(), model_name=name, untrusted=untrusted,
+            verify=saved_model_verify,
         )
     except ValueError as error:
         raise InvalidInput(str(error)) from error

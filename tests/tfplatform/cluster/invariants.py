@@ -1,5 +1,6 @@
 """Invariants of the cluster state that must hold at every instant, whatever schedulers do."""
 
+from django.conf import settings
 from django.db.models import Count, Q
 
 from tfplatform.cluster.models import Allocation
@@ -21,6 +22,12 @@ def check_invariants() -> None:
     )
     for row in per_team:
         assert row["n"] <= row["trial__experiment__team__gpu_quota"], f"over quota: {row}"
+    per_loner = (
+        held.filter(device__kind="gpu", trial__experiment__team__isnull=True)
+        .values("trial__experiment__owner__username").annotate(n=Count("id"))
+    )
+    for row in per_loner:
+        assert row["n"] <= settings.PLATFORM["USER_GPU_QUOTA"], f"over a user's quota: {row}"
 
     live_allocation = Q(trials__allocations__released_at__isnull=True)
     experiments = Experiment.objects.annotate(

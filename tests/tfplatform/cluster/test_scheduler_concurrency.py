@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from django.conf import settings
 from django.utils import timezone
 
 from tests import live
@@ -58,13 +59,13 @@ def declare_cluster() -> None:
 
 def random_jobs(*, rng: random.Random) -> list[Job]:
     owners = [UserFactory(team=TeamFactory(gpu_quota=quota)) for quota in TEAM_QUOTAS]
-    owners.append(UserFactory())  # no team, no quota
+    owners.append(UserFactory())  # no team: a quota of their own
     jobs = []
     for _ in range(EXPERIMENTS):
         owner = rng.choice(owners)
         gpus = rng.choice((0, 1, 1, 2, 4))
         workers = rng.choice((1, 1, 2, 3))
-        quota = owner.team.gpu_quota if owner.team else 8
+        quota = owner.team.gpu_quota if owner.team else settings.PLATFORM["USER_GPU_QUOTA"]
         while workers > 1 and workers * gpus > quota:
             workers -= 1  # every job must fit its team's quota, or it could never finish
         gpus = min(gpus, quota)

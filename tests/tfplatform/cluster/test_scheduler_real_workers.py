@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from django.conf import settings
 from django.db.models import Count, Q
 
 from tests import live
@@ -53,13 +54,13 @@ def worker_nodes(tmp_path: Path) -> Iterator[list[Path]]:
 
 def submit_random(*, rng: random.Random) -> list[Experiment]:
     owners = [UserFactory(team=TeamFactory(gpu_quota=quota)) for quota in TEAM_QUOTAS]
-    owners.append(UserFactory())  # no team, no quota
+    owners.append(UserFactory())  # no team: a quota of their own
     experiments = []
     for _ in range(EXPERIMENTS):
         owner = rng.choice(owners)
         gpus = rng.choice((0, 0, 1, 1, 2))
         workers = rng.choice((1, 1, 1, 2))
-        quota = owner.team.gpu_quota if owner.team else 5
+        quota = owner.team.gpu_quota if owner.team else settings.PLATFORM["USER_GPU_QUOTA"]
         while workers > 1 and workers * gpus > quota:
             workers -= 1  # every job must fit its team's quota, or it could never start
         parameter_servers = 1 if workers > 1 and rng.random() < 0.3 else 0
