@@ -12,16 +12,9 @@ from pathlib import Path
 import pytest
 
 from serving.graph_check import EXIT_FINDINGS, UnsafeGraph, saved_model_check
+from tests.crafted_models import file_table_model, saved_model_save
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _save(module_factory: Callable[[], object], path: Path) -> Path:
-    import tensorflow as tf
-
-    module = module_factory()
-    tf.saved_model.save(module, str(path), signatures=module.serve)  # type: ignore[attr-defined]
-    return path
 
 
 def _reads_a_file() -> object:
@@ -47,25 +40,6 @@ def _writes_a_file() -> object:
     return Vandal()
 
 
-def _initialises_from_a_file_outside() -> object:
-    """The init op (a lookup table's initializer) reads a file outside its version dir."""
-    import tensorflow as tf
-
-    class Init(tf.Module):
-        def __init__(self) -> None:
-            self.table = tf.lookup.StaticHashTable(
-                tf.lookup.TextFileInitializer(
-                    "/etc/passwd", tf.string, tf.lookup.TextFileIndex.WHOLE_LINE,
-                    tf.int64, tf.lookup.TextFileIndex.LINE_NUMBER),
-                default_value=-1)
-
-        @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
-        def serve(self, words: tf.Tensor) -> dict[str, tf.Tensor]:
-            return {"ids": self.table.lookup(words)}
-
-    return Init()
-
-
 def _plain_keras() -> object:
     import tensorflow as tf
     import tf_keras as keras
@@ -86,12 +60,12 @@ def _plain_keras() -> object:
 @pytest.mark.parametrize(("factory", "op"), [
     (_reads_a_file, "ReadFile"),
     (_writes_a_file, "WriteFile"),
-    (_initialises_from_a_file_outside, "InitializeTableFromTextFileV2"),
+    (file_table_model, "InitializeTableFromTextFileV2"),
 ])
 def test_a_model_that_touches_files_is_refused(
     factory: Callable[[], object], op: str, tmp_path: Path
 ) -> None:
-    path = _save(factory, tmp_path / "1")
+    path = saved_model_save(factory(), tmp_path / "1")
     with pytest.raises(UnsafeGraph) as unsafe:
         saved_model_check(path=path)
     assert op in {finding.op for finding in unsafe.value.findings}
@@ -99,13 +73,14 @@ def test_a_model_that_touches_files_is_refused(
 
 
 def test_ordinary_models_pass(testdata: Path, tmp_path: Path) -> None:
-    saved_model_check(path=_save(_plain_keras, tmp_path / "1"))  # TF2: saver in functions
+    # TF2: the saver lives in functions of the library.
+    saved_model_check(path=saved_model_save(_plain_keras(), tmp_path / "1"))
     for version in testdata.glob("*/*/saved_model.pb"):  # TF1 graphs, saver in the graph
         saved_model_check(path=version.parent)
 
 
 def test_the_command_line_answers_in_json_and_exit_codes(tmp_path: Path) -> None:
-    path = _save(_reads_a_file, tmp_path / "1")
+    path = saved_model_save(_reads_a_file(), tmp_path / "1")
     found = subprocess.run([sys.executable, "-m", "serving.graph_check", str(path)],
                            cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert found.returncode == EXIT_FINDINGS, found.stderr[-2000:]

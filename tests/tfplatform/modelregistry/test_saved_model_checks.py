@@ -2,44 +2,21 @@
 refused before the model server could load it, unless an operator allows that operation."""
 
 import io
-import zipfile
 from pathlib import Path
 from typing import Any
 
 import pytest
 from rest_framework.test import APIClient
 
+from tests.crafted_models import directory_zip, file_table_model, saved_model_save
 from tests.factories import UserFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def _thief_zip(tmp_path: Path) -> io.BytesIO:
-    """A model whose init op (a lookup table's initializer) reads /etc/passwd."""
-    import tensorflow as tf
-
-    class Thief(tf.Module):
-        def __init__(self) -> None:
-            self.table = tf.lookup.StaticHashTable(
-                tf.lookup.TextFileInitializer(
-                    "/etc/passwd", tf.string, tf.lookup.TextFileIndex.WHOLE_LINE,
-                    tf.int64, tf.lookup.TextFileIndex.LINE_NUMBER),
-                default_value=-1)
-
-        @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
-        def serve(self, words: tf.Tensor) -> dict[str, tf.Tensor]:
-            return {"line": self.table.lookup(words)}
-
-    thief = Thief()
-    tf.saved_model.save(thief, str(tmp_path / "thief"), signatures=thief.serve)
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w") as archive:
-        for path in sorted((tmp_path / "thief").rglob("*")):
-            if path.is_file():
-                archive.write(path, str(path.relative_to(tmp_path / "thief")))
-    buffer.seek(0)
-    buffer.name = "thief.zip"
-    return buffer
+    path = saved_model_save(file_table_model(), tmp_path / "thief")
+    return directory_zip(path, name="thief.zip")
 
 
 def test_a_model_that_reads_files_at_init_is_refused_and_never_published(
