@@ -25,13 +25,20 @@ from training.spec import TrialSpec
 EXIT_OK = 0
 EXIT_USER_ERROR = 65  # EX_DATAERR: the user's module or data; never retryable
 EXIT_INTERNAL = 70  # EX_SOFTWARE: a platform bug; retrying the same trial will not help
-EXIT_INFRA_ERROR = 75  # EX_TEMPFAIL: lost peer, unavailable device, out of memory; retryable
+EXIT_INFRA_ERROR = 75  # EX_TEMPFAIL: lost peer, unavailable device; retryable
 EXIT_PREEMPTED = 143  # stopped by SIGTERM after the last checkpoint, like 128 + SIGTERM
 
 # TF error classes that come from the cluster or the machine rather than from the model.
 INFRA_ERRORS = (
     "UnavailableError", "AbortedError", "CancelledError", "DeadlineExceededError",
-    "ResourceExhaustedError", "InternalError", "UnknownError",
+    "InternalError", "UnknownError",
+)
+# Out of memory: the allocation is the trial's own, so what does not fit it is the model's,
+# batch's or data's size, which a restart on the same allocation only repeats.
+OUT_OF_MEMORY_ERRORS = ("MemoryError", "ResourceExhaustedError")
+OUT_OF_MEMORY_HINT = (
+    "out of memory: the model, batch or data does not fit this allocation's memory; "
+    "try a smaller batch_size, model or dataset, or more devices"
 )
 
 
@@ -47,9 +54,9 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
 
 def _failure(*, exc: BaseException, spec: TrialSpec) -> tuple[int, str]:
     """(exit code, category) for an exception escaping the trial."""
-    if isinstance(exc, UserCodeError | InvalidInput):
+    if isinstance(exc, UserCodeError | InvalidInput) or _out_of_memory(exc):
         return EXIT_USER_ERROR, "user"
-    if type(exc).__name__ in INFRA_ERRORS or isinstance(exc, MemoryError):
+    if type(exc).__name__ in INFRA_ERRORS:
         return EXIT_INFRA_ERROR, "infra"
     # Anything raised from inside the user's file (during fit, say) is theirs to fix.
     if spec.model.endswith(".py") and f'File "{spec.model}"' in traceback_tail(exc):
@@ -57,6 +64,24 @@ def _failure(*, exc: BaseException, spec: TrialSpec) -> tuple[int, str]:
     if type(exc).__module__.startswith("tensorflow"):  # e.g. InvalidArgumentError from the model
         return EXIT_USER_ERROR, "user"
     return EXIT_INTERNAL, "internal"
+
+
+def _out_of_memory(exc: BaseException) -> bool:
+    """Also when the user's code raised it and it arrives wrapped (UserCodeError)."""
+    seen: BaseException | None = exc
+    for _ in range(10):  # a cause chain is short; a cycle is not followed forever
+        if seen is None:
+            return False
+        if isinstance(seen, MemoryError) or type(seen).__name__ in OUT_OF_MEMORY_ERRORS:
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def failure_message(exc: BaseException) -> str:
+    message = str(exc)[:4000]
+    return f"{OUT_OF_MEMORY_HINT} ({message or type(exc).__name__})" if _out_of_memory(
+        exc) else message
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -97,7 +122,7 @@ def task_main(*, spec_json: str, cluster_json: str, task_type: str, task_index: 
     except (Exception, SystemExit) as exc:  # sys.exit() in a user module is a failure too
         code, category = _failure(exc=exc, spec=spec)
         events.emit("error", category=category, retryable=code == EXIT_INFRA_ERROR,
-                    error_type=type(exc).__name__, message=str(exc)[:4000],
+                    error_type=type(exc).__name__, message=failure_message(exc),
                     traceback=traceback_tail(exc))
         print(traceback_tail(exc), file=sys.stderr)
         return code

@@ -71,3 +71,26 @@ def test_exception_in_build_model_stops_the_whole_gang(
     assert f'File "{module}", line 3, in build_model' in outcome.exit_reason
     assert set(outcome.exit_codes) == {"worker:0", "worker:1"}
     assert all(code is not None for code in outcome.exit_codes.values())
+
+
+OUT_OF_MEMORY = """
+import tensorflow as tf
+
+
+def build_model(hparams):
+    # What TensorFlow raises when a tensor does not fit the device's memory.
+    raise tf.errors.ResourceExhaustedError(None, None, "OOM when allocating tensor [%d]" % 2**40)
+"""
+
+
+@pytest.mark.slow
+def test_out_of_memory_is_the_users_to_fix_and_never_retried(
+    tmp_path: Path, run_trial: Callable[..., Any], make_spec: Callable[..., Any]
+) -> None:
+    module = tmp_path / "huge.py"
+    module.write_text(OUT_OF_MEMORY)
+    run = run_trial(spec=make_spec(work_dir=tmp_path / "trial", model=str(module)))
+    assert run.outcome.status == "failed" and run.outcome.retryable is False
+    assert "user code or data error (exit code 65)" in run.outcome.exit_reason
+    assert "out of memory: the model, batch or data does not fit" in run.outcome.exit_reason
+    assert "OOM when allocating tensor" in run.outcome.exit_reason
