@@ -185,6 +185,11 @@ WHITENOISE_USE_FINDERS = "Manifest" not in _static_backend
 MEDIA_ROOT = Path(env.str("PLATFORM_MEDIA_ROOT", default=str(VAR_DIR / "uploads")))
 DATA_UPLOAD_MAX_MEMORY_SIZE = env.int("PLATFORM_MAX_REQUEST_BYTES", default=10 * 1024 * 1024)
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
+FILE_UPLOAD_HANDLERS = [
+    "tfplatform.core.uploads.BoundedUploadHandler",  # first: refuses before anything is kept
+    "django.core.files.uploadhandler.MemoryFileUploadHandler",
+    "django.core.files.uploadhandler.TemporaryFileUploadHandler",
+]
 
 # Security: `manage.py check --deploy --fail-level WARNING` passes with DJANGO_DEBUG off.
 SECURE_CONTENT_TYPE_NOSNIFF = True
@@ -269,6 +274,9 @@ PLATFORM = {
     "MODEL_BASE_PATH": Path(env.str("MODEL_BASE_PATH", default=str(VAR_DIR / "models"))),
     # Operations a served SavedModel may use although they touch files or run Python
     # (serving/graph_check.py), e.g. InitializeTableFromTextFileV2 for vocabulary assets.
+    # The largest multipart request (its files together): above the largest single upload, a
+    # model zip of 500 MiB; refused while it is read (core/uploads.py).
+    "MAX_UPLOAD_BYTES": env.int("PLATFORM_MAX_UPLOAD_BYTES", default=520 * 2**20),
     "MODEL_ALLOWED_OPS": env.list("PLATFORM_MODEL_ALLOWED_OPS", default=[]),
     # The one folder staff may register SavedModels from by path (nothing else on the server).
     "MODEL_IMPORT_DIR": Path(env.str("PLATFORM_MODEL_IMPORT_DIR",

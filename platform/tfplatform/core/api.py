@@ -3,6 +3,7 @@
 from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import RequestDataTooBig
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404
 from rest_framework import exceptions, status
@@ -22,6 +23,9 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         exc = exceptions.ValidationError(
             detail=exc.message_dict if hasattr(exc, "error_dict") else exc.messages
         )
+    if isinstance(exc, RequestDataTooBig):  # a body over the limits, cut off while read
+        return Response({"error": str(exc) or "The request is too large."},
+                        status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
     if isinstance(exc, Http404):
         return Response({"error": "Not found."}, status=status.HTTP_404_NOT_FOUND)
     if isinstance(exc, DjangoPermissionDenied):
