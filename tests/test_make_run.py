@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import requests
 
+from serving.access import access_token_derive
 from tests import live
 
 pytestmark = pytest.mark.slow
@@ -77,7 +78,12 @@ def test_make_run_serves_ui_and_api_and_trains_then_stops_cleanly(tmp_path: Path
 
         body = live.wait_for(finished, timeout=300, what="training to finish", log=log)
         assert isinstance(body, dict) and body["state"] == "completed", body
-        rest_status = requests.get(f"http://127.0.0.1:{rest}/v1/models/none", timeout=10)
+        # The embedded model server answers the platform's token only.
+        model_server = f"http://127.0.0.1:{rest}/v1/models/none"
+        assert requests.get(model_server, timeout=10).status_code == 401
+        token = access_token_derive(secret=(tmp_path / "var" / "secret_key").read_text().strip())
+        rest_status = requests.get(model_server, timeout=10,
+                                   headers={"Authorization": f"Bearer {token}"})
         assert rest_status.status_code == 404 and "error" in rest_status.json()
     finally:
         os.killpg(process.pid, signal.SIGINT)

@@ -6,8 +6,6 @@ TF_SERVING_GRPC/TF_SERVING_REST switch to production services.
 """
 
 import contextlib
-import hashlib
-import hmac
 import os
 import secrets
 import socket
@@ -52,7 +50,9 @@ def _serving_token() -> str:
     derived from the secret key, so the web app and the server agree with nothing more kept."""
     if token := env.str("TF_SERVING_ACCESS_TOKEN", default=""):
         return token
-    return hmac.new(SECRET_KEY.encode(), b"tfplatform.serving.access", hashlib.sha256).hexdigest()
+    from serving.access import access_token_derive
+
+    return access_token_derive(secret=SECRET_KEY)
 
 
 SECRET_KEY = _secret_key()
