@@ -113,9 +113,8 @@ def _verdict(node: Any, *, saver: bool, allowed: frozenset[str]) -> bool:
     if node.op in SAVER_OPS:
         return saver
     if node.op in ("Print", "PrintV2"):
-        stream = node.attr["output_stream"].s.decode(errors="replace") if "output_stream" in (
-            node.attr) else ""
-        return not stream.startswith("file")  # tf.print can append to any file
+        stream = node.attr["output_stream"].s if "output_stream" in node.attr else b""
+        return not stream.startswith(b"file")  # tf.print can append to any file
     return node.op not in FILE_OPS
 
 

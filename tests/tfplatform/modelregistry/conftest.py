@@ -1,8 +1,13 @@
-"""Uploads of TF Serving's own test SavedModels, as a user would send them."""
+"""Uploads of TF Serving's own test SavedModels, as a user would send them, and the API calls
+the registry tests make with them."""
 
 import io
+import json
 import zipfile
 from pathlib import Path
+from typing import Any
+
+from rest_framework.test import APIClient
 
 from tests.conftest import peer_data_or_skip
 
@@ -21,3 +26,22 @@ def saved_model_zip(name: str, *, top_folder: str = "") -> io.BytesIO:
     buffer.seek(0)
     buffer.name = f"{name}.zip"
     return buffer
+
+
+def api(user: Any) -> APIClient:
+    client = APIClient()
+    client.force_authenticate(user)
+    return client
+
+
+def register(client: APIClient, name: str, source: str = HALF_PLUS_TWO) -> dict[str, Any]:
+    response = client.post(
+        "/api/v1/models/", {"model_name": name, "file": saved_model_zip(source)}, format="multipart"
+    )
+    assert response.status_code == 201, response.content
+    return dict(response.json())
+
+
+def predict(client: APIClient, url: str, body: Any) -> Any:
+    data = body if isinstance(body, bytes) else json.dumps(body)
+    return client.post(url, data=data, content_type="application/json")

@@ -13,29 +13,17 @@ from rest_framework.test import APIClient
 
 from tests.conftest import peer_data_or_skip
 from tests.factories import TeamFactory, UserFactory
-from tests.tfplatform.modelregistry.conftest import HALF_PLUS_THREE, HALF_PLUS_TWO, saved_model_zip
+from tests.tfplatform.modelregistry.conftest import (
+    HALF_PLUS_THREE,
+    HALF_PLUS_TWO,
+    api,
+    predict,
+    register,
+    saved_model_zip,
+)
 from tfplatform.modelregistry.models import ModelVersion
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def api(user: Any) -> APIClient:
-    client = APIClient()
-    client.force_authenticate(user)
-    return client
-
-
-def register(client: APIClient, name: str, source: str = HALF_PLUS_TWO) -> dict[str, Any]:
-    response = client.post(
-        "/api/v1/models/", {"model_name": name, "file": saved_model_zip(source)}, format="multipart"
-    )
-    assert response.status_code == 201, response.content
-    return dict(response.json())
-
-
-def predict(client: APIClient, url: str, body: Any) -> Any:
-    data = body if isinstance(body, bytes) else json.dumps(body)
-    return client.post(url, data=data, content_type="application/json")
 
 
 def test_bring_your_own_model_then_predict_like_tf_serving(model_server: dict[str, Any]) -> None:

@@ -10,7 +10,7 @@ from django.conf import settings
 
 from serving.client import ModelEntry, ModelServerClient, ModelServerError
 from tests.factories import UserFactory
-from tests.tfplatform.modelregistry.test_inference import api, predict, register
+from tests.tfplatform.modelregistry.conftest import api, predict, register
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
