@@ -33,9 +33,9 @@ sandbox: install
 # Debian's podman (with runc) and debootstrap: the podman trial runtime the tests also run trials
 # under, and the root filesystem of a base image with its own Python for the derived-image tests.
 containers:
-	@command -v podman >/dev/null 2>&1 && command -v debootstrap >/dev/null 2>&1 || { \
-	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq podman runc netavark aardvark-dns debootstrap >/dev/null; \
-	  else echo "The podman runtime tests need Debian's podman and debootstrap (apt-get install podman runc debootstrap)"; fi; }
+	@command -v podman >/dev/null 2>&1 && command -v debootstrap >/dev/null 2>&1 && command -v iptables >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq podman runc netavark aardvark-dns iptables debootstrap >/dev/null; \
+	  else echo "The podman runtime tests need Debian's podman and debootstrap (apt-get install podman runc netavark aardvark-dns iptables debootstrap)"; fi; }
 
 run: install $(if $(filter process,$(PLATFORM_TRIAL_RUNTIME)),,sandbox)
 	DJANGO_DEBUG=true $(PY) manage.py migrate --noinput

@@ -1,14 +1,14 @@
 """Task hosts as containers of an environment's image: the `docker` and `podman` runtimes.
 
-Each task host is one container, started through the engine's API (docker-py; podman through its
-Docker-compatible service), labelled with its node, trial and task so that a restarted worker
-node finds and removes what it left behind. Every container runs as uid 1000 with no
-capabilities, `no-new-privileges`, a read-only root, a private /tmp, memory, pids and CPU
-limits, and no network: a single-node trial's tasks share the first one's loopback-only network
-namespace. A gang across nodes gets, where all nodes share one engine (compose), an internal
-network of its own, each node's tasks reached there by the node's address; where they do not
-(nodes on several machines), the host's network, narrowed to its own ports by Landlock
-(confine.py), which a container applies at hand-off like a sandbox does.
+Each task host is one container, started through the engine's API (container_create.py: docker's
+through docker-py, podman's through libpod's, which resolves CDI GPUs), labelled with its node,
+trial and task so that a restarted worker node finds and removes what it left behind. Every
+container runs as uid 1000 with no capabilities, `no-new-privileges`, a read-only root, a private
+/tmp, memory, pids and CPU limits, and no network: a single-node trial's tasks share the first
+one's loopback-only network namespace. A gang across nodes gets, where all nodes share one engine
+(compose), an internal network of its own, each node's tasks reached there by the node's address;
+where they do not (nodes on several machines), the host's network, narrowed to its own ports by
+Landlock (confine.py), which a container applies at hand-off like a sandbox does.
 
 The order reaches a running container through its channel: a directory the node mounts at
 /run/tfplatform, owned by root and read-only to the task, holding the task's events file and
@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from training.container_create import BindMount, ContainerRequest, container_create
 from training.errors import InvalidInput
 from training.runtime import TaskPython
 from training.sandbox import ETC_FILES, PRIVATE_TMP, SANDBOX_UID, USR_MERGED, Exposure
@@ -213,20 +214,6 @@ def gpu_uuids(*, indices: tuple[int, ...]) -> tuple[str, ...]:
         pynvml.nvmlShutdown()
 
 
-def gpu_requests(*, engine: str, uuids: tuple[str, ...]) -> dict[str, Any]:
-    """Create-arguments that hand these GPUs over: CDI names for podman, a device request for
-    docker. CUDA_VISIBLE_DEVICES alone would leave every GPU's device node reachable."""
-    if not uuids:
-        return {}
-    if engine == "podman":
-        return {"devices": [f"nvidia.com/gpu={uuid}" for uuid in uuids]}
-    from docker.types import DeviceRequest
-
-    return {"device_requests": [
-        DeviceRequest(driver="nvidia", device_ids=list(uuids), capabilities=[["gpu"]])
-    ]}
-
-
 class ContainerHost:
     """The TaskHost interface (hosts.py) over one container."""
 
@@ -364,11 +351,9 @@ def _channel_prepare(*, path: Path) -> None:
 
 
 def _mounts(*, python: TaskPython, host_python: bool, exposure: Exposure,
-            channel: Path) -> list[Any]:
-    from docker.types import Mount
-
-    def bind(source: str, target: str | None = None, *, read_only: bool = True) -> Mount:
-        return Mount(target=target or source, source=source, type="bind", read_only=read_only)
+            channel: Path) -> tuple[BindMount, ...]:
+    def bind(source: str, target: str | None = None, *, read_only: bool = True) -> BindMount:
+        return BindMount(source=source, target=target or source, read_only=read_only)
 
     mounts = [bind(str(channel), CHANNEL, read_only=False)]
     if host_python:
@@ -382,7 +367,7 @@ def _mounts(*, python: TaskPython, host_python: bool, exposure: Exposure,
         mounts += [bind(p) for p in runtime_paths(python=python)]
     mounts += [bind(p) for p in exposure.read if os.path.exists(p)]
     mounts += [bind(p, read_only=False) for p in exposure.write if os.path.isdir(p)]
-    return mounts
+    return tuple(mounts)
 
 
 def container_host_start(*, settings: ContainerSettings, engine: str, python: TaskPython,
@@ -402,43 +387,27 @@ def container_host_start(*, settings: ContainerSettings, engine: str, python: Ta
                         read=tuple(p for p in exposure.read if os.path.exists(p)))
     _channel_prepare(path=channel)
     executable = python.executable if host_python else "python3"
-    from docker.types import Ulimit
-
-    slots = max(1, len(gpus))  # a task holds one slot, or its GPUs
-    options: dict[str, Any] = {"pids_limit": settings.pids}
-    if settings.memory_bytes:
-        options["mem_limit"] = settings.memory_bytes * slots
-        options["memswap_limit"] = settings.memory_bytes * slots  # no swap beyond the allocation
-    # Cores are shared by weight (its slots), so an idle node's cores are not left unused; a
-    # hard quota only where the node sets one.
-    options["cpu_shares"] = CPU_SHARES_PER_SLOT * slots
-    if settings.cpus:
-        options["nano_cpus"] = int(settings.cpus * slots * 1e9)
-    if settings.oci_runtime:
-        options["runtime"] = settings.oci_runtime
     if network.startswith(GANG_NETWORK_PREFIX):
         gang_network_ensure(settings=settings, name=network, trial_id=(labels or {}).get(
             LABEL_TRIAL, ""))
-        options["network"] = network
-        options["networking_config"] = {
-            network: client.api.create_endpoint_config(aliases=[network_alias])}
-    else:
-        options["network_mode"] = network
-    container = client.containers.run(
-        image, [executable, "-m", "training.warm", "--channel-dir", CHANNEL],
-        detach=True, user=f"{SANDBOX_UID}:{SANDBOX_UID}", cap_drop=["ALL"],
-        security_opt=["no-new-privileges"], read_only=True,
+    slots = max(1, len(gpus))  # a task holds one slot, or its GPUs
+    request = ContainerRequest(
+        image=image, command=(executable, "-m", "training.warm", "--channel-dir", CHANNEL),
+        user=f"{SANDBOX_UID}:{SANDBOX_UID}",
         hostname=None if network.startswith("container:") else "trial",
         mounts=_mounts(python=python, host_python=host_python, exposure=exposure,
                        channel=channel),
         tmpfs={PRIVATE_TMP: f"rw,size={TMP_SIZE},mode=1777"},
         # An image with its own Python has the harness on its own PYTHONPATH (images.py).
-        environment=env if host_python else {k: v for k, v in env.items() if k != "PYTHONPATH"},
-        working_dir=CHANNEL,
-        labels={LABEL_NODE: settings.node, **(labels or {})},
-        ulimits=[Ulimit(name="nofile", soft=4096, hard=4096),
-                 Ulimit(name="nproc", soft=settings.pids, hard=settings.pids)],
-        **options, **gpu_requests(engine=engine, uuids=gpu_uuids(indices=gpus)),
+        env=env if host_python else {k: v for k, v in env.items() if k != "PYTHONPATH"},
+        work_dir=CHANNEL, labels={LABEL_NODE: settings.node, **(labels or {})},
+        network=network, network_alias=network_alias,
+        memory_bytes=settings.memory_bytes * slots, pids=settings.pids,
+        # Cores are shared by weight (its slots), so an idle node's cores are not left unused;
+        # a hard quota only where the node sets one.
+        cpu_shares=CPU_SHARES_PER_SLOT * slots, nano_cpus=int(settings.cpus * slots * 1e9),
+        oci_runtime=settings.oci_runtime, gpu_uuids=gpu_uuids(indices=gpus),
     )
+    container = container_create(client=client, engine=engine, request=request)
     return ContainerHost(container=container, settings=settings, channel=channel, python=python,
                          exposure=exposure, network=network, log=log)
