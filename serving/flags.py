@@ -96,6 +96,10 @@ def parser() -> argparse.ArgumentParser:
     flag("version", bool)
     # Not a TF Serving flag (it always binds all interfaces): lets tests stay on loopback.
     flag("host", str, "0.0.0.0")  # noqa: S104
+    # Not a TF Serving flag: before any model loads, restrict the server with Landlock to reading
+    # these comma-separated paths (the model base path), its flag files and the Python runtime,
+    # binding its own ports and connecting nowhere (confine.py).
+    flag("confine_read_paths", str, "")
     for name in _IGNORED:
         parser.add_argument(f"--{name}", nargs="?", const="true", default=None)
     return parser
@@ -186,6 +190,18 @@ def options_from_args(args: argparse.Namespace) -> tuple[ServerOptions, ModelSer
     return options, server
 
 
+def _confine(args: argparse.Namespace) -> None:
+    from serving.confine import server_confine
+
+    ports = (args.port, args.rest_api_port)
+    if 0 in ports:
+        raise ValueError("--confine_read_paths needs both --port and --rest_api_port set.")
+    files = (args.model_config_file, args.batching_parameters_file)
+    read = tuple(p for p in args.confine_read_paths.split(",") if p)
+    server_confine(read=read + tuple(f for f in files if f), ports=ports)
+    log.info("Confined to reading %s", ", ".join(read))
+
+
 def run(argv: list[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname).1s %(name)s] %(message)s"
@@ -204,6 +220,8 @@ def run(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     try:
+        if args.confine_read_paths:
+            _confine(args)
         _, server = options_from_args(args)
         server.start()
     except (ValueError, OSError, ServingError) as exc:

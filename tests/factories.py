@@ -4,7 +4,7 @@ from django.utils import timezone
 
 from tfplatform.accounts.models import Team, User
 from tfplatform.cluster.models import Device, Node
-from tfplatform.experiments.models import Environment, Experiment
+from tfplatform.experiments.models import Environment, Experiment, Metric
 from tfplatform.modelregistry.models import ModelVersion, RegisteredModel
 
 PASSWORD = "correct-horse-battery-staple"
@@ -86,6 +86,17 @@ class TrialFactory(factory.django.DjangoModelFactory):
 
     experiment = factory.SubFactory(ExperimentFactory)
     restart_count = factory.Sequence(lambda n: n)
+
+
+class MetricFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Metric
+
+    trial = factory.SubFactory(TrialFactory)
+    name = "loss"
+    step = factory.Sequence(lambda n: n)
+    value = factory.Sequence(lambda n: 1.0 / (n + 1))
+    recorded_at = factory.LazyFunction(timezone.now)
 
 
 class RegisteredModelFactory(factory.django.DjangoModelFactory):

@@ -45,7 +45,33 @@ def test_every_service_has_a_health_check_and_internal_ports_stay_internal() -> 
         published = " ".join(str(p) for p in service.get("ports", []))
         for internal in ("8500", "8501", "2222"):
             assert not re.search(rf"\b{internal}\b", published), f"{name} publishes {internal}"
-    assert COMPOSE["services"]["web"]["ports"] == ["8000:8000"]
+    published = {name for name, service in COMPOSE["services"].items() if service.get("ports")}
+    assert published == {"proxy"}  # the web app, Redis and PostgreSQL are reached inside only
+
+
+def test_the_tls_proxy_is_shipped_and_is_the_one_proxy_the_web_app_trusts() -> None:
+    """Without it the web app, told it sits behind TLS, would take a client's own
+    X-Forwarded-Proto (and X-Forwarded-For) as the proxy's."""
+    proxy = COMPOSE["services"]["proxy"]
+    assert proxy["ports"] == ["80:80", "443:443"]
+    [caddyfile] = [v.split(":")[0] for v in proxy["volumes"] if "Caddyfile" in v]
+    config = (ROOT / caddyfile).read_text()
+    assert re.search(r"^\s*reverse_proxy web:8000$", config, re.MULTILINE)
+    assert "trusted_proxies" not in config  # Caddy replaces what clients send
+    app = COMPOSE["x-app"]["environment"]
+    assert app["DJANGO_BEHIND_TLS_PROXY"] == "true" and app["PLATFORM_NUM_PROXIES"] == "1"
+    assert COMPOSE["services"]["web"]["expose"] == ["8000"]
+
+
+def test_redis_demands_a_password_that_every_client_sends() -> None:
+    redis = COMPOSE["services"]["redis"]
+    assert "--requirepass" in redis["command"]
+    password = redis["command"][redis["command"].index("--requirepass") + 1]
+    assert password.startswith("${REDIS_PASSWORD:?")  # no default: compose refuses to start
+    assert redis["environment"]["REDISCLI_AUTH"] == password  # its health check signs in
+    app = COMPOSE["x-app"]["environment"]
+    for url in (app["CELERY_BROKER_URL"], app["CACHE_URL"]):
+        assert url.split("://", 1)[1].startswith(f":{password}@redis:6379/")
 
 
 def test_gpu_worker_reserves_nvidia_devices() -> None:

@@ -45,12 +45,16 @@ def model_server_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[d
 
     grpc_port, rest_port = live.free_port(), live.free_port()
     home = tmp_path_factory.mktemp("model-server")
-    config = home / "models.config"
+    # Confined to it (Landlock), as the platform starts it: each test's models live below.
+    models = home / "models"
+    models.mkdir()
+    config = models / "models.config"
     config.write_text("model_config_list {\n}\n")
     log = home / "model-server.log"
     rest = f"http://127.0.0.1:{rest_port}"
     with override_settings(PLATFORM={**settings.PLATFORM, "TF_SERVING_REST": rest,
-                                     "TF_SERVING_GRPC": f"127.0.0.1:{grpc_port}"}):
+                                     "TF_SERVING_GRPC": f"127.0.0.1:{grpc_port}",
+                                     "MODEL_BASE_PATH": models}):
         argv, env = serve_models_argv(config=config), serve_models_env()
     process = live.start(argv, env={**env, "PYTHONUNBUFFERED": "1"}, log=log)
     headers = {"Authorization": f"Bearer {settings.PLATFORM['TF_SERVING_ACCESS_TOKEN']}"}
@@ -59,7 +63,7 @@ def model_server_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[d
         what="the model server", log=log,
     )
     yield {"rest": rest, "grpc": f"127.0.0.1:{grpc_port}", "log": log, "headers": headers,
-           "pid": process.pid}
+           "pid": process.pid, "models": models}
     live.stop(process)
     _client.cache_clear()
 
@@ -68,7 +72,7 @@ def model_server_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[d
 def model_server(
     model_server_process: dict[str, Any], settings: Any, tmp_path: Path
 ) -> dict[str, Any]:
-    base = tmp_path / "models"
+    base = model_server_process["models"] / tmp_path.name
     base.mkdir()
     settings.PLATFORM = {
         **settings.PLATFORM,

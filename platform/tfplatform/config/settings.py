@@ -241,6 +241,10 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "ExperimentStateEnum": "tfplatform.experiments.models.Experiment.State",
     },
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "tfplatform.core.schema.schema_errors_document",
+    ],
 }
 
 # Celery: tasks are acknowledged late and prefetched one at a time, so a worker that dies
@@ -316,6 +320,8 @@ PLATFORM = {
     "TF_SERVING_GRPC_MAX_MESSAGE_BYTES": env.int("TF_SERVING_GRPC_MAX_MESSAGE_BYTES",
                                                  default=64 * 2**20),
     "TF_SERVING_REST": env.str("TF_SERVING_REST", default="http://127.0.0.1:8501"),
+    # The embedded server reads only the model base path and the runtime (Landlock).
+    "MODEL_SERVER_CONFINE": env.bool("PLATFORM_MODEL_SERVER_CONFINE", default=True),
     # TF Serving's batching_parameters_file for the embedded server; empty: its defaults.
     "TF_SERVING_BATCHING_PARAMETERS_FILE": env.str("TF_SERVING_BATCHING_PARAMETERS_FILE",
                                                    default=""),

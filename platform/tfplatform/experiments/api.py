@@ -2,7 +2,7 @@ from typing import Any
 
 from django.db.models import QuerySet
 from django_filters import rest_framework as filters
-from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import generics, serializers, status
 from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.request import Request
@@ -18,7 +18,9 @@ from tfplatform.experiments.serializers import (
     ExperimentCreateSerializer,
     ExperimentDetailSerializer,
     ExperimentSerializer,
+    LogsQuerySerializer,
     MetricSerializer,
+    MetricsQuerySerializer,
 )
 
 
@@ -29,6 +31,14 @@ class ExperimentFilter(filters.FilterSet):
     class Meta:
         model = Experiment
         fields = ["state", "owner"]
+
+    def is_valid(self) -> bool:
+        valid = bool(super().is_valid())
+        # An empty state is no state: refused like any other, not read as "every state".
+        if self.data.get("state") == "":
+            self.form.add_error("state", "Choose one of the states, or leave `state` out.")
+            return False
+        return valid
 
 
 class ExperimentListCreateApi(generics.ListAPIView):
@@ -64,31 +74,33 @@ class ExperimentMetricsApi(generics.ListAPIView):
     pagination_class = None
     filter_backends: list[Any] = []
 
-    @extend_schema(parameters=[OpenApiParameter("name", str, description="Only this metric")])
+    @extend_schema(parameters=[MetricsQuerySerializer])
     def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         return super().get(request, *args, **kwargs)
 
     def get_queryset(self) -> QuerySet[Any]:
+        query = MetricsQuerySerializer(data=self.request.query_params)
+        query.is_valid(raise_exception=True)
         experiment = selectors.experiment_get(
             user=self.request.user, experiment_id=self.kwargs["experiment_id"]
         )
         return selectors.experiment_metrics(
-            experiment=experiment, name=self.request.query_params.get("name")
+            experiment=experiment, name=query.validated_data.get("name"),
+            max_points=query.validated_data["max_points"],
         )
 
 
 class ExperimentLogsApi(APIView):
     @extend_schema(
-        parameters=[OpenApiParameter("tail", int, description="Only the last N lines")],
+        parameters=[LogsQuerySerializer],
         responses=inline_serializer("ExperimentLogs", {"logs": serializers.CharField()}),
     )
     def get(self, request: Request, experiment_id: int) -> Response:
+        query = LogsQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
         experiment = selectors.experiment_get(user=request.user, experiment_id=experiment_id)
-        tail = request.query_params.get("tail")
-        tail_lines = int(tail) if tail and tail.isdigit() else None
-        return Response(
-            {"logs": selectors.experiment_logs(experiment=experiment, tail_lines=tail_lines)}
-        )
+        return Response({"logs": selectors.experiment_logs(
+            experiment=experiment, tail_lines=query.validated_data.get("tail"))})
 
 
 class ExperimentCancelApi(APIView):

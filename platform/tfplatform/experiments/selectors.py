@@ -1,9 +1,11 @@
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from statistics import median
+from typing import Any
 
 from django.contrib.auth.models import AnonymousUser
-from django.db.models import Count, Max, Prefetch, Q, QuerySet
+from django.db.models import Count, F, Max, Prefetch, Q, QuerySet, Window
+from django.db.models.functions import RowNumber
 from django.utils import timezone
 
 from tfplatform.accounts.models import User
@@ -11,6 +13,13 @@ from tfplatform.cluster.models import Allocation, Node
 from tfplatform.core.errors import NotFound
 from tfplatform.core.visibility import visible_to
 from tfplatform.experiments.models import Environment, EnvironmentBuild, Experiment, Metric, Trial
+
+# A metrics answer holds about this many points per trial and metric, unless asked otherwise.
+METRIC_POINTS_DEFAULT = 2_000
+METRIC_POINTS_MAX = 20_000
+LOG_TAIL_MAX = 100_000
+# One logs answer at most (each trial keeps its own last LOG_KEEP_CHARS; restarts add up).
+LOGS_MAX_CHARS = 2 * 2**20
 
 
 def experiment_list(*, user: User | AnonymousUser) -> QuerySet[Experiment]:
@@ -27,10 +36,26 @@ def experiment_get(*, user: User | AnonymousUser, experiment_id: int) -> Experim
     return experiment
 
 
-def experiment_metrics(*, experiment: Experiment, name: str | None = None) -> QuerySet[Metric]:
+def experiment_metrics(*, experiment: Experiment, name: str | None = None,
+                       max_points: int | None = None) -> QuerySet[Metric]:
+    """Its metrics in order; with `max_points`, each trial's series of each metric thinned to
+    about that many evenly spaced points, its first and last always among them (a long run
+    records a row per throughput interval: hundreds of thousands)."""
     metrics = Metric.objects.filter(trial__experiment=experiment).select_related("trial")
     if name:
         metrics = metrics.filter(name=name)
+    if max_points is not None:
+        series: dict[str, Any] = {"partition_by": [F("trial_id"), F("name")]}
+        metrics = metrics.annotate(
+            index=Window(RowNumber(), order_by=[F("recorded_at"), F("id")], **series) - 1,
+            total=Window(Count("id"), **series),
+        ).annotate(
+            # Integer division: which of `max_points` equal buckets a point falls in.
+            bucket=F("index") * max_points / F("total"),
+            previous_bucket=(F("index") - 1) * max_points / F("total"),
+        ).filter(  # each bucket's first point, and the series' last
+            Q(index=0) | Q(index=F("total") - 1) | ~Q(bucket=F("previous_bucket"))
+        )
     return metrics.order_by("recorded_at", "id")
 
 
@@ -59,6 +84,8 @@ def experiment_logs(*, experiment: Experiment, tail_lines: int | None = None) ->
     text = "\n".join(parts)
     if tail_lines is not None:
         text = "\n".join(text.splitlines()[-tail_lines:])
+    if len(text) > LOGS_MAX_CHARS:
+        text = "[earlier output cut]\n" + text[-LOGS_MAX_CHARS:]
     return text
 
 

@@ -4,7 +4,12 @@ from rest_framework import serializers
 
 from tfplatform.core.serializers import JSONObjectField, StrictInputSerializer
 from tfplatform.experiments.models import Environment, EnvironmentBuild, Experiment, Metric, Trial
-from tfplatform.experiments.selectors import experiment_unisolated_nodes
+from tfplatform.experiments.selectors import (
+    LOG_TAIL_MAX,
+    METRIC_POINTS_DEFAULT,
+    METRIC_POINTS_MAX,
+    experiment_unisolated_nodes,
+)
 
 
 class ResourcesSerializer(StrictInputSerializer):
@@ -152,6 +157,20 @@ class ExperimentDetailSerializer(ExperimentSerializer):
 
     def get_isolated(self, experiment: Experiment) -> bool:
         return not experiment_unisolated_nodes(experiment=experiment)
+
+
+class MetricsQuerySerializer(serializers.Serializer):
+    name = serializers.CharField(required=False, max_length=100, help_text="Only this metric")
+    max_points = serializers.IntegerField(
+        required=False, default=METRIC_POINTS_DEFAULT, min_value=2, max_value=METRIC_POINTS_MAX,
+        help_text="Each trial's series of each metric thinned to about this many evenly spaced "
+                  "points, its first and last among them.",
+    )
+
+
+class LogsQuerySerializer(serializers.Serializer):
+    tail = serializers.IntegerField(required=False, min_value=1, max_value=LOG_TAIL_MAX,
+                                    help_text="Only the last N lines")
 
 
 class MetricSerializer(serializers.ModelSerializer):

@@ -64,6 +64,18 @@ def test_a_body_that_is_not_an_object_is_a_400() -> None:
     assert answer.status_code == 400 and "error" in answer.json()
 
 
+@pytest.mark.parametrize("username", ["a\x00b", "x" * 151])
+def test_a_username_no_account_could_have_is_a_400_on_every_door(username: Any) -> None:
+    """The API fuzzer's find: a NUL byte reached the lockout's lookup, a 500 on PostgreSQL."""
+    answer = APIClient(REMOTE_ADDR=NEIGHBOUR).post(
+        "/api/v1/auth/token/", {"username": username, "password": "p"}, format="json")
+    assert answer.status_code == 400 and answer.json()["username"]
+    for path in ("/login/", "/admin/login/"):
+        page = Client(REMOTE_ADDR=NEIGHBOUR).post(path, {"username": str(username),
+                                                         "password": "p"})
+        assert page.status_code == 200  # the form again, with its error
+
+
 def test_a_forged_forwarded_for_does_not_buy_a_fresh_throttle(monkeypatch: Any) -> None:
     from rest_framework.throttling import ScopedRateThrottle
 

@@ -8,7 +8,12 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
-from tests.crafted_models import directory_zip, file_table_model, saved_model_save
+from tests.crafted_models import (
+    directory_zip,
+    file_read_model,
+    file_table_model,
+    saved_model_save,
+)
 from tests.factories import UserFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -42,3 +47,36 @@ def test_an_operator_may_allow_an_operation(
     answer = client.post("/api/v1/models/", {"model_name": "allowed",
                                              "file": _thief_zip(tmp_path)}, format="multipart")
     assert answer.status_code == 201, answer.content
+
+
+def test_a_model_the_check_let_through_still_reads_nothing_outside_the_model_base_path(
+    model_server: dict[str, Any], tmp_path: Path, settings: Any
+) -> None:
+    """The second wall: the embedded server is confined (Landlock) to the model base path, so a
+    file-reading op an operator allowed gets nothing of the platform's (here: a secret beside
+    var/), while the same op reading inside the base path works."""
+    settings.PLATFORM = {**settings.PLATFORM, "MODEL_ALLOWED_OPS": ["ReadFile"]}
+    secret = tmp_path / "secret_key"
+    secret.write_text("the-platform-secret")
+    inside = model_server["base"].parent / f"{tmp_path.name}-words.txt"
+    inside.write_text("a-public-word")
+    client = APIClient()
+    client.force_authenticate(UserFactory())
+
+    def read_through(name: str, path: Path) -> Any:
+        model = saved_model_save(file_read_model(str(path)), tmp_path / name)
+        upload = client.post("/api/v1/models/", {
+            "model_name": name, "file": directory_zip(model, name=f"{name}.zip")},
+            format="multipart")
+        assert upload.status_code == 201, upload.content
+        return client.post(f"/api/v1/models/{name}:predict", data='{"instances": [1.0]}',
+                           content_type="application/json")
+
+    control = read_through("words", inside)
+    assert control.status_code == 200, control.content
+    assert control.json()["predictions"] == ["a-public-word"]  # the op itself works
+
+    stolen = read_through("stealer", secret)
+    assert "the-platform-secret" not in stolen.content.decode()
+    assert stolen.status_code == 403, stolen.content  # TF Serving's PERMISSION_DENIED
+    assert "Permission denied" in stolen.json()["error"]

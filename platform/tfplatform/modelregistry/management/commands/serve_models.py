@@ -51,6 +51,9 @@ def serve_models_argv(*, config: Path) -> list[str]:
         "--host=127.0.0.1",
         f"--grpc_channel_arguments=grpc.max_receive_message_length={max_message}",
     ]
+    if settings.PLATFORM["MODEL_SERVER_CONFINE"]:
+        # A model is a program: it gets the models, never var/ (database, secret key, uploads).
+        argv.append(f"--confine_read_paths={settings.PLATFORM['MODEL_BASE_PATH']}")
     batching = settings.PLATFORM["TF_SERVING_BATCHING_PARAMETERS_FILE"]
     if batching:
         argv.append(f"--batching_parameters_file={batching}")

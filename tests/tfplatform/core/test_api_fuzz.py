@@ -1,0 +1,140 @@
+"""The whole API, fuzzed from its own OpenAPI schema against a live server (Schemathesis).
+
+User B's generated requests (every operation, valid and invalid inputs) run while user A's
+experiment, environment, model and deployment exist. Any 5xx fails, any answer the schema does
+not describe fails, and any answer to B that carries A's marker fails: B can read nothing of A.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, given, settings
+from hypothesis.errors import Unsatisfiable
+from schemathesis.checks import (
+    negative_data_rejection,
+    not_a_server_error,
+    response_schema_conformance,
+    status_code_conformance,
+)
+from schemathesis.generation import GenerationMode
+
+from tests.factories import (
+    ExperimentFactory,
+    ModelVersionFactory,
+    RegisteredModelFactory,
+    UserFactory,
+)
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+# In everything of A's that B could be shown: names, hyperparameters, paths.
+MARKER = "alice-private-7f3a9c"
+EXAMPLES_PER_OPERATION = 60
+CHECKS = [not_a_server_error, response_schema_conformance, status_code_conformance,
+          negative_data_rejection]
+
+
+@pytest.fixture
+def tenants(live_server: Any) -> dict[str, Any]:
+    from rest_framework.authtoken.models import Token
+
+    from tfplatform.modelregistry.models import ModelLabel
+
+    alice, bob = UserFactory(username="alice"), UserFactory(username="bob")
+    experiment = ExperimentFactory(owner=alice, name=f"{MARKER}-experiment",
+                                   hyperparameters={"note": MARKER})
+    model = RegisteredModelFactory(name=f"{MARKER}-model", owner=alice)
+    version = ModelVersionFactory(model=model, version=1, path=f"/models/{MARKER}/1")
+    ModelLabel.objects.create(model=model, label="stable", version=version)
+    return {"bob": Token.objects.create(user=bob).key, "alice": alice,
+            # What B's requests name to reach A's objects.
+            "paths": {"experiment_id": experiment.id, "name": model.name, "version": 1,
+                      "label": "stable"}}
+
+
+def _alice_unchanged(tenants: dict[str, Any]) -> tuple[Any, ...]:
+    from tfplatform.experiments.models import Experiment
+    from tfplatform.modelregistry.models import ModelLabel, ModelVersion
+
+    experiment = Experiment.objects.get(id=tenants["paths"]["experiment_id"])
+    return (experiment.name, experiment.state, experiment.hyperparameters,
+            list(ModelVersion.objects.filter(model__owner=tenants["alice"]).values_list(
+                "version", "state", "path")),
+            list(ModelLabel.objects.values_list("label", "version__version")))
+
+
+def _operation_fuzz(*, operation: Any, mode: GenerationMode, base_url: str, token: str,
+                    path_parameters: dict[str, Any] | None = None) -> list[str]:
+    """What went wrong for one operation: each distinct failure once, with its request.
+    With `path_parameters` (another user's objects), any success is a failure too."""
+    failures: dict[str, str] = {}
+
+    @given(case=operation.as_strategy(generation_mode=mode, path_parameters=path_parameters))
+    @settings(max_examples=EXAMPLES_PER_OPERATION, deadline=None, database=None,
+              suppress_health_check=list(HealthCheck))
+    def fuzz(case: Any) -> None:
+        response = case.call(base_url=base_url, headers={"Authorization": f"Token {token}"},
+                             timeout=60)
+        found: list[BaseException] = []
+        try:
+            case.validate_response(response, checks=CHECKS)
+        except BaseExceptionGroup as group:  # Schemathesis's findings
+            found += group.exceptions
+        shown = response.text
+        for sent in (path_parameters or {}).values():  # B's own words echoed are no leak
+            shown = shown.replace(str(sent), "")
+        if MARKER in shown:
+            found.append(AssertionError("A's data shown to B"))
+        if path_parameters and response.status_code < 300:
+            found.append(AssertionError(f"B's request on A's objects got {response.status_code}"))
+        for error in found:
+            summary = " ".join(str(error).split())[:300]
+            failures.setdefault(summary, f"{summary}\n    {response.status_code} "
+                                         f"{response.text[:300]}\n    {case.as_curl_command()}")
+
+    try:
+        fuzz()
+    except Unsatisfiable:  # an operation without inputs has nothing to make invalid
+        assert mode == GenerationMode.NEGATIVE
+    return list(failures.values())
+
+
+@pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE])
+def test_no_generated_request_fails_or_leaks_another_users_data(
+    mode: GenerationMode, live_server: Any, tenants: dict[str, Any]
+) -> None:
+    schema = schemathesis.openapi.from_url(f"{live_server.url}/api/schema/")
+    found: list[str] = []
+    for result in schema.get_all_operations():
+        operation = result.ok()
+        found += [f"{operation.method.upper()} {operation.path}: {failure}" for failure in
+                  _operation_fuzz(operation=operation, mode=mode, base_url=live_server.url,
+                                  token=tenants["bob"])]
+    assert not found, "\n".join(found)
+
+
+def test_b_can_neither_read_nor_change_what_a_owns(
+    live_server: Any, tenants: dict[str, Any]
+) -> None:
+    """Every operation on a path, aimed at A's own experiment, model, version and label."""
+    schema = schemathesis.openapi.from_url(f"{live_server.url}/api/schema/")
+    before = _alice_unchanged(tenants)
+    found: list[str] = []
+    aimed = 0
+    for result in schema.get_all_operations():
+        operation = result.ok()
+        names = {p.name for p in operation.path_parameters}
+        ours = {k: v for k, v in tenants["paths"].items() if k in names}
+        if not ours:
+            continue
+        aimed += 1
+        found += [f"{operation.method.upper()} {operation.path}: {failure}" for failure in
+                  _operation_fuzz(operation=operation, mode=GenerationMode.POSITIVE,
+                                  base_url=live_server.url, token=tenants["bob"],
+                                  path_parameters=ours)]
+    assert aimed >= 12  # every experiment and model operation
+    assert not found, "\n".join(found)
+    assert _alice_unchanged(tenants) == before
