@@ -76,9 +76,21 @@ class PlatformClient:
             # Each poll costs the web process CPU the training shares: not too often.
             time.sleep(poll_seconds)
 
-    def model_register_path(self, *, model_name: str, path: str) -> dict[str, Any]:
+    def model_register_path(self, *, model_name: str, path: str,
+                            timeout: float = 300.0) -> dict[str, Any]:
+        """Registers and waits for the model loader: the version's entry once loaded."""
         body = {"model_name": model_name, "path": path}
-        return dict(self._call("POST", "/api/v1/models/", expect=201, json=body))
+        version = dict(self._call("POST", "/api/v1/models/", expect=202, json=body))
+        deadline = time.monotonic() + timeout
+        while True:
+            model = self._call("GET", f"/api/v1/models/{model_name}/", expect=200)
+            [entry] = [v for v in model["versions"] if v["version"] == version["version"]]
+            if entry["state"] == "available":
+                return {**version, **entry}
+            if entry["state"] != "loading" or time.monotonic() > deadline:
+                raise PlatformError(f"{model_name} v{version['version']} is {entry['state']}: "
+                                    f"{entry.get('error')}")
+            time.sleep(0.2)
 
 
 def timestamp(text: str | None) -> float | None:

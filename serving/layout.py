@@ -13,6 +13,7 @@ walked through directory descriptors with nothing followed, so a symbolic link a
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import re
@@ -244,3 +245,26 @@ def _rename_into_place(staging: Path, directory: Path) -> PublishedVersion:
             raise
         return PublishedVersion(version=version, path=target)
     raise RuntimeError(f"could not publish a new version under {directory}")
+
+
+def tree_bytes(*, root: Path) -> int:
+    """The bytes of the regular files under `root`, links not followed (a link is not its
+    target's size); 0 when it is gone."""
+    total = 0
+    for folder, _dirs, files in os.walk(root):
+        for name in files:
+            with contextlib.suppress(OSError):
+                status = os.lstat(os.path.join(folder, name))
+                if stat.S_ISREG(status.st_mode):
+                    total += status.st_size
+    return total
+
+
+def version_remove(*, model_base: Path, path: Path) -> None:
+    """Deletes a published version's directory; only ever one inside the model base path, and
+    never through a link."""
+    base = Path(model_base).resolve()
+    target = Path(path)
+    if target.is_symlink() or not target.resolve().is_relative_to(base) or target.resolve() == base:
+        raise ValueError(f"{path} is not a version directory under {base}")
+    shutil.rmtree(target, ignore_errors=True)

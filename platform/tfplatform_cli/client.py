@@ -11,7 +11,7 @@ from tfplatform_cli.errors import CliError, error_describe
 
 API = "/api/v1"
 TIMEOUT = (10.0, 60.0)  # (connect, read) seconds
-DEPLOY_TIMEOUT = (10.0, 600.0)  # the server exports and waits for the model to load
+DEPLOY_TIMEOUT = (10.0, 300.0)  # the server copies and checks the export before it answers
 PAGE_SIZE = 100
 
 
@@ -71,8 +71,17 @@ class Client:
     # The endpoints, one method each.
 
     def token_obtain(self, *, username: str, password: str) -> str:
-        body = self.json("POST", "/auth/token/", json={"username": username, "password": password})
+        body = self.json("POST", "/auth/token/", json={
+            "username": username, "password": password, "name": f"tfp on {socket.gethostname()}"})
         return str(body["token"])
+
+    def tokens(self) -> list[dict[str, Any]]:
+        return list(self.json("GET", "/auth/tokens/"))
+
+    def token_revoke(self, token_id: int | None = None) -> None:
+        """Revokes one of your tokens, or (no id) the one this client signs with."""
+        which = "current" if token_id is None else str(token_id)
+        self.request("DELETE", f"/auth/tokens/{which}/", not_found=f"no token {which} of yours")
 
     def experiments(self, *, state: str | None, owner: str | None) -> list[dict[str, Any]]:
         params: dict[str, Any] = {"limit": PAGE_SIZE, "offset": 0}

@@ -11,7 +11,7 @@ from typing import Any
 from tfplatform_cli import config, render
 from tfplatform_cli.client import Client
 from tfplatform_cli.errors import EXIT_USAGE, CliError
-from tfplatform_cli.follow import FINISHED, experiment_follow
+from tfplatform_cli.follow import FINISHED, experiment_follow, version_wait
 from tfplatform_cli.spec import spec_load
 
 
@@ -35,9 +35,35 @@ def login(args: argparse.Namespace) -> int:
 
 
 def logout(args: argparse.Namespace) -> int:
-    stored = config.credentials_delete()
-    # The token itself stays valid on the server: the API has no endpoint to revoke it.
-    print(f"Logged out of {stored.server}." if stored else "Not logged in.")
+    stored = config.credentials_load()
+    if stored is None:
+        print("Not logged in.")
+        return 0
+    try:  # the token ends on the server too, not only in this file
+        Client(server=stored.server, token=stored.token).token_revoke()
+        revoked = ""
+    except CliError as error:
+        revoked = f" (the server did not revoke its token: {error})"
+    config.credentials_delete()
+    print(f"Logged out of {stored.server}.{revoked}")
+    return 0
+
+
+def tokens_list(args: argparse.Namespace) -> int:
+    found = _client(args).tokens()
+    if args.json:
+        _print_json(found)
+        return 0
+    for token in found:
+        used = token["last_used_at"] or "never"
+        print(f"{token['id']:>6}  {token['prefix']}…  {token['name']}  expires "
+              f"{token['expires_at'][:10]}  last used {used[:19]}")
+    return 0
+
+
+def token_revoke(args: argparse.Namespace) -> int:
+    _client(args).token_revoke(args.id)
+    print(f"token {args.id} revoked")
     return 0
 
 
@@ -102,13 +128,17 @@ def deploy(args: argparse.Namespace) -> int:
     if args.wait and experiment["state"] not in FINISHED:
         experiment = experiment_follow(client, args.id, logs=False)
     name = args.name or model_name_default(experiment)
-    # The server answers once the version is loaded and AVAILABLE (or failed to load).
+    # The server answers once the copy is published; the model loader then loads it.
     version = client.experiment_deploy(args.id, model_name=name)
+    if args.wait:
+        version = {**version, **version_wait(client, name=name, version=version["version"])}
     print(
         f"experiment {args.id} deployed as {name} version {version['version']} ({version['state']})"
     )
-    if version["state"] != "available":
-        raise CliError(f"{name} version {version['version']} is {version['state']}")
+    if version["state"] not in ("available", "loading") or (
+            args.wait and version["state"] != "available"):
+        reason = f": {version['error']}" if version.get("error") else ""
+        raise CliError(f"{name} version {version['version']} is {version['state']}{reason}")
     return 0
 
 

@@ -63,3 +63,19 @@ def experiment_follow(
 
 def _waiting(experiment: dict[str, Any]) -> bool:
     return experiment["state"] in ("queued", "scheduled") and bool(experiment.get("pending_reason"))
+
+
+LOADING_STATES = ("pending", "loading")
+LOAD_WAIT_SECONDS = 600.0
+
+
+def version_wait(client: Client, *, name: str, version: int,
+                 timeout: float = LOAD_WAIT_SECONDS) -> dict[str, Any]:
+    """Poll the model until `version` has loaded or failed; its entry (state, error)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        entry = next((v for v in client.model(name)["versions"] if v["version"] == version),
+                     {"version": version, "state": "unloaded", "error": "it was undeployed"})
+        if entry["state"] not in LOADING_STATES or time.monotonic() > deadline:
+            return entry
+        time.sleep(POLL_SECONDS)

@@ -34,7 +34,14 @@ def parser_build() -> argparse.ArgumentParser:
         "--password-stdin", action="store_true", help="read the password from standard input"
     )
     login.set_defaults(run=commands.login)
-    add("logout", "forget the stored token").set_defaults(run=commands.logout)
+    add("logout", "revoke the stored token and forget it").set_defaults(run=commands.logout)
+
+    tokens = add("tokens", "list your API tokens (never their keys)")
+    tokens.add_argument("--json", action="store_true", help="print the API's JSON")
+    tokens.set_defaults(run=commands.tokens_list)
+    revoke = add("revoke-token", "revoke one of your API tokens by its id (see `tfp tokens`)")
+    revoke.add_argument("id", type=int)
+    revoke.set_defaults(run=commands.token_revoke)
 
     submit = add("submit", "submit an experiment from a YAML or JSON spec; prints its id")
     submit.add_argument(
@@ -68,7 +75,8 @@ def parser_build() -> argparse.ArgumentParser:
     deploy = add("deploy", "deploy a completed experiment's model to the model server")
     deploy.add_argument("id", type=int)
     deploy.add_argument("--name", help="model name (default: from the experiment's name)")
-    deploy.add_argument("--wait", action="store_true", help="first wait for it to finish")
+    deploy.add_argument("--wait", action="store_true",
+                        help="wait for the experiment to finish, then for the version to load")
     deploy.set_defaults(run=commands.deploy)
 
     predict = add("predict", "send a TF Serving predict request; prints the JSON answer")

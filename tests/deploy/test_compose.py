@@ -13,7 +13,7 @@ from tests.conftest import peer_data_or_skip
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
-APP_SERVICES = ("migrate", "web", "scheduler", "worker-cpu", "worker-gpu")
+APP_SERVICES = ("migrate", "web", "model-loader", "scheduler", "worker-cpu", "worker-gpu")
 
 
 def test_compose_file_matches_compose_spec_schema() -> None:
@@ -86,16 +86,18 @@ def test_tf_serving_shares_the_model_volume_with_the_platform() -> None:
     assert "--model_config_file=/models/models.config" in services["tfserving"]["command"]
 
 
-def test_only_the_web_app_reaches_tf_serving_on_a_network_with_no_route_out() -> None:
+def test_only_the_web_app_and_the_model_loader_reach_tf_serving_on_a_network_with_no_route_out(
+) -> None:
     """TF Serving has no authentication and a reload RPC; trials, workers, the scheduler and
     the databases are not on its network (the embedded server has a token instead)."""
     services = COMPOSE["services"]
     assert COMPOSE["networks"]["serving"] == {"internal": True}
     on_serving = {name for name, service in services.items()
                   if "serving" in service.get("networks", [])}
-    assert on_serving == {"web", "tfserving"}
+    assert on_serving == {"web", "model-loader", "tfserving"}
     assert services["tfserving"]["networks"] == ["serving"]
-    assert "default" in services["web"]["networks"]  # PostgreSQL, Redis
+    for name in ("web", "model-loader"):
+        assert "default" in services[name]["networks"]  # PostgreSQL, Redis
     assert "--grpc_channel_arguments=grpc.max_receive_message_length=67108864" in services[
         "tfserving"]["command"]
 

@@ -69,8 +69,23 @@ def model_server_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[d
 
 
 @pytest.fixture
+def model_loader() -> Iterator[None]:
+    """A real Celery worker on the models queue, in a thread of this process (so it sees this
+    test's settings: its model base path and model server), as `manage.py model_loader` runs."""
+    from celery.contrib.testing.worker import start_worker
+
+    from tfplatform.config.celery import app
+    from tfplatform.modelregistry import tasks  # noqa: F401 - registers the task
+    from tfplatform.modelregistry.dispatch import MODELS_QUEUE
+
+    with start_worker(app, pool="solo", perform_ping_check=False, queues=[MODELS_QUEUE],
+                      shutdown_timeout=30):
+        yield
+
+
+@pytest.fixture
 def model_server(
-    model_server_process: dict[str, Any], settings: Any, tmp_path: Path
+    model_server_process: dict[str, Any], model_loader: None, settings: Any, tmp_path: Path
 ) -> dict[str, Any]:
     base = model_server_process["models"] / tmp_path.name
     base.mkdir()

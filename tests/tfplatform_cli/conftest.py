@@ -10,6 +10,7 @@ import pytest
 
 # The live-process fixtures live with the platform's tests; this folder uses them as they are.
 from tests.tfplatform.conftest import (  # noqa: F401
+    model_loader,
     model_server,
     model_server_process,
     worker_node,

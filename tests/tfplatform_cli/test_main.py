@@ -9,11 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rest_framework.authtoken.models import Token
 
 from tests import live
 from tests.factories import PASSWORD, EnvironmentFactory, UserFactory
 from tests.tfplatform_cli.conftest import Tfp
+from tfplatform.accounts.models import ApiToken
+from tfplatform.accounts.tokens import api_token_digest
 from tfplatform.experiments.models import Experiment
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -41,18 +42,21 @@ def test_login_keeps_a_private_token_and_a_wrong_password_is_refused(
     assert done.returncode == 0, done.stderr
     assert "Logged in to" in done.stdout
     assert stat.S_IMODE(credentials.stat().st_mode) == 0o600
-    assert json.loads(credentials.read_text()) == {
-        "server": live_server.url,
-        "username": "alice",
-        "token": Token.objects.get(user=alice).key,
-    }
+    stored = json.loads(credentials.read_text())
+    assert (stored["server"], stored["username"]) == (live_server.url, "alice")
+    [token] = ApiToken.objects.filter(user=alice)
+    assert token.digest == api_token_digest(key=stored["token"])  # the server keeps its hash
+    assert token.name.startswith("tfp on ")
     # The stored server and token serve the next commands.
     assert json.loads(user("list", "--json").stdout) == []
 
     # TFP_TOKEN wins over the stored token.
     forged = user("list", TFP_TOKEN="0" * 40)
     assert forged.returncode == 1
-    assert forged.stderr == "error: Invalid token. Run `tfp login`.\n"
+    assert forged.stderr == "error: Invalid, expired or revoked token. Run `tfp login`.\n"
+
+    listed = json.loads(user("tokens", "--json").stdout)
+    assert [t["id"] for t in listed] == [token.pk] and "token" not in listed[0]
 
     # The stored token is never sent to another server.
     elsewhere = user("--server", "http://127.0.0.1:9", "list")
@@ -61,6 +65,8 @@ def test_login_keeps_a_private_token_and_a_wrong_password_is_refused(
 
     assert user("logout").stdout == f"Logged out of {live_server.url}.\n"
     assert not credentials.exists()
+    assert not ApiToken.objects.filter(user=alice).exists()  # revoked on the server too
+    assert user("list", TFP_TOKEN=stored["token"]).returncode == 1
     after = user("status", "1")
     assert after.returncode == 1
     assert after.stderr.startswith("error: not logged in")

@@ -1,7 +1,9 @@
+from typing import Any
+
 from django.contrib import admin
 from django.contrib.auth.admin import UserAdmin
 
-from tfplatform.accounts.models import Team, User
+from tfplatform.accounts.models import ApiToken, Team, User
 
 
 @admin.register(User)
@@ -16,3 +18,19 @@ class TeamAdmin(admin.ModelAdmin):
     list_display = ("name", "gpu_quota", "max_priority", "created_at")
     list_editable = ("gpu_quota", "max_priority")
     search_fields = ("name",)
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    """Staff see and revoke tokens; keys exist only in their owners' hands."""
+
+    list_display = ("name", "user", "prefix", "created_at", "expires_at", "last_used_at")
+    search_fields = ("user__username", "name", "prefix")
+    readonly_fields = ("user", "name", "prefix", "digest", "created_at", "expires_at",
+                       "last_used_at")
+
+    def has_add_permission(self, request: Any) -> bool:
+        return False
+
+    def has_change_permission(self, request: Any, obj: Any = None) -> bool:
+        return False

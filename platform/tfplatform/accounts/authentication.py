@@ -1,8 +1,10 @@
-"""API token authentication that remembers a checked token for a moment.
+"""API token authentication (`Authorization: Token <key>`) that remembers a checked token for a
+moment.
 
 Inference clients send a request every few milliseconds, and looking the token and its user up
-was a third of the platform's own time per prediction (bench/inference.py). A token deleted or
-a user deactivated is refused within PLATFORM["LOOKUP_CACHE_SECONDS"].
+was a third of the platform's own time per prediction (bench/inference.py). A token revoked or
+expired, or a user deactivated, is refused within PLATFORM["LOOKUP_CACHE_SECONDS"] (at once in
+the process that revoked it).
 """
 
 import threading
@@ -10,22 +12,34 @@ from typing import Any
 
 from cachetools import TTLCache
 from django.conf import settings
+from django.utils import timezone
+from rest_framework import exceptions
 from rest_framework.authentication import TokenAuthentication
 
+from tfplatform.accounts.models import ApiToken
+
 _lock = threading.Lock()
-_checked: TTLCache[str, tuple[Any, Any]] = TTLCache(
+_checked: TTLCache[str, tuple[Any, ApiToken]] = TTLCache(
     maxsize=10_000, ttl=settings.PLATFORM["LOOKUP_CACHE_SECONDS"]
 )
 
 
 class CachedTokenAuthentication(TokenAuthentication):
-    def authenticate_credentials(self, key: str) -> tuple[Any, Any]:
+    model = ApiToken
+
+    def authenticate_credentials(self, key: str) -> tuple[Any, ApiToken]:
+        from tfplatform.accounts.tokens import api_token_check, api_token_digest
+
+        digest = api_token_digest(key=key)
         with _lock:
-            found = _checked.get(key)
-        if found is None:
-            found = super().authenticate_credentials(key)  # raises for unknown or inactive
+            found = _checked.get(digest)
+        if found is None or found[1].expires_at <= timezone.now():
+            token = api_token_check(key=key)
+            if token is None:
+                raise exceptions.AuthenticationFailed("Invalid, expired or revoked token.")
+            found = (token.user, token)
             with _lock:
-                _checked[key] = found
+                _checked[digest] = found
         user, token = found
         # Each request gets its own user object: views may annotate it. __getstate__ is the copy
         # copy.copy makes (own _state, own field cache) without pickle's protocol around it.

@@ -22,3 +22,23 @@ class User(AbstractUser):
     team = models.ForeignKey(
         Team, null=True, blank=True, on_delete=models.SET_NULL, related_name="members"
     )
+
+
+class ApiToken(models.Model):
+    """An API token: only its SHA-256 is kept (the key is shown once, when issued), with an
+    expiry; revoking one deletes it. A user holds as many as they have devices and scripts."""
+
+    user = models.ForeignKey(User, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=100)
+    # The key's first characters, enough to tell one's tokens apart in a list.
+    prefix = models.CharField(max_length=12)
+    digest = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"

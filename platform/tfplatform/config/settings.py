@@ -84,6 +84,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "tfplatform.core.middleware.NulRefusingMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -155,6 +156,7 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+    {"NAME": "tfplatform.accounts.passwords.TokensRevokedOnPasswordChange"},
 ]
 
 if env.bool("PLATFORM_FAST_PASSWORD_HASHING", default=False):
@@ -320,6 +322,10 @@ PLATFORM = {
     "TF_SERVING_GRPC_MAX_MESSAGE_BYTES": env.int("TF_SERVING_GRPC_MAX_MESSAGE_BYTES",
                                                  default=64 * 2**20),
     "TF_SERVING_REST": env.str("TF_SERVING_REST", default="http://127.0.0.1:8501"),
+    # What one user's uploads and model versions may take on disk (0: no limit; staff: none).
+    "USER_STORAGE_QUOTA_MB": env.int("PLATFORM_USER_STORAGE_QUOTA_MB", default=20 * 1024),
+    # Versions of a model kept loaded besides its labelled ones; older ones are unloaded.
+    "MODEL_VERSIONS_LOADED": env.int("PLATFORM_MODEL_VERSIONS_LOADED", default=3),
     # The embedded server reads only the model base path and the runtime (Landlock).
     "MODEL_SERVER_CONFINE": env.bool("PLATFORM_MODEL_SERVER_CONFINE", default=True),
     # TF Serving's batching_parameters_file for the embedded server; empty: its defaults.
@@ -357,6 +363,8 @@ PLATFORM = {
     # share) without asking the database again: a deleted token, a moved label or a new canary
     # share reaches every web process within this time.
     "LOOKUP_CACHE_SECONDS": env.float("PLATFORM_LOOKUP_CACHE_SECONDS", default=1.0),
+    # How long an API token lives unless its owner asks for less (1 to 365 days).
+    "API_TOKEN_DAYS": env.int("PLATFORM_API_TOKEN_DAYS", default=90),
 }
 
 LOGGING = {

@@ -2,13 +2,21 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from tfplatform.accounts.api import TokenObtainApi
+from tfplatform.accounts.api import (
+    TokenListApi,
+    TokenObtainApi,
+    TokenRevokeApi,
+    TokenRevokeCurrentApi,
+)
 from tfplatform.cluster.api import NodeListApi, NodeStateApi
 from tfplatform.experiments import api as experiments_api
 from tfplatform.modelregistry import api as models_api
 
 api_v1 = [
     path("auth/token/", TokenObtainApi.as_view(), name="api-token"),
+    path("auth/tokens/", TokenListApi.as_view(), name="api-tokens"),
+    path("auth/tokens/current/", TokenRevokeCurrentApi.as_view(), name="api-token-current"),
+    path("auth/tokens/<int:token_id>/", TokenRevokeApi.as_view(), name="api-token-revoke"),
     path("experiments/", experiments_api.ExperimentListCreateApi.as_view(), name="api-experiments"),
     path(
         "experiments/<int:experiment_id>/",

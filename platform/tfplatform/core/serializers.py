@@ -17,7 +17,10 @@ class StrictInputSerializer(serializers.Serializer):
 class JSONObjectField(serializers.JSONField):
     """A JSON object, sent either as JSON or (in multipart uploads) as a JSON-encoded string."""
 
-    default_error_messages = {"not_object": "Must be a JSON object."}
+    default_error_messages = {
+        "not_object": "Must be a JSON object.",
+        "nul": "Must not hold a NUL character.",
+    }
 
     def to_internal_value(self, data: Any) -> Any:
         if isinstance(data, str | bytes):
@@ -25,4 +28,30 @@ class JSONObjectField(serializers.JSONField):
         value = super().to_internal_value(data)
         if not isinstance(value, dict):
             self.fail("not_object")
+        if _holds_nul(value):  # PostgreSQL's jsonb refuses \u0000: a 500 otherwise
+            self.fail("nul")
         return value
+
+
+class TextSlugRelatedField(serializers.SlugRelatedField):
+    """A slug lookup that checks the text first: a NUL character or an over-long value is a
+    field error, not a database error."""
+
+    def __init__(self, *, max_length: int, **kwargs: Any) -> None:
+        self.max_length = max_length
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data: Any) -> Any:
+        if not isinstance(data, str) or "\x00" in data or len(data) > self.max_length:
+            self.fail("does_not_exist", slug_name=self.slug_field, value=str(data)[:100])
+        return super().to_internal_value(data)
+
+
+def _holds_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_holds_nul(k) or _holds_nul(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_holds_nul(item) for item in value)
+    return False

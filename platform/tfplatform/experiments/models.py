@@ -80,6 +80,8 @@ class Experiment(models.Model):
     dataset = models.CharField(max_length=300)
     model_file = models.FileField(upload_to="models/%Y/%m/", blank=True)
     dataset_file = models.FileField(upload_to="datasets/%Y/%m/", blank=True)
+    # What its uploaded files take (its owner's storage quota).
+    upload_bytes = models.BigIntegerField(default=0)
     hyperparameters = models.JSONField(default=dict)
     workers = models.PositiveIntegerField(default=1)
     gpus_per_worker = models.PositiveIntegerField(default=0)

@@ -2,7 +2,11 @@ from datetime import datetime
 
 from rest_framework import serializers
 
-from tfplatform.core.serializers import JSONObjectField, StrictInputSerializer
+from tfplatform.core.serializers import (
+    JSONObjectField,
+    StrictInputSerializer,
+    TextSlugRelatedField,
+)
 from tfplatform.experiments.models import Environment, EnvironmentBuild, Experiment, Metric, Trial
 from tfplatform.experiments.selectors import (
     LOG_TAIL_MAX,
@@ -29,8 +33,9 @@ class ExperimentCreateSerializer(StrictInputSerializer):
     )
     max_restarts = serializers.IntegerField(required=False, default=3, min_value=0, max_value=100)
     priority = serializers.IntegerField(required=False, default=0, min_value=-100, max_value=100)
-    environment = serializers.SlugRelatedField(
-        slug_field="name", queryset=Environment.objects.all(), required=False, allow_null=True
+    environment = TextSlugRelatedField(
+        slug_field="name", queryset=Environment.objects.all(), required=False, allow_null=True,
+        max_length=Environment._meta.get_field("name").max_length or 100,
     )
     model_file = serializers.FileField(required=False)
     dataset_file = serializers.FileField(required=False)

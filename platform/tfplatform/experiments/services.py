@@ -11,6 +11,7 @@ from django.db.models.fields.files import FieldFile
 from django.utils import timezone
 
 from tfplatform.accounts.models import User
+from tfplatform.accounts.storage import storage_quota_check
 from tfplatform.cluster.dispatch import scheduler_wake_on_commit
 from tfplatform.core.errors import InvalidInput, InvalidTransition
 from tfplatform.experiments import validation
@@ -84,6 +85,9 @@ def experiment_create(*, owner: User, request: ExperimentRequest) -> Experiment:
             max_restarts=request.max_restarts,
             pending_reason="Waiting for the scheduler.",
         )
+        uploads = [f for f in (request.model_file, request.dataset_file) if f is not None]
+        experiment.upload_bytes = sum(f.size or 0 for f in uploads)
+        storage_quota_check(user=owner, adding=experiment.upload_bytes)
         if request.model_file is not None:
             experiment.model_file.save(f"{experiment.pk}-model.py", request.model_file, save=False)
         if request.dataset_file is not None:

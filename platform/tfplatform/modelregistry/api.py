@@ -84,9 +84,11 @@ class ModelVersionListApi(generics.ListAPIView):
     def get_queryset(self) -> QuerySet[ModelVersion]:
         return selectors.model_version_list(user=self.request.user)
 
-    @extend_schema(request=RegisterSerializer, responses={201: ModelVersionSerializer})
+    @extend_schema(request=RegisterSerializer, responses={202: ModelVersionSerializer})
     def post(self, request: Request) -> Response:
-        """Bring your own model: register a SavedModel as a new version of a model."""
+        """Bring your own model: register a SavedModel as a new version of a model. The answer
+        comes once the copy is checked and published: the version is `loading`, and becomes
+        `available` (or `failed`, with `error`) when the model server has loaded it."""
         serializer = RegisterSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
@@ -105,7 +107,7 @@ class ModelVersionListApi(generics.ListAPIView):
                 model_name=data["model_name"],
                 upload=data["file"],
             )
-        return Response(ModelVersionSerializer(version).data, status=status.HTTP_201_CREATED)
+        return Response(ModelVersionSerializer(version).data, status=status.HTTP_202_ACCEPTED)
 
 
 class ModelSettingsSerializer(StrictInputSerializer):
@@ -169,8 +171,10 @@ class DeploySerializer(StrictInputSerializer):
 
 
 class ExperimentDeployApi(APIView):
-    @extend_schema(request=DeploySerializer, responses={201: ModelVersionSerializer})
+    @extend_schema(request=DeploySerializer, responses={202: ModelVersionSerializer})
     def post(self, request: Request, experiment_id: int) -> Response:
+        """Publish the experiment's export as a new version, `loading` until the model server
+        has it (`GET /api/v1/models/{name}/` shows it `available` or `failed`)."""
         experiment = experiment_get(user=request.user, experiment_id=experiment_id)
         serializer = DeploySerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -179,7 +183,7 @@ class ExperimentDeployApi(APIView):
             experiment=experiment,
             model_name=serializer.validated_data["model_name"],
         )
-        return Response(ModelVersionSerializer(version).data, status=status.HTTP_201_CREATED)
+        return Response(ModelVersionSerializer(version).data, status=status.HTTP_202_ACCEPTED)
 
 
 class PredictApi(APIView):

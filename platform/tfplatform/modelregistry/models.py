@@ -47,6 +47,8 @@ class ModelVersion(models.Model):
         related_name="model_versions",
     )
     path = models.CharField(max_length=500)
+    # What its files take on disk (its owner's storage quota); 0 once they are removed.
+    size_bytes = models.BigIntegerField(default=0)
     state = models.CharField(max_length=20, choices=State.choices, default=State.PENDING)
     error = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)

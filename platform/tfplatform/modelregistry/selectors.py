@@ -94,3 +94,8 @@ def model_route_get(*, user: User | AnonymousUser, name: str) -> ModelRoute:
 def model_route_cache_clear() -> None:
     with _route_lock:
         _routes.clear()
+
+
+def model_loading(*, model: RegisteredModel) -> bool:
+    """Whether a version of it is still on its way into the model server."""
+    return model.versions.filter(state=ModelVersion.State.LOADING).exists()

@@ -1,5 +1,8 @@
 """Writes of the model registry: deploy, labels, canary share, undeploy, bring your own model.
 
+Deploy and upload publish a checked copy and answer at once with a LOADING version; the model
+loader (`manage.py model_loader`, a Celery worker on the `models` queue) loads it.
+
 Every change ends in `model_server_sync`, which sends the model server the complete list of
 models, versions and labels (TF Serving's HandleReloadConfigRequest replaces the whole list, so
 deploying one model never unloads another) and writes the same list to the config file.
@@ -21,6 +24,7 @@ from serving import graph_check, layout
 from serving.archive import ArchiveError, extract_saved_model_zip
 from serving.client import ModelEntry, ModelServerError
 from tfplatform.accounts.models import User
+from tfplatform.accounts.storage import storage_quota_check
 from tfplatform.core.errors import (
     Conflict,
     Forbidden,
@@ -31,6 +35,7 @@ from tfplatform.core.errors import (
 )
 from tfplatform.experiments.execution import experiment_work_dir
 from tfplatform.experiments.models import Experiment
+from tfplatform.modelregistry.dispatch import version_load_on_commit
 from tfplatform.modelregistry.models import ModelLabel, ModelVersion, RegisteredModel
 from tfplatform.modelregistry.selectors import model_route_cache_clear
 from tfplatform.modelregistry.server import (
@@ -168,6 +173,7 @@ def _version_publish(
     model_name_check(name=name)
     with transaction.atomic():
         model = _model_for_writer(user=user, name=name)
+    storage_quota_check(user=user, adding=layout.tree_bytes(root=source))
     try:
         published = layout.publish_version(
             source=source, model_base=model_base_path(), model_name=name, untrusted=untrusted,
@@ -175,35 +181,73 @@ def _version_publish(
         )
     except ValueError as error:
         raise InvalidInput(str(error)) from error
-    version = ModelVersion.objects.create(
-        model=model,
-        version=published.version,
-        source_experiment=experiment,
-        path=str(published.path),
-        state=ModelVersion.State.LOADING,
-    )
-    return _version_load(version=version)
+    with transaction.atomic():
+        version = ModelVersion.objects.create(
+            model=model,
+            version=published.version,
+            source_experiment=experiment,
+            path=str(published.path),
+            state=ModelVersion.State.LOADING,
+            size_bytes=layout.tree_bytes(root=published.path),
+        )
+        # Loading can take minutes (two of the server's waits): the model loader does it, and
+        # the version says LOADING until then; no web worker is held.
+        version_load_on_commit(version_id=version.pk)
+    return version
 
 
-def _version_load(*, version: ModelVersion) -> ModelVersion:
+def model_version_load(*, version_id: int) -> ModelVersion | None:
+    """The loader's work: the server gets the list with this version, which becomes AVAILABLE
+    (and `stable` when its model has none) or FAILED with the server's reason. None when the
+    version is no longer waiting (undeployed meanwhile, or loaded by an earlier delivery)."""
+    version = ModelVersion.objects.select_related("model").filter(
+        pk=version_id, state=ModelVersion.State.LOADING).first()
+    if version is None:
+        return None
     try:
         model_server_sync()
         model_server_client().wait_available(
             name=version.model.name, version=version.version, timeout=LOAD_TIMEOUT_SECONDS
         )
     except (ModelServerError, TimeoutError, Unavailable) as error:
-        ModelVersion.objects.filter(pk=version.pk).update(
+        ModelVersion.objects.filter(pk=version.pk, state=ModelVersion.State.LOADING).update(
             state=ModelVersion.State.FAILED, error=str(error)[:2000]
         )
-        model_server_sync_quietly()
-        raise Unavailable(
-            f"Version {version.version} of {version.model.name} did not load: {error}"
-        ) from error
-    ModelVersion.objects.filter(pk=version.pk).update(state=ModelVersion.State.AVAILABLE)
+        model_server_sync_quietly()  # a failed version leaves the list
+        version.refresh_from_db()
+        return version
+    ModelVersion.objects.filter(pk=version.pk, state=ModelVersion.State.LOADING).update(
+        state=ModelVersion.State.AVAILABLE)
     version.refresh_from_db()
-    if not version.model.labels.filter(label="stable").exists():
+    if (version.state == ModelVersion.State.AVAILABLE
+            and not version.model.labels.filter(label="stable").exists()):
         model_label_set(model=version.model, label="stable", version=version)
+    if model_versions_retire(model=version.model):
+        model_server_sync_quietly()
     return version
+
+
+def model_versions_retire(*, model: RegisteredModel) -> list[int]:
+    """Only the labelled and the newest PLATFORM_MODEL_VERSIONS_LOADED versions stay loaded:
+    every loaded version holds the model server's memory. The others become UNLOADED (their
+    files stay); returns their numbers."""
+    keep = settings.PLATFORM["MODEL_VERSIONS_LOADED"]
+    served = list(model.versions.filter(state__in=SERVED_STATES).order_by("-version")
+                  .values_list("version", flat=True))
+    labelled = set(model.labels.values_list("version__version", flat=True))
+    retired = [v for v in served[keep:] if v not in labelled]
+    model.versions.filter(version__in=retired).update(state=ModelVersion.State.UNLOADED)
+    return retired
+
+
+def model_versions_loading_resume() -> list[int]:
+    """A loader that starts again loads what was waiting when the last one stopped (a message
+    lost with its process would otherwise leave a version LOADING for good)."""
+    waiting = list(ModelVersion.objects.filter(state=ModelVersion.State.LOADING)
+                   .order_by("pk").values_list("pk", flat=True))
+    for version_id in waiting:
+        version_load_on_commit(version_id=version_id)
+    return waiting
 
 
 def model_server_sync_quietly() -> None:
@@ -307,6 +351,7 @@ def model_label_remove(*, model: RegisteredModel, label: str) -> None:
     deleted, _ = ModelLabel.objects.filter(model=model, label=label).delete()
     if not deleted:
         raise NotFound(f"The model has no '{label}' label.")
+    model_versions_retire(model=model)  # the version it held may be past the newest ones
     model_server_sync()
 
 
@@ -325,7 +370,7 @@ def model_settings_update(
 
 
 def model_version_undeploy(*, version: ModelVersion) -> ModelVersion:
-    """Stop serving one version; its files stay, so it can be registered again later."""
+    """Stop serving one version and remove its files (a retired version's too)."""
     if (
         version.labels.filter(label="stable").exists()
         and version.model.versions.filter(state=ModelVersion.State.AVAILABLE)
@@ -336,5 +381,9 @@ def model_version_undeploy(*, version: ModelVersion) -> ModelVersion:
     version.labels.all().delete()
     ModelVersion.objects.filter(pk=version.pk).update(state=ModelVersion.State.UNLOADED)
     model_server_sync()
+    # Its files go too (they count against the owner's storage); the row stays as history.
+    with contextlib.suppress(ValueError):
+        layout.version_remove(model_base=model_base_path(), path=Path(version.path))
+    ModelVersion.objects.filter(pk=version.pk).update(size_bytes=0)
     version.refresh_from_db()
     return version

@@ -192,7 +192,7 @@ def experiment_deploy_action(request: HttpRequest, experiment_id: int) -> HttpRe
     except PlatformError as error:
         messages.error(request, error.message)
         return redirect("experiment-detail", experiment_id=experiment.pk)
-    messages.success(request, f"Deployed as {name} version {version.version}.")
+    messages.success(request, f"Deploying as {name} version {version.version}: it is loading.")
     return redirect("model-detail", name=name)
 
 

@@ -131,3 +131,10 @@ class EnvironmentForm(forms.Form):
     def clean_extra_packages(self) -> list[str]:
         lines = self.cleaned_data["extra_packages"].splitlines()
         return [line.strip() for line in lines if line.strip()]
+
+
+class TokenForm(forms.Form):
+    name = forms.CharField(max_length=100, initial="api",
+                           help_text="What it is for: a script, a notebook, a machine.")
+    days = forms.IntegerField(min_value=1, max_value=365, initial=90,
+                              help_text="How long it lives, in days.")

@@ -2,7 +2,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import path
 from django.views.generic import RedirectView
 
-from tfplatform.web import cluster_views, compare_views, environment_views, views
+from tfplatform.web import account_views, cluster_views, compare_views, environment_views, views
 from tfplatform.web import experiment_views as experiments
 
 urlpatterns = [
@@ -10,6 +10,11 @@ urlpatterns = [
     path("healthz", views.healthz, name="healthz"),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("account/tokens/", account_views.token_list_page, name="account-tokens"),
+    path("account/tokens/<int:token_id>/revoke/", account_views.token_revoke_action,
+         name="account-token-revoke"),
+    path("account/password/", account_views.PasswordChangePage.as_view(),
+         name="account-password"),
     path("experiments/", experiments.experiment_list_page, name="experiment-list"),
     path("experiments/new/", experiments.experiment_new_page, name="experiment-new"),
     path("experiments/new/fit/", experiments.experiment_fit_fragment, name="experiment-fit"),

@@ -33,7 +33,7 @@ def test_bad_token_is_401() -> None:
     client.credentials(HTTP_AUTHORIZATION="Token not-a-token")
     response = client.get("/api/v1/experiments/")
     assert response.status_code == 401
-    assert response.json() == {"error": "Invalid token."}
+    assert response.json() == {"error": "Invalid, expired or revoked token."}
 
 
 def test_login_attempts_are_rate_limited() -> None:

@@ -6,11 +6,12 @@ import pytest
 from cachetools import TTLCache
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from tests.factories import PASSWORD, UserFactory
 from tfplatform.accounts import authentication
+from tfplatform.accounts.models import ApiToken
+from tfplatform.accounts.tokens import api_token_issue
 
 pytestmark = pytest.mark.django_db
 
@@ -27,7 +28,8 @@ def token_client(user: Any) -> APIClient:
 def token_queries(client: APIClient) -> int:
     with CaptureQueriesContext(connection) as captured:
         assert client.get("/api/v1/experiments/").status_code == 200
-    return sum("authtoken_token" in query["sql"] for query in captured.captured_queries)
+    return sum("accounts_apitoken" in query["sql"] and "SELECT" in query["sql"]
+               for query in captured.captured_queries)
 
 
 def test_a_checked_token_is_not_looked_up_again() -> None:
@@ -44,13 +46,13 @@ def test_a_deleted_token_is_refused_once_the_cache_time_has_passed(monkeypatch: 
     user = UserFactory()
     client = token_client(user)
     assert client.get("/api/v1/experiments/").status_code == 200
-    Token.objects.filter(user=user).delete()
+    ApiToken.objects.filter(user=user).delete()  # revoked through another web process
     clock[0] = 0.5
     assert client.get("/api/v1/experiments/").status_code == 200  # within the cache time
     clock[0] = 1.5
     answer = client.get("/api/v1/experiments/")
     assert answer.status_code == 401
-    assert answer.json() == {"error": "Invalid token."}
+    assert answer.json() == {"error": "Invalid, expired or revoked token."}
 
 
 def test_each_request_gets_its_own_user_object() -> None:
@@ -58,12 +60,12 @@ def test_each_request_gets_its_own_user_object() -> None:
     from rest_framework.test import APIRequestFactory
 
     user = UserFactory()
-    token = Token.objects.create(user=user)
+    _, key = api_token_issue(user=user, name="test")
     check = authentication.CachedTokenAuthentication()
     first = check.authenticate(Request(APIRequestFactory().get(
-        "/", HTTP_AUTHORIZATION=f"Token {token.key}")))
+        "/", HTTP_AUTHORIZATION=f"Token {key}")))
     second = check.authenticate(Request(APIRequestFactory().get(
-        "/", HTTP_AUTHORIZATION=f"Token {token.key}")))
+        "/", HTTP_AUTHORIZATION=f"Token {key}")))
     assert first is not None and second is not None
     assert first[0] == second[0] == user and first[0] is not second[0]
     assert first[0]._state is not second[0]._state

@@ -3,6 +3,7 @@ the registry tests make with them."""
 
 import io
 import json
+import time
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from tests.conftest import peer_data_or_skip
 
 HALF_PLUS_TWO = "saved_model_half_plus_two_cpu"
 HALF_PLUS_THREE = "saved_model_half_plus_three"
+LOAD_WAIT_SECONDS = 120.0
 
 
 def saved_model_zip(name: str, *, top_folder: str = "") -> io.BytesIO:
@@ -35,11 +37,28 @@ def api(user: Any) -> APIClient:
 
 
 def register(client: APIClient, name: str, source: str = HALF_PLUS_TWO) -> dict[str, Any]:
+    """Uploads and waits for the model loader: the version as loaded (or failed)."""
     response = client.post(
         "/api/v1/models/", {"model_name": name, "file": saved_model_zip(source)}, format="multipart"
     )
-    assert response.status_code == 201, response.content
-    return dict(response.json())
+    assert response.status_code == 202, response.content
+    assert response.json()["state"] == "loading"
+    return version_loaded(client, name, response.json()["version"])
+
+
+def version_loaded(client: APIClient, name: str, version: int,
+                   timeout: float = LOAD_WAIT_SECONDS) -> dict[str, Any]:
+    """The version's entry once the loader is done with it (state no longer `loading`)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        model = client.get(f"/api/v1/models/{name}/")
+        assert model.status_code == 200, model.content
+        [entry] = [v for v in model.json()["versions"] if v["version"] == version]
+        if entry["state"] != "loading":
+            return {**entry, "model_name": name, "labels": [
+                label for label, v in model.json()["labels"].items() if v == version]}
+        assert time.monotonic() < deadline, f"{name} v{version} still loading"
+        time.sleep(0.1)
 
 
 def predict(client: APIClient, url: str, body: Any) -> Any:

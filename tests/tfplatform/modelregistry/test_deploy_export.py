@@ -14,7 +14,7 @@ from rest_framework.test import APIClient
 
 from tests.conftest import peer_data_or_skip
 from tests.factories import ExperimentFactory
-from tests.tfplatform.modelregistry.conftest import HALF_PLUS_THREE, HALF_PLUS_TWO
+from tests.tfplatform.modelregistry.conftest import HALF_PLUS_THREE, HALF_PLUS_TWO, version_loaded
 from tfplatform.experiments.execution import experiment_work_dir
 from tfplatform.experiments.models import Experiment
 from tfplatform.modelregistry.models import ModelVersion, RegisteredModel
@@ -72,8 +72,11 @@ def test_deploy_publishes_its_own_export_not_the_path_its_trial_reported(
 
     response = deploy(attacker, "mine")
 
-    assert response.status_code == 201, response.content
-    assert response.json()["version"] == 1 and response.json()["state"] == "available"
+    assert response.status_code == 202, response.content
+    assert response.json()["version"] == 1 and response.json()["state"] == "loading"
+    owner = APIClient()
+    owner.force_authenticate(attacker.owner)
+    assert version_loaded(owner, "mine", 1)["state"] == "available"
     published = model_server["base"] / "mine" / "1" / "saved_model.pb"
     assert published.read_bytes() == (own_export / "saved_model.pb").read_bytes()
     assert published.read_bytes() != (victims_export / "saved_model.pb").read_bytes()

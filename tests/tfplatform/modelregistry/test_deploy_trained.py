@@ -14,6 +14,7 @@ from rest_framework.test import APIClient
 from serving.client import ModelServerClient
 from tests import live
 from tests.factories import UserFactory
+from tests.tfplatform.modelregistry.conftest import version_loaded
 from tfplatform.experiments.models import Experiment
 from tfplatform.modelregistry.services import experiment_export_dir
 
@@ -78,8 +79,9 @@ def test_trained_model_deploys_and_answers_like_keras_everywhere(
     deployed = client.post(
         f"/api/v1/experiments/{experiment_id}/deploy/", {"model_name": "digits"}, format="json"
     )
-    assert deployed.status_code == 201, deployed.content
-    assert deployed.json()["state"] == "available" and deployed.json()["version"] == 1
+    assert deployed.status_code == 202, deployed.content
+    assert deployed.json()["state"] == "loading" and deployed.json()["version"] == 1
+    assert version_loaded(client, "digits", 1)["state"] == "available"
     assert (model_server["base"] / "digits" / "1" / "saved_model.pb").is_file()
 
     from sklearn.datasets import load_digits

@@ -20,6 +20,7 @@ from tests.tfplatform.modelregistry.conftest import (
     predict,
     register,
     saved_model_zip,
+    version_loaded,
 )
 from tfplatform.modelregistry.models import ModelVersion
 
@@ -218,7 +219,9 @@ def test_only_staff_register_from_the_import_folder(
     body = {"model_name": "frompath", "path": str(_half_plus_two_in(import_dir))}
     assert api(UserFactory()).post("/api/v1/models/", body, format="json").status_code == 403
     staff = api(UserFactory(is_staff=True))
-    assert staff.post("/api/v1/models/", body, format="json").status_code == 201
+    answer = staff.post("/api/v1/models/", body, format="json")
+    assert answer.status_code == 202, answer.content
+    assert version_loaded(staff, "frompath", 1)["state"] == "available"
     assert predict(staff, "/api/v1/models/frompath:predict", {"instances": [0.0]}).json() == {
         "predictions": [2.0]
     }

@@ -15,6 +15,7 @@ from tests.crafted_models import (
     saved_model_save,
 )
 from tests.factories import UserFactory
+from tests.tfplatform.modelregistry.conftest import version_loaded
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -46,7 +47,7 @@ def test_an_operator_may_allow_an_operation(
     client.force_authenticate(UserFactory())
     answer = client.post("/api/v1/models/", {"model_name": "allowed",
                                              "file": _thief_zip(tmp_path)}, format="multipart")
-    assert answer.status_code == 201, answer.content
+    assert answer.status_code == 202, answer.content
 
 
 def test_a_model_the_check_let_through_still_reads_nothing_outside_the_model_base_path(
@@ -68,7 +69,8 @@ def test_a_model_the_check_let_through_still_reads_nothing_outside_the_model_bas
         upload = client.post("/api/v1/models/", {
             "model_name": name, "file": directory_zip(model, name=f"{name}.zip")},
             format="multipart")
-        assert upload.status_code == 201, upload.content
+        assert upload.status_code == 202, upload.content
+        version_loaded(client, name, 1)
         return client.post(f"/api/v1/models/{name}:predict", data='{"instances": [1.0]}',
                            content_type="application/json")
 

@@ -127,6 +127,9 @@ def test_launch_watch_deploy_predict_then_a_stranger_sees_nothing(
     page.fill("#deploy input[name=model_name]", "digits-e2e")
     page.click("#deploy button")
     page.wait_for_url(f"{base}/models/digits-e2e/", timeout=120_000)
+    # The version loads in the background; the page follows it until it is available.
+    page.wait_for_selector("#versions .state-available", timeout=120_000)
+    assert page.query_selector("#loading-note") is None
     page.goto(f"{base}/models/")
     assert "digits-e2e" in page.inner_text("#models")
     shot(page, "07-models")

@@ -1,0 +1,73 @@
+"""API tokens: issued, listed, used and revoked by their owner; all revoked when the owner's
+password changes. A key is `tfp_` and 43 random URL-safe characters; only its SHA-256 is
+stored (a key this random needs no slow hash), so a copy of the database signs in as nobody."""
+
+import hashlib
+import secrets
+from datetime import timedelta
+
+from django.conf import settings
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from tfplatform.accounts.models import ApiToken, User
+from tfplatform.core.errors import NotFound
+
+KEY_PREFIX = "tfp_"
+SHOWN_CHARS = 12
+# last_used_at is written at most this often per token: not a database write per request.
+USE_RECORD_SECONDS = 60
+
+
+def api_token_digest(*, key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def api_token_issue(*, user: User, name: str, days: int | None = None) -> tuple[ApiToken, str]:
+    """A new token and its key, which is never stored or shown again."""
+    key = KEY_PREFIX + secrets.token_urlsafe(32)
+    lifetime = timedelta(days=days or settings.PLATFORM["API_TOKEN_DAYS"])
+    token = ApiToken.objects.create(
+        user=user, name=name, prefix=key[:SHOWN_CHARS], digest=api_token_digest(key=key),
+        expires_at=timezone.now() + lifetime,
+    )
+    return token, key
+
+
+def api_token_list(*, user: User) -> QuerySet[ApiToken]:
+    return ApiToken.objects.filter(user=user)
+
+
+def api_token_revoke(*, user: User, token_id: int) -> None:
+    """Someone else's token is "not found", like a token that does not exist."""
+    deleted, _ = ApiToken.objects.filter(user=user, pk=token_id).delete()
+    if not deleted:
+        raise NotFound("Token not found.")
+    _cache_forget()
+
+
+def api_tokens_revoke_all(*, user: User) -> int:
+    deleted, _ = ApiToken.objects.filter(user=user).delete()
+    _cache_forget()
+    return deleted
+
+
+def api_token_check(*, key: str) -> ApiToken | None:
+    """The live token for this key (not expired, its user active), or None."""
+    token = (ApiToken.objects.select_related("user")
+             .filter(digest=api_token_digest(key=key), expires_at__gt=timezone.now()).first())
+    if token is None or not token.user.is_active:
+        return None
+    now = timezone.now()
+    if token.last_used_at is None or now - token.last_used_at > timedelta(
+            seconds=USE_RECORD_SECONDS):
+        ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
+    return token
+
+
+def _cache_forget() -> None:
+    # This process refuses a revoked token at once; other web processes within
+    # PLATFORM_LOOKUP_CACHE_SECONDS.
+    from tfplatform.accounts.authentication import token_cache_clear
+
+    token_cache_clear()
