@@ -47,6 +47,7 @@ run: install $(if $(filter process,$(PLATFORM_TRIAL_RUNTIME)),,sandbox)
 
 lint: install
 	$(VENV)/bin/ruff check .
+	PYTHONPATH=platform:. $(VENV)/bin/lint-imports
 
 typecheck: install
 	$(VENV)/bin/mypy platform/tfplatform platform/tfplatform_cli training serving bench manage.py

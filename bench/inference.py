@@ -186,7 +186,7 @@ def unbatched_start(stack: Stack) -> Endpoints:
     """A second model server without --enable_batching, on the same config, and a web for it."""
     grpc_port, rest_port, web_port = free_port(), free_port(), free_port()
     stack.spawn("serving-unbatched", [
-        PYTHON, "-m", "serving.server", f"--port={grpc_port}", f"--rest_api_port={rest_port}",
+        PYTHON, "-m", "serving", f"--port={grpc_port}", f"--rest_api_port={rest_port}",
         f"--model_config_file={stack.model_base_path / 'models.config'}",
         "--allow_version_labels_for_unavailable_models", "--host=127.0.0.1",
         *stack.session_flags,

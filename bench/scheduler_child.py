@@ -31,8 +31,8 @@ def _setup() -> None:
 
 
 def _timed_pass() -> dict[str, Any]:
-    from tfplatform.cluster.scheduler import scheduler_pass
     from tfplatform.experiments.models import Experiment
+    from tfplatform.experiments.services.scheduling import scheduler_pass
 
     queued = Experiment.objects.filter(state=Experiment.State.QUEUED).count()
     wall, cpu = time.perf_counter(), time.process_time()

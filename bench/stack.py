@@ -1,9 +1,10 @@
 """The whole platform in subprocesses for one benchmark run, as `make run` starts it.
 
 A fresh var directory (SQLite database, models, work dirs), gunicorn on a free port, one worker
-node with declared slots, the scheduler and the embedded model server; an admin account whose
-API token the benchmarks use. Settings are production-like (DEBUG off) except HTTPS, which a
-loopback benchmark cannot use. Everything is stopped, process group by process group, on exit.
+node with declared slots, the scheduler, the embedded model server and its model loader; an
+admin account whose API token the benchmarks use. Settings are production-like (DEBUG off)
+except HTTPS, which a loopback benchmark cannot use. Everything is stopped, process group by
+process group, on exit.
 """
 
 from __future__ import annotations
@@ -163,6 +164,7 @@ class Stack:
             batching["TF_SERVING_BATCHING_PARAMETERS_FILE"] = str(path)
         self.spawn("serving", [PYTHON, "manage.py", "serve_models"], **batching)
         self.spawn("web", web_args(port=self.port))
+        self.spawn("loader", [PYTHON, "manage.py", "model_loader"])
         self.spawn("scheduler", [PYTHON, "manage.py", "scheduler"])
         self.spawn("worker", [
             PYTHON, "manage.py", "worker", "--node", self.node,

@@ -1,7 +1,7 @@
 """The embedded model server: TF Serving's gRPC and REST APIs over one model manager.
 
-Run standalone with tensorflow_model_server's flags:
-    python -m serving.server --port=8500 --rest_api_port=8501 \
+Run standalone with tensorflow_model_server's flags (serving/__main__.py):
+    python -m serving --port=8500 --rest_api_port=8501 \
         --model_name=NAME --model_base_path=/models/NAME
 """
 
@@ -212,13 +212,3 @@ class ModelServer:
     def model_runs(self, *, name: str, version: int) -> int:
         """Session runs so far for one loaded version (a batched run counts once)."""
         return self.manager.servable_runs(name=name, version=version)
-
-
-def main(argv: list[str] | None = None) -> int:
-    from serving.flags import run  # the CLI pulls in argparse handling only when used
-
-    return run(argv)
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

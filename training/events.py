@@ -90,8 +90,3 @@ class EventTail:
                 continue
             events.append(event)
         return events
-
-
-def events_read(*, path: str) -> list[TrialEvent]:
-    return EventTail(path=path).read_new()
-

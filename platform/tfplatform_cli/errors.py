@@ -15,11 +15,12 @@ class CliError(Exception):
 
 
 def error_describe(body: Any) -> str:
-    """One readable message from {"error": ..., "<field>": [...]}, the API's error shape."""
+    """One readable message from {"error": ..., "code": ..., "<field>": [...]}, the API's
+    error shape; the code is for programs, so it is not shown."""
     if not isinstance(body, dict):
         return ""
     error = str(body.get("error") or body.get("detail") or "")
-    fields = {k: v for k, v in body.items() if k not in ("error", "detail")}
+    fields = {k: v for k, v in body.items() if k not in ("error", "detail", "code")}
     general = [str(m) for m in _messages(fields.pop("non_field_errors", []))]
     if general and error in ("", "Invalid input."):
         error, general = "; ".join(general), []

@@ -11,8 +11,8 @@ from bench.scheduler_load import (
     trials_preempted,
 )
 from tfplatform.cluster.models import Allocation, Device
-from tfplatform.cluster.scheduler import scheduler_pass
 from tfplatform.experiments.models import Experiment, Trial
+from tfplatform.experiments.services.scheduling import scheduler_pass
 
 pytestmark = pytest.mark.django_db
 

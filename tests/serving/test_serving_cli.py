@@ -1,4 +1,4 @@
-"""`python -m serving.server` started with tensorflow_model_server's own flags."""
+"""`python -m serving` started with tensorflow_model_server's own flags."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def free_port() -> int:
 def launch(*flags: str) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
     return subprocess.Popen(
-        [sys.executable, "-m", "serving.server", *flags],
+        [sys.executable, "-m", "serving", *flags],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,

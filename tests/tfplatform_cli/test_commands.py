@@ -1,19 +1,24 @@
-"""`tfp` end to end: a real server, worker node and model server; train, follow, deploy, predict."""
+"""`tfp` end to end against the whole platform as `make run` starts it (gunicorn, scheduler,
+worker node, model loader and model server in subprocesses, bench/stack.py): one experiment is
+trained once for the module and the tests each check one thing about it, then an upload is
+cancelled and a failing run fails `--wait`."""
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from sklearn.datasets import load_digits
 
+from bench.stack import Stack
 from tests import live
-from tests.factories import PASSWORD, UserFactory
-from tests.tfplatform_cli.conftest import TIMEOUT, Tfp
-from tfplatform.experiments.models import Experiment
+from tests.factories import PASSWORD
+from tests.tfplatform_cli.conftest import TFP, TIMEOUT, Tfp
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+pytestmark = pytest.mark.slow
 
 SPEC = """\
 name: cli digits
@@ -58,24 +63,52 @@ def build_model(hparams):
 """
 
 
-def test_train_follow_deploy_predict_and_cancel_an_upload_through_tfp(
-    live_server: Any,
-    worker_node: tuple[str, Path],
-    model_server: dict[str, Any],
-    tfp: Callable[[str], Tfp],
-    tmp_path: Path,
-) -> None:
-    _, log = worker_node
-    alice, bob = tfp("alice"), tfp("bob")
-    for name, user in (("alice", alice), ("bob", bob)):
-        UserFactory(username=name)
-        logged_in = user(
-            "login", "--server", live_server.url, "--username", name, "--password-stdin",
-            stdin=PASSWORD,
-        )  # fmt: skip
-        assert logged_in.returncode == 0, logged_in.stderr
 
-    spec = tmp_path / "digits.yaml"
+USERS_CREATE = f"""
+from tfplatform.accounts.models import User
+for name in ("alice", "bob"):
+    User.objects.create_user(username=name, password={PASSWORD!r})
+"""
+
+
+@dataclass(frozen=True)
+class Trained:
+    stack: Stack
+    alice: Tfp
+    bob: Tfp
+    experiment_id: int
+    waited: str  # what `submit --wait` printed
+    followed: str  # what `logs --follow` printed while it ran
+    followed_notes: str
+    listed: str  # `tfp list` while it ran
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    if not TFP.exists():
+        pytest.fail(f"the tfp console script is not installed at {TFP}: run `make install`")
+    with Stack(var_dir=tmp_path_factory.mktemp("stack") / "var", gpu_slots=0,
+               cpu_slots=2) as running:
+        running.manage("shell", "-c", USERS_CREATE)
+        yield running
+
+
+def _signed_in(*, stack: Stack, home: Path, name: str) -> Tfp:
+    user = Tfp(home / name)
+    logged_in = user(
+        "login", "--server", stack.base_url, "--username", name, "--password-stdin",
+        stdin=PASSWORD,
+    )  # fmt: skip
+    assert logged_in.returncode == 0, logged_in.stderr
+    return user
+
+
+@pytest.fixture(scope="module")
+def trained(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Trained:
+    home = tmp_path_factory.mktemp("users")
+    alice = _signed_in(stack=stack, home=home, name="alice")
+    bob = _signed_in(stack=stack, home=home, name="bob")
+    spec = home / "digits.yaml"
     spec.write_text(SPEC)
     submitter = alice.popen("submit", "--wait", str(spec))
     follower = None
@@ -83,67 +116,84 @@ def test_train_follow_deploy_predict_and_cancel_an_upload_through_tfp(
         assert submitter.stdout is not None
         experiment_id = int(submitter.stdout.readline())
         follower = alice.popen("logs", str(experiment_id), "--follow")
-
-        listed = alice("list")
-        assert listed.stdout.splitlines()[0].split() == [
-            "ID", "NAME", "STATE", "MODEL", "DATASET", "STRATEGY", "OWNER", "CREATED",
-        ]  # fmt: skip
-        row = listed.stdout.splitlines()[1]
-        assert row.split()[0] == str(experiment_id) and "cli digits" in row and "alice" in row
-
+        listed = alice("list").stdout
         waited, waited_notes = submitter.communicate(timeout=TIMEOUT)
         followed, followed_notes = follower.communicate(timeout=TIMEOUT)
     finally:
         for process in (submitter, follower):
             if process is not None and process.poll() is None:
                 process.kill()
-    assert submitter.returncode == 0, (waited_notes, log.read_text()[-3000:])
+    assert submitter.returncode == 0, (waited_notes, stack.log_tail("worker"))
     assert follower.returncode == 0, followed_notes
-    assert followed_notes.splitlines()[-1] == f"experiment {experiment_id} completed"
+    return Trained(stack=stack, alice=alice, bob=bob, experiment_id=experiment_id,
+                   waited=waited, followed=followed, followed_notes=followed_notes,
+                   listed=listed)
 
-    # Followed while it ran, printed once it was over: the same lines, none lost or repeated.
-    logs = alice("logs", str(experiment_id)).stdout
+
+@pytest.fixture(scope="module")
+def deployed(trained: Trained) -> Path:
+    """The trained experiment deployed as cli-digits; the path of a predict request for it."""
+    answer = trained.alice("deploy", str(trained.experiment_id), "--name", "cli-digits", "--wait")
+    assert answer.returncode == 0, (answer.stderr, trained.stack.log_tail("loader"))
+    assert answer.stdout == (
+        f"experiment {trained.experiment_id} deployed as cli-digits version 1 (available)\n"
+    )
+    request = trained.alice.home / "request.json"
+    request.write_text(json.dumps({"instances": load_digits().data[:5].tolist()}))
+    return request
+
+
+def test_list_shows_the_running_experiment_under_its_owner(trained: Trained) -> None:
+    header, row = trained.listed.splitlines()[:2]
+    assert header.split() == [
+        "ID", "NAME", "STATE", "MODEL", "DATASET", "STRATEGY", "OWNER", "CREATED",
+    ]  # fmt: skip
+    assert row.split()[0] == str(trained.experiment_id)
+    assert "cli digits" in row and "alice" in row
+
+
+def test_wait_and_follow_print_the_log_once_none_lost_or_repeated(trained: Trained) -> None:
+    assert trained.followed_notes.splitlines()[-1] == (
+        f"experiment {trained.experiment_id} completed"
+    )
+    logs = trained.alice("logs", str(trained.experiment_id)).stdout
     assert logs.count("--- trial 0 ---") == 1 and len(logs.splitlines()) > 2
-    assert followed == logs
-    assert waited == logs
+    assert trained.followed == logs
+    assert trained.waited == logs
 
-    experiment = Experiment.objects.get(pk=experiment_id)
-    status = alice("status", str(experiment_id)).stdout
-    assert re.search(r"^state\s+completed$", status, re.MULTILINE), status
-    assert re.search(rf"^strategy\s+{experiment.strategy} \(.+\)$", status, re.MULTILINE), status
-    assert re.search(r"^metrics\s+epoch 2: .*val_accuracy \d", status, re.MULTILINE), status
-    detail = json.loads(alice("status", str(experiment_id), "--json").stdout)
-    assert (detail["state"], detail["strategy"]) == ("completed", experiment.strategy)
-    assert detail["strategy_reason"] == experiment.strategy_reason
+
+def test_status_says_state_strategy_and_latest_metrics_for_people_and_scripts(
+    trained: Trained,
+) -> None:
+    detail = json.loads(trained.alice("status", str(trained.experiment_id), "--json").stdout)
+    assert detail["state"] == "completed" and detail["strategy"] == "default"
+    assert detail["strategy_reason"]
     assert detail["latest_metrics"]["epoch"] == 2
     assert 0 <= detail["latest_metrics"]["values"]["val_accuracy"] <= 1
-    completed = json.loads(alice("list", "--state", "completed", "--json").stdout)
-    assert [e["id"] for e in completed] == [experiment_id]
+    status = trained.alice("status", str(trained.experiment_id)).stdout
+    assert re.search(r"^state\s+completed$", status, re.MULTILINE), status
+    assert re.search(r"^strategy\s+default \(.+\)$", status, re.MULTILINE), status
+    assert re.search(r"^metrics\s+epoch 2: .*val_accuracy \d", status, re.MULTILINE), status
+    completed = json.loads(trained.alice("list", "--state", "completed", "--json").stdout)
+    assert trained.experiment_id in [e["id"] for e in completed]
 
-    deployed = alice("deploy", str(experiment_id), "--name", "cli-digits", "--wait")
-    assert deployed.returncode == 0, deployed.stderr
-    assert (
-        deployed.stdout
-        == f"experiment {experiment_id} deployed as cli-digits version 1 (available)\n"
-    )
 
-    from sklearn.datasets import load_digits
-
-    request = tmp_path / "request.json"
-    request.write_text(json.dumps({"instances": load_digits().data[:5].tolist()}))
-    predicted = alice("predict", "cli-digits", str(request))
+def test_predict_answers_by_label_and_by_version(trained: Trained, deployed: Path) -> None:
+    predicted = trained.alice("predict", "cli-digits", str(deployed))
     assert predicted.returncode == 0, predicted.stderr
     answer = json.loads(predicted.stdout)
     class_ids = [row["class_id"] for row in answer["predictions"]]
     assert len(class_ids) == 5 and all(c in range(10) for c in class_ids)
     assert predicted.stderr == "answered by cli-digits version 1 (label stable)\n"
-    pinned = alice("predict", "cli-digits", str(request), "--version", "1")
+    pinned = trained.alice("predict", "cli-digits", str(deployed), "--version", "1")
     assert json.loads(pinned.stdout) == answer
     assert pinned.stderr == "answered by cli-digits version 1\n"
-    absent = alice("predict", "cli-digits", str(request), "--version", "2")
+    absent = trained.alice("predict", "cli-digits", str(deployed), "--version", "2")
     assert absent.returncode == 1 and absent.stderr.startswith("error: ")
 
-    # Bob's token sees nothing of Alice's.
+
+def test_another_user_sees_nothing_of_alices(trained: Trained, deployed: Path) -> None:
+    bob, experiment_id = trained.bob, trained.experiment_id
     assert json.loads(bob("list", "--json").stdout) == []
     for command in ("status", "logs", "cancel", "deploy"):
         refused = bob(command, str(experiment_id))
@@ -151,9 +201,16 @@ def test_train_follow_deploy_predict_and_cancel_an_upload_through_tfp(
             1,
             f"error: experiment {experiment_id} not found\n",
         ), command
-    assert bob("predict", "cli-digits", str(request)).returncode == 1
+    assert bob("predict", "cli-digits", str(deployed)).returncode == 1
+    assert trained.alice("status", str(experiment_id)).returncode == 0  # nothing changed
 
-    # A user module uploaded from the spec's folder; cancelled while it trains.
+
+def test_an_uploaded_module_is_cancelled_while_it_trains_and_only_by_its_owner(
+    trained: Trained, tmp_path: Path
+) -> None:
+    alice, bob, stack = trained.alice, trained.bob, trained.stack
+    log = stack.logs / "worker.log"
+    # A user module uploaded from the spec's folder, not from where tfp runs.
     (tmp_path / "modules").mkdir()
     (tmp_path / "modules" / "digits_model.py").write_bytes(MODULE)
     upload_spec = tmp_path / "upload.yaml"
@@ -161,7 +218,8 @@ def test_train_follow_deploy_predict_and_cancel_an_upload_through_tfp(
     submitted = alice("submit", str(upload_spec))
     assert submitted.returncode == 0, submitted.stderr
     upload_id = int(submitted.stdout)
-    assert Experiment.objects.get(pk=upload_id).model_file.read() == MODULE
+    [stored] = stack.var_dir.rglob(f"{upload_id}-model.py")
+    assert stored.read_bytes() == MODULE
 
     def status_of_upload(user: Tfp) -> dict[str, Any]:
         return dict(json.loads(user("status", str(upload_id), "--json").stdout))
@@ -187,7 +245,11 @@ def test_train_follow_deploy_predict_and_cancel_an_upload_through_tfp(
     assert not_deployable.returncode == 1
     assert "Only a completed experiment" in not_deployable.stderr
 
-    # --wait makes a failed run a failed command, with the platform's reason.
+
+def test_wait_makes_a_failed_run_a_failed_command_with_the_reason(
+    trained: Trained, tmp_path: Path
+) -> None:
+    (tmp_path / "modules").mkdir()
     (tmp_path / "modules" / "wrong.py").write_bytes(WRONG_SHAPE_MODULE)
     wrong_spec = tmp_path / "wrong.json"
     wrong_spec.write_text(
@@ -202,7 +264,8 @@ def test_train_follow_deploy_predict_and_cancel_an_upload_through_tfp(
             }
         )
     )
-    failed = alice("submit", "--wait", str(wrong_spec))
+    failed = trained.alice("submit", "--wait", str(wrong_spec))
     failed_id = int(failed.stdout.splitlines()[0])
     assert failed.returncode == 1
     assert failed.stderr.splitlines()[-1].startswith(f"error: experiment {failed_id} failed: ")
+    assert "wrong output shape" in failed.stderr

@@ -3,7 +3,7 @@ from typing import Any
 from axes.handlers.proxy import AxesProxyHandler
 from django.conf import settings
 
-from tfplatform.accounts.models import Team, User
+from tfplatform.accounts.models import User
 from tfplatform.core.errors import TooManyRequests
 
 
@@ -13,16 +13,6 @@ def admin_ensure(*, username: str, password: str) -> bool:
         return False
     User.objects.create_superuser(username=username, password=password, email="")
     return True
-
-
-def user_create(
-    *, username: str, password: str, team: Team | None = None, is_staff: bool = False
-) -> User:
-    user = User.objects.create_user(username=username, password=password)
-    user.team = team
-    user.is_staff = is_staff
-    user.save(update_fields=["team", "is_staff"])
-    return user
 
 
 def sign_in_check(*, request: Any, username: str) -> None:

@@ -1,22 +1,35 @@
 """Per-user storage quota: what a user's uploads and published model versions take on disk,
-checked before anything more is stored. Staff are not limited (they manage the disks)."""
+checked before anything more is stored. Staff are not limited (they manage the disks).
 
-from django.apps import apps
+The apps that store files for a user sit above accounts, so each one registers how to count its
+bytes when Django starts it (its AppConfig.ready) instead of accounts reaching up to their models.
+"""
+
+from typing import Protocol
+
 from django.conf import settings
-from django.db.models import Sum
 
 from tfplatform.accounts.models import User
-from tfplatform.core.errors import PayloadTooLarge
+from tfplatform.core.errors import StorageQuotaExceeded
 
 MIB = 2**20
 
 
+
+class StorageCounter(Protocol):
+    def __call__(self, *, user: User) -> int: ...
+
+
+_counters: dict[str, StorageCounter] = {}
+
+
+def storage_counter_register(*, name: str, counter: StorageCounter) -> None:
+    """`counter(user=...)` is the bytes `name` (an app label) keeps for that user."""
+    _counters[name] = counter
+
+
 def storage_used(*, user: User) -> int:
-    experiments = apps.get_model("experiments", "Experiment")
-    versions = apps.get_model("modelregistry", "ModelVersion")
-    uploads = experiments.objects.filter(owner=user).aggregate(n=Sum("upload_bytes"))["n"]
-    models = versions.objects.filter(model__owner=user).aggregate(n=Sum("size_bytes"))["n"]
-    return int(uploads or 0) + int(models or 0)
+    return sum(counter(user=user) for counter in _counters.values())
 
 
 def storage_quota_check(*, user: User, adding: int) -> None:
@@ -26,7 +39,7 @@ def storage_quota_check(*, user: User, adding: int) -> None:
         return
     used = storage_used(user=user)
     if used + adding > quota:
-        raise PayloadTooLarge(
+        raise StorageQuotaExceeded(
             f"This would take your storage to {(used + adding) / MIB:.1f} MiB, past your quota "
             f"of {quota / MIB:.0f} MiB ({used / MIB:.1f} MiB used). Undeploy model versions "
             "you no longer need: that removes their files."

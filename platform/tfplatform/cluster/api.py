@@ -8,10 +8,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from tfplatform.cluster.models import Allocation, Device, Node
-from tfplatform.cluster.selectors import node_list
+from tfplatform.cluster.selectors import allocations_visible_ids, node_list
 from tfplatform.cluster.services import node_set_state
 from tfplatform.core.errors import NotFound
-from tfplatform.experiments.selectors import experiment_list
 
 
 class DeviceSerializer(serializers.ModelSerializer):
@@ -38,7 +37,7 @@ class DeviceSerializer(serializers.ModelSerializer):
             return None
         experiment = allocation.trial.experiment
         # Others' experiments are shown as "in use" without saying whose or what.
-        if experiment.pk in self.context["visible_experiment_ids"]:
+        if allocation.pk in self.context["visible_allocation_ids"]:
             return {
                 "experiment": experiment.pk,
                 "name": experiment.name,
@@ -79,8 +78,8 @@ class NodeListApi(generics.ListAPIView):
         return node_list()
 
     def get_serializer_context(self) -> dict[str, Any]:
-        visible = set(experiment_list(user=self.request.user).values_list("pk", flat=True))
-        return {**super().get_serializer_context(), "visible_experiment_ids": visible}
+        visible = allocations_visible_ids(user=self.request.user)
+        return {**super().get_serializer_context(), "visible_allocation_ids": visible}
 
 
 NODE_ACTIONS = {
@@ -101,5 +100,5 @@ class NodeStateApi(APIView):
         if node is None or action not in NODE_ACTIONS:
             raise NotFound("Node not found.")
         node = node_set_state(node=node, state=NODE_ACTIONS[action])
-        context = {"request": request, "visible_experiment_ids": set()}
+        context = {"request": request, "visible_allocation_ids": set()}
         return Response(NodeSerializer(node_list().get(pk=node.pk), context=context).data)

@@ -4,6 +4,8 @@ import logging
 import os
 from dataclasses import dataclass
 
+from tfplatform.cluster.placement import KIND_CPU, KIND_GPU
+
 logger = logging.getLogger(__name__)
 
 
@@ -36,7 +38,7 @@ def gpus_discover() -> list[DeviceInfo]:
             name = pynvml.nvmlDeviceGetName(handle)
             devices.append(
                 DeviceInfo(
-                    kind="gpu",
+                    kind=KIND_GPU,
                     index=index,
                     name=name.decode() if isinstance(name, bytes) else str(name),
                     memory_bytes=int(pynvml.nvmlDeviceGetMemoryInfo(handle).total),
@@ -53,11 +55,11 @@ def devices_discover(*, declared_gpu_slots: int, cpu_slots: int) -> list[DeviceI
     gpus = gpus_discover()
     if not gpus:
         gpus = [
-            DeviceInfo(kind="gpu", index=i, name=f"emulated accelerator slot {i}", emulated=True)
+            DeviceInfo(kind=KIND_GPU, index=i, name=f"emulated accelerator slot {i}", emulated=True)
             for i in range(declared_gpu_slots)
         ]
     cpus = [
-        DeviceInfo(kind="cpu", index=i, name=f"CPU slot {i} ({os.cpu_count()} cores shared)")
+        DeviceInfo(kind=KIND_CPU, index=i, name=f"CPU slot {i} ({os.cpu_count()} cores shared)")
         for i in range(cpu_slots)
     ]
     return gpus + cpus

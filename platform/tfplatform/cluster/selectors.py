@@ -1,15 +1,15 @@
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING
 
 from django.conf import settings
+from django.contrib.auth.models import AnonymousUser
 from django.db.models import Count, Prefetch, Q, QuerySet
 from django.utils import timezone
 
+from tfplatform.accounts.models import User
+from tfplatform.accounts.visibility import visible_to
 from tfplatform.cluster.models import Allocation, Device, Node
-
-if TYPE_CHECKING:  # the scheduler imports this module
-    from tfplatform.cluster.scheduler import TaskNeed
+from tfplatform.cluster.placement import TaskNeed, gang_place, pending_reason, task_needs
 
 
 def node_list() -> QuerySet[Node]:
@@ -18,6 +18,13 @@ def node_list() -> QuerySet[Node]:
         Prefetch("devices", queryset=Device.objects.order_by("kind", "index")),
         Prefetch("allocations", queryset=active, to_attr="active_allocations"),
     )
+
+
+def allocations_visible_ids(*, user: User | AnonymousUser) -> set[int]:
+    """Live allocations whose experiment `user` may see (its owner, team, or staff)."""
+    live = Allocation.objects.filter(released_at__isnull=True)
+    return set(visible_to(queryset=live, user=user, through="trial__experiment")
+               .values_list("pk", flat=True))
 
 
 def nodes_schedulable() -> QuerySet[Node]:
@@ -137,15 +144,9 @@ def resources_fit(
     queued_ahead: int = 0,
 ) -> ResourceFit:
     """The scheduler's own placement rule applied to what is free now; nothing is reserved."""
-    # The scheduler imports this module; importing it at the top would be circular.
-    from tfplatform.cluster.scheduler import experiment_task_needs, gang_place, pending_reason
-    from tfplatform.experiments.models import Experiment
-
-    shape = Experiment(
-        workers=workers, gpus_per_worker=gpus_per_worker, parameter_servers=parameter_servers
-    )
-    needs = experiment_task_needs(experiment=shape)
-    gpus = shape.gpus_requested
+    needs = task_needs(workers=workers, gpus_per_worker=gpus_per_worker,
+                       parameter_servers=parameter_servers)
+    gpus = sum(need.gpus for need in needs)
     if not capacity.total:
         return ResourceFit(False, "No worker node is online and accepting work; it would queue.")
     if gang_place(needs=needs, free=capacity.total) is None:
@@ -172,7 +173,7 @@ def resources_fit(
     return ResourceFit(True, "Fits on free devices: it could start right away.")
 
 
-def _misfit(capacity: Capacity, needs: list["TaskNeed"]) -> str:
+def _misfit(capacity: Capacity, needs: list[TaskNeed]) -> str:
     gpu_block = max((need.gpus for need in needs), default=0)
     gpus = sum(need.gpus for need in needs)
     cpu_slots = sum(1 for need in needs if not need.gpus)

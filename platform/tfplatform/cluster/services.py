@@ -1,6 +1,7 @@
 """Writes to the cluster inventory: node registration, heartbeats, cordon and drain."""
 
 import platform
+from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
@@ -10,6 +11,7 @@ from django.utils import timezone
 from tfplatform.cluster.discovery import DeviceInfo
 from tfplatform.cluster.dispatch import scheduler_wake_on_commit
 from tfplatform.cluster.models import Allocation, Device, Node
+from tfplatform.cluster.placement import Placement
 from tfplatform.core.errors import InvalidInput, InvalidTransition
 
 
@@ -75,21 +77,17 @@ def node_register(
     return node
 
 
-def node_recover_after_restart(*, node: Node) -> list[int]:
-    """A worker that just started supervises nothing: trials it held died with the old one."""
-    from tfplatform.experiments.execution import trial_fail_orphaned
-
-    # Parts not started yet are still waiting in this node's queue: the new worker runs them.
-    trial_ids = sorted(
+def node_trials_held_mid_run(*, node: Node) -> list[int]:
+    """Trials a restarted worker held mid-run: they died with the old worker process, and the
+    caller fails them (experiments/services/execution.py `node_restart_recover`). Parts not started
+    yet are still waiting in the node's queue: the new worker runs them."""
+    return sorted(
         set(
             Allocation.objects.filter(
                 node=node, released_at__isnull=True, started_at__isnull=False
             ).values_list("trial_id", flat=True)
         )
     )
-    for trial_id in trial_ids:
-        trial_fail_orphaned(trial_id=trial_id, reason="The worker node restarted mid-trial.")
-    return trial_ids
 
 
 def node_heartbeat(*, hostname: str) -> None:
@@ -114,30 +112,28 @@ def node_set_state(*, node: Node, state: str) -> Node:
     return node
 
 
-def nodes_mark_lost() -> list[int]:
-    """Nodes silent for longer than NODE_LOST_SECONDS are lost; their trials fail retryably."""
-    from tfplatform.experiments.execution import trial_fail_orphaned
+@dataclass(frozen=True)
+class NodesLost:
+    node_ids: list[int]
+    trial_ids: list[int]  # trials that held devices on them: the caller fails them
 
+
+def nodes_mark_lost() -> NodesLost:
+    """Nodes silent for longer than NODE_LOST_SECONDS are lost; returns them and the trials
+    they held (experiments/services/execution.py `nodes_lost_handle` fails those retryably)."""
     cutoff = timezone.now() - timedelta(seconds=settings.PLATFORM["NODE_LOST_SECONDS"])
     stale = list(
         Node.objects.exclude(state=Node.State.LOST)
         .filter(last_heartbeat__lt=cutoff)
         .values_list("pk", flat=True)
     )
-    for node_id in stale:
-        with transaction.atomic():
-            Node.objects.filter(pk=node_id).update(state=Node.State.LOST)
-        trial_ids = set(
-            Allocation.objects.filter(node_id=node_id, released_at__isnull=True).values_list(
-                "trial_id", flat=True
-            )
-        )
-        for trial_id in trial_ids:
-            trial_fail_orphaned(
-                trial_id=trial_id,
-                reason="A node running this trial stopped sending heartbeats (node lost).",
-            )
-    return stale
+    with transaction.atomic():
+        Node.objects.filter(pk__in=stale).update(state=Node.State.LOST)
+    trial_ids = sorted(set(
+        Allocation.objects.filter(node_id__in=stale, released_at__isnull=True).values_list(
+            "trial_id", flat=True)
+    ))
+    return NodesLost(node_ids=stale, trial_ids=trial_ids)
 
 
 def nodes_finish_draining() -> None:
@@ -145,4 +141,38 @@ def nodes_finish_draining() -> None:
     busy = Allocation.objects.filter(released_at__isnull=True).values("node_id")
     Node.objects.filter(state=Node.State.DRAINING).exclude(pk__in=busy).update(
         state=Node.State.CORDONED
+    )
+
+
+def allocations_create(*, trial_id: int, placements: list[Placement]) -> None:
+    """The devices a scheduled gang was placed on become its trial's."""
+    now = timezone.now()
+    Allocation.objects.bulk_create(
+        [
+            Allocation(
+                trial_id=trial_id,
+                node_id=placement.node_id,
+                device_id=device_id,
+                task_type=placement.need.task_type,
+                task_index=placement.need.task_index,
+                created_at=now,
+            )
+            for placement in placements
+            for device_id in placement.device_ids
+        ]
+    )
+
+
+def allocations_claim_part(*, trial_id: int, node_id: int) -> bool:
+    """This node takes up its part of the trial; False when it already did (redelivery)."""
+    return bool(
+        Allocation.objects.filter(
+            trial_id=trial_id, node_id=node_id, started_at__isnull=True, released_at__isnull=True
+        ).update(started_at=timezone.now())
+    )
+
+
+def allocations_release(*, trial_id: int) -> int:
+    return Allocation.objects.filter(trial_id=trial_id, released_at__isnull=True).update(
+        released_at=timezone.now()
     )

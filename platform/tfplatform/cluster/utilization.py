@@ -7,7 +7,6 @@ from django.db.models import Count, Q
 from django.utils import timezone
 
 from tfplatform.cluster.models import Device, Node, UtilizationSample
-from tfplatform.experiments.models import Experiment
 
 # The scheduler records at most this often; a week of samples at that rate is ~60k rows.
 SAMPLE_SECONDS = 10.0
@@ -24,7 +23,9 @@ class Utilization:
     running: int
 
 
-def utilization_now() -> Utilization:
+def utilization_now(*, queued: int, running: int) -> Utilization:
+    """The devices held now; the experiment counts come from the experiments app
+    (`experiment_state_counts`), which this app does not import."""
     # A lost node's devices are no capacity; its allocations are being failed and released.
     live = ~Q(node__state=Node.State.LOST)
     # Both conditions in one Q: a device with no allocation at all also joins a NULL released_at.
@@ -37,17 +38,14 @@ def utilization_now() -> Utilization:
         cpu_slots_total=Count("pk", filter=cpu, distinct=True),
         cpu_slots_used=Count("pk", filter=cpu & held, distinct=True),
     )
-    experiments = Experiment.objects.aggregate(
-        queued=Count("pk", filter=Q(state=Experiment.State.QUEUED)),
-        running=Count("pk", filter=Q(state=Experiment.State.RUNNING)),
-    )
-    return Utilization(**devices, **experiments)
+    return Utilization(**devices, queued=queued, running=running)
 
 
-def utilization_record() -> UtilizationSample:
+def utilization_record(*, queued: int, running: int) -> UtilizationSample:
     """Store one sample of the cluster as it is now and forget samples older than KEEP."""
     now = timezone.now()
-    sample = UtilizationSample.objects.create(recorded_at=now, **asdict(utilization_now()))
+    sample = UtilizationSample.objects.create(
+        recorded_at=now, **asdict(utilization_now(queued=queued, running=running)))
     UtilizationSample.objects.filter(recorded_at__lt=now - KEEP).delete()
     return sample
 

@@ -98,5 +98,5 @@ urlpatterns = [
     path("", include("tfplatform.web.urls")),
 ]
 
-handler404 = "tfplatform.web.views.not_found"
-handler500 = "tfplatform.web.views.server_error"
+handler404 = "tfplatform.web.site_views.not_found"
+handler500 = "tfplatform.web.site_views.server_error"

@@ -15,7 +15,7 @@ from tfplatform.core.errors import PlatformError
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     if isinstance(exc, PlatformError):
-        body: dict[str, Any] = {"error": exc.message}
+        body: dict[str, Any] = {"error": exc.message, "code": exc.code}
         if exc.field:
             body[exc.field] = [exc.message]
         return Response(body, status=exc.status_code)
@@ -24,20 +24,22 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
             detail=exc.message_dict if hasattr(exc, "error_dict") else exc.messages
         )
     if isinstance(exc, RequestDataTooBig):  # a body over the limits, cut off while read
-        return Response({"error": str(exc) or "The request is too large."},
+        return Response({"error": str(exc) or "The request is too large.", "code": "too_large"},
                         status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
     if isinstance(exc, Http404):
-        return Response({"error": "Not found."}, status=status.HTTP_404_NOT_FOUND)
+        return Response({"error": "Not found.", "code": "not_found"},
+                        status=status.HTTP_404_NOT_FOUND)
     if isinstance(exc, DjangoPermissionDenied):
         exc = exceptions.PermissionDenied()
     response = drf_exception_handler(exc, context)
     if response is None:
         return None
     data = response.data
+    code = exc.default_code if isinstance(exc, exceptions.APIException) else "error"
     if isinstance(data, dict) and set(data) == {"detail"}:
-        response.data = {"error": str(data["detail"])}
+        response.data = {"error": str(data["detail"]), "code": code}
     elif isinstance(exc, exceptions.ValidationError):
         # Field errors stay as DRF shapes them; "error" gives clients one sentence to show.
         fields = data if isinstance(data, dict) else {"non_field_errors": data}
-        response.data = {"error": "Invalid input.", **fields}
+        response.data = {"error": "Invalid input.", "code": "invalid_input", **fields}
     return response

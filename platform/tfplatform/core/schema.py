@@ -12,7 +12,10 @@ ERROR_COMPONENT = "Error"
 ERROR_SCHEMA: dict[str, Any] = {
     "type": "object",
     "description": "An error; on a 400, each field's messages beside `error`.",
-    "properties": {"error": {"type": "string"}},
+    "properties": {
+        "error": {"type": "string", "description": "One sentence to show a person."},
+        "code": {"type": "string", "description": "Stable: what a client may branch on."},
+    },
     "required": ["error"],
     "additionalProperties": True,
 }

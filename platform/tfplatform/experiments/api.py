@@ -10,7 +10,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from tfplatform.core.permissions import StaffWrites
-from tfplatform.experiments import environments, selectors, services
+from tfplatform.experiments import environments, selectors
 from tfplatform.experiments.models import Experiment
 from tfplatform.experiments.serializers import (
     EnvironmentSerializer,
@@ -22,6 +22,7 @@ from tfplatform.experiments.serializers import (
     MetricSerializer,
     MetricsQuerySerializer,
 )
+from tfplatform.experiments.services import submission
 
 
 class ExperimentFilter(filters.FilterSet):
@@ -55,9 +56,9 @@ class ExperimentListCreateApi(generics.ListAPIView):
         serializer.is_valid(raise_exception=True)
         data: dict[str, Any] = dict(serializer.validated_data)
         resources = data.pop("resources", {})
-        experiment = services.experiment_create(
+        experiment = submission.experiment_create(
             owner=request.user,  # type: ignore[arg-type]
-            request=services.ExperimentRequest(**data, **resources),
+            request=submission.ExperimentRequest(**data, **resources),
         )
         return Response(ExperimentSerializer(experiment).data, status=status.HTTP_201_CREATED)
 
@@ -107,7 +108,7 @@ class ExperimentCancelApi(APIView):
     @extend_schema(request=None, responses=ExperimentSerializer)
     def post(self, request: Request, experiment_id: int) -> Response:
         experiment = selectors.experiment_get(user=request.user, experiment_id=experiment_id)
-        experiment = services.experiment_cancel(experiment=experiment)
+        experiment = submission.experiment_cancel(experiment=experiment)
         return Response(ExperimentSerializer(experiment).data, status=status.HTTP_202_ACCEPTED)
 
 
@@ -165,7 +166,7 @@ class ExperimentRestartApi(APIView):
     )
     def post(self, request: Request, experiment_id: int) -> Response:
         experiment = selectors.experiment_get(user=request.user, experiment_id=experiment_id)
-        restarted = services.experiment_restart(
+        restarted = submission.experiment_restart(
             user=request.user,  # type: ignore[arg-type]
             experiment=experiment,
         )

@@ -18,7 +18,7 @@ from django.utils import timezone
 from tfplatform.cluster.models import Node
 from tfplatform.core.errors import Conflict, InvalidInput, PlatformError
 from tfplatform.experiments.models import Environment, EnvironmentBuild, Experiment
-from tfplatform.experiments.services import experiment_set_pending_reason
+from tfplatform.experiments.services.transitions import experiment_set_pending_reason
 from training import environments as venvs
 from training import errors as training_errors
 from training import images

@@ -4,14 +4,14 @@ from statistics import median
 from typing import Any
 
 from django.contrib.auth.models import AnonymousUser
-from django.db.models import Count, F, Max, Prefetch, Q, QuerySet, Window
+from django.db.models import Count, F, Max, Prefetch, Q, QuerySet, Sum, Window
 from django.db.models.functions import RowNumber
 from django.utils import timezone
 
 from tfplatform.accounts.models import User
+from tfplatform.accounts.visibility import visible_to
 from tfplatform.cluster.models import Allocation, Node
 from tfplatform.core.errors import NotFound
-from tfplatform.core.visibility import visible_to
 from tfplatform.experiments.models import Environment, EnvironmentBuild, Experiment, Metric, Trial
 
 # A metrics answer holds about this many points per trial and metric, unless asked otherwise.
@@ -20,6 +20,11 @@ METRIC_POINTS_MAX = 20_000
 LOG_TAIL_MAX = 100_000
 # One logs answer at most (each trial keeps its own last LOG_KEEP_CHARS; restarts add up).
 LOGS_MAX_CHARS = 2 * 2**20
+
+
+# The queue's order, for the scheduler, the queue position and the pages alike: priority, then
+# age (ties broken by id).
+QUEUE_ORDER = ("-priority", "created_at", "id")
 
 
 def experiment_list(*, user: User | AnonymousUser) -> QuerySet[Experiment]:
@@ -142,23 +147,37 @@ def experiment_epochs_done(*, experiment: Experiment) -> int:
     return int(done or 0)
 
 
+def experiments_queued() -> QuerySet[Experiment]:
+    """The queue, in the order the scheduler considers it (QUEUE_ORDER)."""
+    return Experiment.objects.filter(state=Experiment.State.QUEUED).order_by(*QUEUE_ORDER)
+
+
+def _ahead_of(*, values: dict[str, Any]) -> Q:
+    """Experiments QUEUE_ORDER puts before one with these values: ahead on the first field
+    that differs, every field before it equal."""
+    ahead = Q(pk__in=[])
+    equal = Q()
+    for term in QUEUE_ORDER:
+        field = term.lstrip("-")
+        before = Q(**{f"{field}__{'gt' if term.startswith('-') else 'lt'}": values[field]})
+        ahead |= equal & before
+        equal &= Q(**{field: values[field]})
+    return ahead
+
+
 def experiment_queue_position(*, experiment: Experiment) -> int | None:
-    """1 for the experiment the scheduler looks at next (priority, then age); None if not queued."""
+    """1 for the experiment the scheduler looks at next; None if not queued."""
     if experiment.state != Experiment.State.QUEUED:
         return None
-    same_priority_older = Q(priority=experiment.priority) & (
-        Q(created_at__lt=experiment.created_at)
-        | Q(created_at=experiment.created_at, pk__lt=experiment.pk)
-    )
-    ahead = Experiment.objects.filter(
-        Q(priority__gt=experiment.priority) | same_priority_older, state=Experiment.State.QUEUED
-    )
-    return ahead.count() + 1
+    values = {"priority": experiment.priority, "created_at": experiment.created_at,
+              "id": experiment.pk}
+    return experiments_queued().filter(_ahead_of(values=values)).count() + 1
 
 
 def experiments_queued_ahead(*, priority: int) -> int:
     """How many queued experiments a new one submitted now at `priority` would wait behind."""
-    return Experiment.objects.filter(state=Experiment.State.QUEUED, priority__gte=priority).count()
+    newest = {"priority": priority, "created_at": timezone.now(), "id": 2**62}
+    return experiments_queued().filter(_ahead_of(values=newest)).count()
 
 
 def experiment_devices_held(*, experiment: Experiment) -> list[Allocation]:
@@ -325,3 +344,17 @@ def _epoch_rates(*, experiment_ids: list[int]) -> dict[int, list[float]]:
         if (trial, recorded_at) in marks:
             per_experiment.setdefault(experiment, []).append(value)
     return per_experiment
+
+
+def experiment_state_counts() -> dict[str, int]:
+    """How many experiments wait and run now (the cluster's utilization samples)."""
+    return Experiment.objects.aggregate(
+        queued=Count("pk", filter=Q(state=Experiment.State.QUEUED)),
+        running=Count("pk", filter=Q(state=Experiment.State.RUNNING)),
+    )
+
+
+def upload_bytes_of(*, user: User) -> int:
+    """What the user's experiment uploads (model modules, datasets) take on disk."""
+    total = Experiment.objects.filter(owner=user).aggregate(n=Sum("upload_bytes"))["n"]
+    return int(total or 0)

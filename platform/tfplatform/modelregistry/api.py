@@ -43,7 +43,7 @@ class ModelVersionSerializer(serializers.ModelSerializer):
         ]
 
 
-class ModelSerializer(serializers.ModelSerializer):
+class RegisteredModelSerializer(serializers.ModelSerializer):
     owner = serializers.CharField(source="owner.username")
     labels = serializers.SerializerMethodField()
     versions = serializers.SerializerMethodField()
@@ -116,17 +116,18 @@ class ModelSettingsSerializer(StrictInputSerializer):
 
 
 class ModelDetailApi(APIView):
-    @extend_schema(responses=ModelSerializer)
+    @extend_schema(responses=RegisteredModelSerializer)
     def get(self, request: Request, name: str) -> Response:
-        return Response(ModelSerializer(selectors.model_get(user=request.user, name=name)).data)
+        model = selectors.model_get(user=request.user, name=name)
+        return Response(RegisteredModelSerializer(model).data)
 
-    @extend_schema(request=ModelSettingsSerializer, responses=ModelSerializer)
+    @extend_schema(request=ModelSettingsSerializer, responses=RegisteredModelSerializer)
     def patch(self, request: Request, name: str) -> Response:
         model = selectors.model_get_for_change(user=request.user, name=name)
         serializer = ModelSettingsSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         model = services.model_settings_update(model=model, **serializer.validated_data)
-        return Response(ModelSerializer(model).data)
+        return Response(RegisteredModelSerializer(model).data)
 
 
 class LabelSerializer(StrictInputSerializer):
@@ -135,7 +136,7 @@ class LabelSerializer(StrictInputSerializer):
 
 
 class ModelLabelApi(APIView):
-    @extend_schema(request=LabelSerializer, responses=ModelSerializer)
+    @extend_schema(request=LabelSerializer, responses=RegisteredModelSerializer)
     def post(self, request: Request, name: str) -> Response:
         """Promote or roll back: point a label at a version."""
         model = selectors.model_get_for_change(user=request.user, name=name)
@@ -147,7 +148,7 @@ class ModelLabelApi(APIView):
         services.model_label_set(
             model=model, label=serializer.validated_data["label"], version=version
         )
-        return Response(ModelSerializer(model).data)
+        return Response(RegisteredModelSerializer(model).data)
 
 
 class ModelLabelDeleteApi(APIView):

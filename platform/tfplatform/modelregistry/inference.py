@@ -7,6 +7,7 @@ from django.conf import settings
 
 from serving.client import ModelServerError
 from tfplatform.core.errors import PayloadTooLarge, Unavailable
+from tfplatform.modelregistry.models import ModelLabel
 from tfplatform.modelregistry.selectors import ModelRoute
 from tfplatform.modelregistry.server import model_server_client
 
@@ -30,10 +31,11 @@ def inference_route(
         # An unknown label goes to the server as a label, so the caller gets TF Serving's error.
         return labels.get(label), label
     roll = random.uniform(0, 100)  # noqa: S311 - a traffic split, not a secret
-    if "canary" in labels and roll < model.canary_percent:
-        return labels["canary"], "canary"
-    if "stable" in labels:
-        return labels["stable"], "stable"
+    canary, stable = ModelLabel.Name.CANARY.value, ModelLabel.Name.STABLE.value
+    if canary in labels and roll < model.canary_percent:
+        return labels[canary], canary
+    if stable in labels:
+        return labels[stable], stable
     return None, None
 
 

@@ -66,8 +66,12 @@ class ModelVersion(models.Model):
 class ModelLabel(models.Model):
     """A movable name (stable, canary) pointing at one version of a model."""
 
+    class Name(models.TextChoices):
+        STABLE = "stable"
+        CANARY = "canary"
+
     model = models.ForeignKey(RegisteredModel, on_delete=models.CASCADE, related_name="labels")
-    label = models.CharField(max_length=50)
+    label = models.CharField(max_length=50, choices=Name.choices)
     version = models.ForeignKey(ModelVersion, on_delete=models.CASCADE, related_name="labels")
     updated_at = models.DateTimeField(auto_now=True)
 

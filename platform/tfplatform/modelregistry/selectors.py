@@ -5,11 +5,11 @@ from dataclasses import dataclass
 from cachetools import TTLCache
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
-from django.db.models import Q, QuerySet
+from django.db.models import Q, QuerySet, Sum
 
 from tfplatform.accounts.models import User
+from tfplatform.accounts.visibility import visible_to
 from tfplatform.core.errors import Forbidden, NotFound
-from tfplatform.core.visibility import visible_to
 from tfplatform.modelregistry.models import ModelLabel, ModelVersion, RegisteredModel
 
 
@@ -99,3 +99,9 @@ def model_route_cache_clear() -> None:
 def model_loading(*, model: RegisteredModel) -> bool:
     """Whether a version of it is still on its way into the model server."""
     return model.versions.filter(state=ModelVersion.State.LOADING).exists()
+
+
+def version_bytes_of(*, user: User) -> int:
+    """What the user's published model versions take on disk."""
+    total = ModelVersion.objects.filter(model__owner=user).aggregate(n=Sum("size_bytes"))["n"]
+    return int(total or 0)

@@ -33,8 +33,8 @@ from tfplatform.core.errors import (
     PayloadTooLarge,
     Unavailable,
 )
-from tfplatform.experiments.execution import experiment_work_dir
 from tfplatform.experiments.models import Experiment
+from tfplatform.experiments.services.execution import experiment_work_dir
 from tfplatform.modelregistry.dispatch import version_load_on_commit
 from tfplatform.modelregistry.models import ModelLabel, ModelVersion, RegisteredModel
 from tfplatform.modelregistry.selectors import model_route_cache_clear
@@ -46,7 +46,7 @@ from tfplatform.modelregistry.server import (
 
 EMPTY_MODEL_CONFIG = "model_config_list {\n}\n"
 SERVED_STATES = (ModelVersion.State.LOADING, ModelVersion.State.AVAILABLE)
-LABELS = ("stable", "canary")
+LABELS = tuple(ModelLabel.Name.values)
 MAX_UPLOAD_BYTES = 500 * 1024 * 1024
 
 
@@ -220,8 +220,8 @@ def model_version_load(*, version_id: int) -> ModelVersion | None:
         state=ModelVersion.State.AVAILABLE)
     version.refresh_from_db()
     if (version.state == ModelVersion.State.AVAILABLE
-            and not version.model.labels.filter(label="stable").exists()):
-        model_label_set(model=version.model, label="stable", version=version)
+            and not version.model.labels.filter(label=ModelLabel.Name.STABLE).exists()):
+        model_label_set(model=version.model, label=ModelLabel.Name.STABLE, version=version)
     if model_versions_retire(model=version.model):
         model_server_sync_quietly()
     return version
@@ -346,7 +346,7 @@ def model_label_set(*, model: RegisteredModel, label: str, version: ModelVersion
 
 
 def model_label_remove(*, model: RegisteredModel, label: str) -> None:
-    if label == "stable":
+    if label == ModelLabel.Name.STABLE:
         raise Conflict("The stable label can be moved but not removed.")
     deleted, _ = ModelLabel.objects.filter(model=model, label=label).delete()
     if not deleted:
@@ -372,7 +372,7 @@ def model_settings_update(
 def model_version_undeploy(*, version: ModelVersion) -> ModelVersion:
     """Stop serving one version and remove its files (a retired version's too)."""
     if (
-        version.labels.filter(label="stable").exists()
+        version.labels.filter(label=ModelLabel.Name.STABLE).exists()
         and version.model.versions.filter(state=ModelVersion.State.AVAILABLE)
         .exclude(pk=version.pk)
         .exists()

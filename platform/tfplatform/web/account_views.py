@@ -10,7 +10,6 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
 from tfplatform.accounts import tokens
-from tfplatform.core.errors import PlatformError
 from tfplatform.web.forms import TokenForm
 
 
@@ -32,12 +31,8 @@ def token_list_page(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_POST
 def token_revoke_action(request: HttpRequest, token_id: int) -> HttpResponse:
-    try:
-        tokens.api_token_revoke(user=request.user, token_id=token_id)  # type: ignore[arg-type]
-    except PlatformError as error:
-        messages.error(request, error.message)
-    else:
-        messages.success(request, "Token revoked.")
+    tokens.api_token_revoke(user=request.user, token_id=token_id)  # type: ignore[arg-type]
+    messages.success(request, "Token revoked.")
     return redirect("account-tokens")
 
 

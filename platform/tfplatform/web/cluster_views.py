@@ -16,7 +16,7 @@ from tfplatform.cluster.models import Device, Node, UtilizationSample
 from tfplatform.cluster.selectors import node_list
 from tfplatform.cluster.services import node_set_state
 from tfplatform.cluster.utilization import SAMPLE_SECONDS, utilization_now, utilization_samples
-from tfplatform.core.errors import PlatformError
+from tfplatform.experiments.selectors import experiment_state_counts
 
 # One hour of history at the scheduler's sampling rate.
 CHART_SAMPLES = int(3600 / SAMPLE_SECONDS)
@@ -73,7 +73,7 @@ def cluster_page(request: HttpRequest) -> HttpResponse:
         )
     context = {
         "rows": rows,
-        "now": utilization_now(),
+        "now": utilization_now(**experiment_state_counts()),
         "ready_nodes": sum(1 for node in nodes if node.state == Node.State.READY),
         "series": _series(utilization_samples(limit=CHART_SAMPLES)),
         "sample_seconds": int(SAMPLE_SECONDS),
@@ -96,10 +96,6 @@ def cluster_node_action(request: HttpRequest, node_id: int) -> HttpResponse:
     state = NODE_ACTIONS.get(request.POST.get("action", ""))
     if node is None or state is None:
         raise Http404("Not found.")
-    try:
-        node = node_set_state(node=node, state=state)
-    except PlatformError as error:
-        messages.error(request, error.message)
-    else:
-        messages.success(request, f"{node.hostname} is now {node.state}.")
+    node = node_set_state(node=node, state=state)
+    messages.success(request, f"{node.hostname} is now {node.state}.")
     return redirect("cluster")

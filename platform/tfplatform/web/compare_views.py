@@ -8,6 +8,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
+from tfplatform.core.errors import InvalidInput
 from tfplatform.experiments import selectors
 
 MAX_COMPARED = 20
@@ -34,8 +35,8 @@ CSV_COLUMNS = [
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 
 
-class BadIds(ValueError):
-    pass
+class BadIds(InvalidInput):
+    code = "bad_ids"
 
 
 def compare_ids(request: HttpRequest) -> list[int]:
@@ -74,12 +75,9 @@ def compare_page(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_GET
 def compare_csv(request: HttpRequest) -> HttpResponse:
-    try:
-        ids = compare_ids(request)
-        if not ids:
-            raise BadIds("Name the experiments to compare: ids=3,7,12.")
-    except BadIds as error:
-        return HttpResponse(str(error), status=400, content_type="text/plain; charset=utf-8")
+    ids = compare_ids(request)
+    if not ids:
+        raise BadIds("Name the experiments to compare: ids=3,7,12.")
     comparison = selectors.experiments_compare(user=request.user, ids=ids)
     response = HttpResponse(content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = 'attachment; filename="experiments-compare.csv"'

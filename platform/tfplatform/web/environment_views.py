@@ -1,13 +1,12 @@
 """Staff environment pages: the list with each node's build, the create/edit form, build logs."""
 
 from django.contrib import messages
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from tfplatform.core.errors import NotFound, PlatformError
+from tfplatform.core.errors import PlatformError
 from tfplatform.experiments import environments, selectors
-from tfplatform.experiments.models import Environment
 from tfplatform.web.cluster_views import staff_only
 from tfplatform.web.forms import EnvironmentForm
 
@@ -36,7 +35,7 @@ def environment_new_page(request: HttpRequest) -> HttpResponse:
 
 @staff_only
 def environment_edit_page(request: HttpRequest, environment_id: int) -> HttpResponse:
-    environment = _environment_or_404(environment_id)
+    environment = selectors.environment_get(environment_id=environment_id)
     form = (
         EnvironmentForm(request.POST)
         if request.method == "POST"
@@ -58,12 +57,8 @@ def environment_edit_page(request: HttpRequest, environment_id: int) -> HttpResp
 @staff_only
 @require_POST
 def environment_delete_action(request: HttpRequest, environment_id: int) -> HttpResponse:
-    environment = _environment_or_404(environment_id)
-    try:
-        environments.environment_delete(environment=environment)
-    except PlatformError as error:
-        messages.error(request, error.message)
-        return redirect("environment-edit", environment_id=environment.pk)
+    environment = selectors.environment_get(environment_id=environment_id)
+    environments.environment_delete(environment=environment)
     messages.success(request, f"Environment '{environment.name}' deleted.")
     return redirect("environment-list")
 
@@ -71,18 +66,8 @@ def environment_delete_action(request: HttpRequest, environment_id: int) -> Http
 @staff_only
 @require_GET
 def environment_build_log_page(request: HttpRequest, build_id: int) -> HttpResponse:
-    try:
-        build = selectors.environment_build_get(build_id=build_id)
-    except NotFound as error:
-        raise Http404(error.message) from error
+    build = selectors.environment_build_get(build_id=build_id)
     return render(request, "environments/build_log.html", {"build": build})
-
-
-def _environment_or_404(environment_id: int) -> Environment:
-    try:
-        return selectors.environment_get(environment_id=environment_id)
-    except NotFound as error:
-        raise Http404(error.message) from error
 
 
 def _form_field(field: str | None) -> str | None:

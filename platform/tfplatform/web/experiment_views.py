@@ -4,14 +4,15 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from tfplatform.cluster import selectors as cluster_selectors
-from tfplatform.core.errors import NotFound, PlatformError
-from tfplatform.experiments import selectors, services
+from tfplatform.core.errors import PlatformError
+from tfplatform.experiments import selectors
 from tfplatform.experiments.models import Experiment
+from tfplatform.experiments.services import submission
 from tfplatform.modelregistry import services as model_services
 from tfplatform.web.forms import ExperimentForm, ResourcesForm, hyperparameter_defaults
 
@@ -42,9 +43,9 @@ def experiment_new_page(request: HttpRequest) -> HttpResponse:
     form = ExperimentForm(request.POST or None, request.FILES or None)
     if request.method == "POST" and form.is_valid():
         try:
-            experiment = services.experiment_create(
+            experiment = submission.experiment_create(
                 owner=request.user,  # type: ignore[arg-type]
-                request=services.ExperimentRequest(**form.request_kwargs()),
+                request=submission.ExperimentRequest(**form.request_kwargs()),
             )
         except PlatformError as error:
             # Business errors land on the field they concern, like any other form error.
@@ -100,7 +101,7 @@ def _form_field(field: str | None) -> str | None:
 @login_required
 @require_GET
 def experiment_detail_page(request: HttpRequest, experiment_id: int) -> HttpResponse:
-    experiment = _experiment_or_404(request, experiment_id)
+    experiment = selectors.experiment_get(user=request.user, experiment_id=experiment_id)
     return render(request, "experiments/detail.html", _live_context(experiment=experiment))
 
 
@@ -108,7 +109,7 @@ def experiment_detail_page(request: HttpRequest, experiment_id: int) -> HttpResp
 @require_GET
 def experiment_live_fragment(request: HttpRequest, experiment_id: int) -> HttpResponse:
     """The detail page's changing parts, polled by htmx while the experiment is active."""
-    experiment = _experiment_or_404(request, experiment_id)
+    experiment = selectors.experiment_get(user=request.user, experiment_id=experiment_id)
     return render(request, "experiments/_live_fragment.html", _live_context(experiment=experiment))
 
 
@@ -116,7 +117,7 @@ def experiment_live_fragment(request: HttpRequest, experiment_id: int) -> HttpRe
 @require_GET
 def experiment_chart_json(request: HttpRequest, experiment_id: int) -> JsonResponse:
     """Metric points after the `after` cursor, for the detail page's charts to append."""
-    experiment = _experiment_or_404(request, experiment_id)
+    experiment = selectors.experiment_get(user=request.user, experiment_id=experiment_id)
     after = request.GET.get("after", "0")
     if not (after.isascii() and after.isdigit() and len(after) <= 18):
         return JsonResponse({"error": "after must be a whole number."}, status=400)
@@ -154,26 +155,19 @@ def _live_context(*, experiment: Experiment) -> dict[str, Any]:
 @login_required
 @require_POST
 def experiment_cancel_action(request: HttpRequest, experiment_id: int) -> HttpResponse:
-    experiment = _experiment_or_404(request, experiment_id)
-    try:
-        services.experiment_cancel(experiment=experiment)
-    except PlatformError as error:
-        messages.error(request, error.message)
+    experiment = selectors.experiment_get(user=request.user, experiment_id=experiment_id)
+    submission.experiment_cancel(experiment=experiment)
     return redirect("experiment-detail", experiment_id=experiment.pk)
 
 
 @login_required
 @require_POST
 def experiment_restart_action(request: HttpRequest, experiment_id: int) -> HttpResponse:
-    experiment = _experiment_or_404(request, experiment_id)
-    try:
-        restarted = services.experiment_restart(
-            user=request.user,  # type: ignore[arg-type]
-            experiment=experiment,
-        )
-    except PlatformError as error:
-        messages.error(request, error.message)
-        return redirect("experiment-detail", experiment_id=experiment.pk)
+    experiment = selectors.experiment_get(user=request.user, experiment_id=experiment_id)
+    restarted = submission.experiment_restart(
+        user=request.user,  # type: ignore[arg-type]
+        experiment=experiment,
+    )
     messages.success(request, f"Running #{experiment.pk} again as #{restarted.pk}.")
     return redirect("experiment-detail", experiment_id=restarted.pk)
 
@@ -181,23 +175,13 @@ def experiment_restart_action(request: HttpRequest, experiment_id: int) -> HttpR
 @login_required
 @require_POST
 def experiment_deploy_action(request: HttpRequest, experiment_id: int) -> HttpResponse:
-    experiment = _experiment_or_404(request, experiment_id)
+    experiment = selectors.experiment_get(user=request.user, experiment_id=experiment_id)
     name = request.POST.get("model_name", "").strip()
-    try:
-        version = model_services.experiment_deploy(
-            user=request.user,  # type: ignore[arg-type]
-            experiment=experiment,
-            model_name=name,
-        )
-    except PlatformError as error:
-        messages.error(request, error.message)
-        return redirect("experiment-detail", experiment_id=experiment.pk)
+    version = model_services.experiment_deploy(
+        user=request.user,  # type: ignore[arg-type]
+        experiment=experiment,
+        model_name=name,
+    )
     messages.success(request, f"Deploying as {name} version {version.version}: it is loading.")
     return redirect("model-detail", name=name)
 
-
-def _experiment_or_404(request: HttpRequest, experiment_id: int) -> Experiment:
-    try:
-        return selectors.experiment_get(user=request.user, experiment_id=experiment_id)
-    except NotFound as error:
-        raise Http404(error.message) from error

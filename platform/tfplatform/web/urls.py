@@ -2,12 +2,19 @@ from django.contrib.auth import views as auth_views
 from django.urls import path
 from django.views.generic import RedirectView
 
-from tfplatform.web import account_views, cluster_views, compare_views, environment_views, views
+from tfplatform.web import (
+    account_views,
+    cluster_views,
+    compare_views,
+    environment_views,
+    model_views,
+    site_views,
+)
 from tfplatform.web import experiment_views as experiments
 
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name="experiment-list"), name="home"),
-    path("healthz", views.healthz, name="healthz"),
+    path("healthz", site_views.healthz, name="healthz"),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("account/tokens/", account_views.token_list_page, name="account-tokens"),
@@ -50,10 +57,10 @@ urlpatterns = [
         experiments.experiment_deploy_action,
         name="experiment-deploy",
     ),
-    path("models/", views.model_list_page, name="model-list"),
-    path("models/<str:name>/", views.model_detail_page, name="model-detail"),
-    path("models/<str:name>/action/", views.model_action, name="model-action"),
-    path("models/<str:name>/predict/", views.model_predict_action, name="model-predict"),
+    path("models/", model_views.model_list_page, name="model-list"),
+    path("models/<str:name>/", model_views.model_detail_page, name="model-detail"),
+    path("models/<str:name>/action/", model_views.model_action, name="model-action"),
+    path("models/<str:name>/predict/", model_views.model_predict_action, name="model-predict"),
     path("environments/", environment_views.environment_list_page, name="environment-list"),
     path("environments/new/", environment_views.environment_new_page, name="environment-new"),
     path(

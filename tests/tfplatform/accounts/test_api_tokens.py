@@ -76,7 +76,8 @@ def test_an_expired_token_is_refused() -> None:
     ApiToken.objects.filter(pk=token.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
     answer = signed(key).get("/api/v1/experiments/")
     assert answer.status_code == 401
-    assert answer.json() == {"error": "Invalid, expired or revoked token."}
+    assert answer.json() == {
+        "error": "Invalid, expired or revoked token.", "code": "authentication_failed"}
 
 
 @pytest.mark.parametrize("days", [0, 366, "soon"])
@@ -125,7 +126,7 @@ def test_the_tokens_page_issues_shows_once_and_revokes() -> None:
     assert key not in again and token.prefix in again
     other = Client()
     other.force_login(UserFactory())
-    assert other.post(f"/account/tokens/{token.pk}/revoke/").status_code == 302
+    assert other.post(f"/account/tokens/{token.pk}/revoke/").status_code == 404
     assert ApiToken.objects.filter(pk=token.pk).exists()  # not theirs to revoke
     assert browser.post(f"/account/tokens/{token.pk}/revoke/").status_code == 302
     assert not ApiToken.objects.filter(pk=token.pk).exists()

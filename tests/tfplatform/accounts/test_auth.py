@@ -33,7 +33,8 @@ def test_bad_token_is_401() -> None:
     client.credentials(HTTP_AUTHORIZATION="Token not-a-token")
     response = client.get("/api/v1/experiments/")
     assert response.status_code == 401
-    assert response.json() == {"error": "Invalid, expired or revoked token."}
+    assert response.json() == {
+        "error": "Invalid, expired or revoked token.", "code": "authentication_failed"}
 
 
 def test_login_attempts_are_rate_limited() -> None:

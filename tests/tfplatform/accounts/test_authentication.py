@@ -52,7 +52,8 @@ def test_a_deleted_token_is_refused_once_the_cache_time_has_passed(monkeypatch: 
     clock[0] = 1.5
     answer = client.get("/api/v1/experiments/")
     assert answer.status_code == 401
-    assert answer.json() == {"error": "Invalid, expired or revoked token."}
+    assert answer.json() == {
+        "error": "Invalid, expired or revoked token.", "code": "authentication_failed"}
 
 
 def test_each_request_gets_its_own_user_object() -> None:

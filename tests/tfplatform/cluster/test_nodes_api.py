@@ -2,7 +2,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from tests.factories import DeviceFactory, ExperimentFactory, NodeFactory, UserFactory
-from tfplatform.cluster.scheduler import scheduler_pass
+from tfplatform.experiments.services.scheduling import scheduler_pass
 
 pytestmark = pytest.mark.django_db
 
@@ -56,7 +56,7 @@ def test_drained_node_becomes_cordoned_once_idle_and_lost_nodes_are_marked() -> 
     node = NodeFactory(state="draining")
     silent = NodeFactory(last_heartbeat=timezone.now() - timedelta(minutes=10))
     nodes_finish_draining()
-    assert nodes_mark_lost() == [silent.pk]
+    assert nodes_mark_lost().node_ids == [silent.pk]
     node.refresh_from_db()
     silent.refresh_from_db()
     assert (node.state, silent.state) == ("cordoned", "lost")
@@ -67,7 +67,7 @@ def test_lost_node_fails_its_trial_retryably_and_requeues() -> None:
 
     from django.utils import timezone
 
-    from tfplatform.cluster.services import nodes_mark_lost
+    from tfplatform.experiments.services.execution import nodes_lost_handle
 
     node = NodeFactory()
     DeviceFactory(node=node, kind="cpu", index=0)
@@ -75,7 +75,7 @@ def test_lost_node_fails_its_trial_retryably_and_requeues() -> None:
     scheduler_pass()
     node.last_heartbeat = timezone.now() - timedelta(minutes=10)
     node.save()
-    nodes_mark_lost()
+    assert nodes_lost_handle() == [node.pk]
     experiment.refresh_from_db()
     trial = experiment.trials.get()
     assert trial.state == "failed" and trial.retryable
@@ -88,15 +88,15 @@ def test_restarted_worker_releases_what_its_previous_life_held() -> None:
     from django.utils import timezone
 
     from tfplatform.cluster.models import Allocation
-    from tfplatform.cluster.services import node_recover_after_restart
+    from tfplatform.experiments.services.execution import node_restart_recover
 
     node = NodeFactory()
     DeviceFactory(node=node, kind="cpu", index=0)
     experiment = ExperimentFactory()
     scheduler_pass()
-    assert node_recover_after_restart(node=node) == []  # its message is still queued for us
+    assert node_restart_recover(node=node) == []  # its message is still queued for us
     Allocation.objects.update(started_at=timezone.now())
-    assert node_recover_after_restart(node=node) == [experiment.trials.get().pk]
+    assert node_restart_recover(node=node) == [experiment.trials.get().pk]
     experiment.refresh_from_db()
     assert experiment.state == "queued"
     assert "restarted" in experiment.pending_reason
@@ -119,7 +119,7 @@ def test_a_redelivered_trial_message_starts_nothing_twice() -> None:
     from django.utils import timezone
 
     from tfplatform.cluster.models import Allocation
-    from tfplatform.experiments.execution import trial_execute
+    from tfplatform.experiments.services.execution import trial_execute
 
     node = NodeFactory()
     DeviceFactory(node=node, kind="cpu", index=0)

@@ -8,8 +8,10 @@ from django.utils import timezone
 
 from tests.factories import DeviceFactory, ExperimentFactory, NodeFactory, UserFactory
 from tfplatform.cluster.models import Node, UtilizationSample
-from tfplatform.cluster.scheduler import allocations_release, scheduler_pass
+from tfplatform.cluster.services import allocations_release
 from tfplatform.cluster.utilization import utilization_record, utilization_samples
+from tfplatform.experiments.selectors import experiment_state_counts
+from tfplatform.experiments.services.scheduling import scheduler_pass
 
 pytestmark = pytest.mark.django_db
 
@@ -45,22 +47,22 @@ def test_record_counts_capacity_held_devices_and_experiments() -> None:
     ExperimentFactory(state="completed")
     assert scheduler_pass() == 2
 
-    assert counts(utilization_record()) == (3, 1, 1, 1, 1, 1)
+    assert counts(utilization_record(**experiment_state_counts())) == (3, 1, 1, 1, 1, 1)
 
     allocations_release(trial_id=cpu_job.trials.get().pk)
     allocations_release(trial_id=gpu_job.trials.get().pk)
-    assert counts(utilization_record()) == (3, 0, 1, 0, 1, 1)
+    assert counts(utilization_record(**experiment_state_counts())) == (3, 0, 1, 0, 1, 1)
 
 
 def test_record_on_an_empty_cluster_is_all_zero() -> None:
-    assert counts(utilization_record()) == (0, 0, 0, 0, 0, 0)
+    assert counts(utilization_record(**experiment_state_counts())) == (0, 0, 0, 0, 0, 0)
 
 
 def test_record_prunes_samples_older_than_a_week() -> None:
     now = timezone.now()
     UtilizationSample.objects.create(recorded_at=now - timedelta(days=8))
     kept = UtilizationSample.objects.create(recorded_at=now - timedelta(days=6))
-    fresh = utilization_record()
+    fresh = utilization_record(**experiment_state_counts())
     assert list(UtilizationSample.objects.all()) == [kept, fresh]
 
 
@@ -83,7 +85,7 @@ def test_scheduler_loop_records_a_sample() -> None:
 
 
 def test_admin_lists_samples_read_only() -> None:
-    sample = utilization_record()
+    sample = utilization_record(**experiment_state_counts())
     client = Client()
     client.force_login(UserFactory(is_staff=True, is_superuser=True))
     url = f"/admin/cluster/utilizationsample/{sample.pk}/change/"

@@ -69,4 +69,4 @@ def test_unknown_api_path_is_json_404() -> None:
     client = APIClient()
     response = client.get("/api/v1/nothing-here/")
     assert response.status_code == 404
-    assert response.json() == {"error": "Not found."}
+    assert response.json() == {"error": "Not found.", "code": "not_found"}

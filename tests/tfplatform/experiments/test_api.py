@@ -2,9 +2,10 @@ import pytest
 from rest_framework.test import APIClient
 
 from tests.factories import DeviceFactory, ExperimentFactory, NodeFactory, TeamFactory, UserFactory
-from tfplatform.cluster.scheduler import allocations_release, scheduler_pass
+from tfplatform.cluster.services import allocations_release
 from tfplatform.experiments.models import Experiment
-from tfplatform.experiments.services import experiment_start, experiment_transition
+from tfplatform.experiments.services.scheduling import scheduler_pass
+from tfplatform.experiments.services.transitions import experiment_start, experiment_transition
 
 pytestmark = pytest.mark.django_db
 
@@ -133,7 +134,7 @@ def test_user_b_cannot_read_or_change_user_a_experiment() -> None:
     ):
         response = bob_client.get(url)
         assert response.status_code == 404, url
-        assert response.json() == {"error": "Experiment not found."}
+        assert response.json() == {"error": "Experiment not found.", "code": "not_found"}
     assert bob_client.post(f"/api/v1/experiments/{experiment.pk}/cancel/").status_code == 404
     assert bob_client.get("/api/v1/experiments/").json()["results"] == []
     experiment.refresh_from_db()

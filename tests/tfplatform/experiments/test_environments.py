@@ -21,7 +21,7 @@ from tfplatform.experiments.environments import (
     environment_update,
 )
 from tfplatform.experiments.models import Environment, EnvironmentBuild, Experiment
-from tfplatform.experiments.services import experiment_transition
+from tfplatform.experiments.services.transitions import experiment_transition
 from training.containers import RUNTIME_IMAGE, ContainerSettings, runtime_image_ensure
 from training.environments import environment_key, node_runtime_identity
 from training.images import DERIVED_REPOSITORY, image_key

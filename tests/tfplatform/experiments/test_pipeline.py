@@ -192,7 +192,9 @@ def test_higher_priority_preempts_and_the_preempted_experiment_resumes(
         model="mlp",
         dataset="digits",
         priority=0,
-        hyperparameters='{"epochs": 6, "batch_size": 16}',
+        # One example a step: each epoch takes about a second here, so the run cannot end
+        # on its own in the moment between its second epoch and the preemption.
+        hyperparameters='{"epochs": 6, "batch_size": 1}',
     )
 
     def epochs(experiment_id: int) -> list[int]:

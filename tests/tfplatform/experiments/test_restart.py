@@ -11,7 +11,8 @@ from rest_framework.test import APIClient
 from tests.factories import ExperimentFactory, TeamFactory, UserFactory
 from tfplatform.core.errors import InvalidInput
 from tfplatform.experiments.models import Experiment
-from tfplatform.experiments.services import experiment_restart, experiment_transition
+from tfplatform.experiments.services.submission import experiment_restart
+from tfplatform.experiments.services.transitions import experiment_transition
 
 pytestmark = pytest.mark.django_db
 

@@ -15,8 +15,8 @@ from rest_framework.test import APIClient
 from tests.conftest import peer_data_or_skip
 from tests.factories import ExperimentFactory
 from tests.tfplatform.modelregistry.conftest import HALF_PLUS_THREE, HALF_PLUS_TWO, version_loaded
-from tfplatform.experiments.execution import experiment_work_dir
 from tfplatform.experiments.models import Experiment
+from tfplatform.experiments.services.execution import experiment_work_dir
 from tfplatform.modelregistry.models import ModelVersion, RegisteredModel
 
 pytestmark = pytest.mark.django_db(transaction=True)

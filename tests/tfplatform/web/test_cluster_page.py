@@ -15,8 +15,9 @@ from tests.factories import (
 )
 from tests.tfplatform.web.conftest import ARTIFACTS
 from tfplatform.cluster.models import Node, UtilizationSample
-from tfplatform.cluster.scheduler import scheduler_pass
 from tfplatform.cluster.utilization import utilization_record
+from tfplatform.experiments.selectors import experiment_state_counts
+from tfplatform.experiments.services.scheduling import scheduler_pass
 
 GIB = 1024**3
 
@@ -116,7 +117,7 @@ def test_each_node_shows_its_trial_runtime_and_a_node_without_isolation_is_flagg
 @pytest.mark.django_db
 def test_page_embeds_utilization_history_for_the_chart() -> None:
     busy_cluster()
-    utilization_record()
+    utilization_record(**experiment_state_counts())
     html = staff().get("/cluster/").content.decode()
     assert '<script id="utilization-data" type="application/json">' in html
     assert '"gpus_used": [2]' in html and '"queued": [2]' in html
@@ -179,7 +180,7 @@ def test_staff_console_draws_the_chart_from_local_files(
     admin = UserFactory(username="ops", is_staff=True)
     node, holder = busy_cluster()
     an_hour_of_history()
-    utilization_record()
+    utilization_record(**experiment_state_counts())
     base = str(live_server.url)  # type: ignore[attr-defined]
     page = browser.new_page(viewport={"width": 1280, "height": 900})  # type: ignore[attr-defined]
     requested: list[str] = []

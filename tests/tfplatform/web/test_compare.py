@@ -10,8 +10,8 @@ from tests.factories import ExperimentFactory, TeamFactory, UserFactory
 from tests.tfplatform.web.training_events import epochs_report
 from tfplatform.experiments.models import Experiment
 from tfplatform.experiments.selectors import configuration_label, experiments_compare
-from tfplatform.experiments.services import experiment_transition
-from tfplatform.experiments.trials import trial_create
+from tfplatform.experiments.services.transitions import experiment_transition
+from tfplatform.experiments.services.trials import trial_create
 
 pytestmark = pytest.mark.django_db
 

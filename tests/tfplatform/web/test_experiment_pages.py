@@ -11,9 +11,9 @@ from tests.factories import (
     UserFactory,
 )
 from tests.tfplatform.web.training_events import epochs_report, strategy_report
-from tfplatform.cluster.scheduler import scheduler_pass
 from tfplatform.experiments.models import Experiment
-from tfplatform.experiments.services import (
+from tfplatform.experiments.services.scheduling import scheduler_pass
+from tfplatform.experiments.services.transitions import (
     experiment_set_pending_reason,
     experiment_start,
     experiment_transition,

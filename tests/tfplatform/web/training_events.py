@@ -3,7 +3,7 @@
 import time
 
 from tfplatform.experiments.models import Trial
-from tfplatform.experiments.recorder import TrialEventRecorder
+from tfplatform.experiments.services.recording import TrialEventRecorder
 from training.spec import TrialEvent
 
 

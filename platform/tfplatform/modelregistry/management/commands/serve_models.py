@@ -40,7 +40,7 @@ def serve_models_argv(*, config: Path) -> list[str]:
     argv = [
         sys.executable,
         "-m",
-        "serving.server",
+        "serving",
         f"--port={grpc_port}",
         f"--rest_api_port={rest_port}",
         f"--model_config_file={config}",

@@ -10,7 +10,7 @@ from tfplatform.modelregistry.management.commands.serve_models import serve_mode
 
 
 def _options(argv: list[str]) -> ServerOptions:
-    assert argv[1:3] == ["-m", "serving.server"]
+    assert argv[1:3] == ["-m", "serving"]
     return options_from_args(flag_parser().parse_args(argv[3:]))[0]
 
 

@@ -8,11 +8,12 @@ from django.db import transaction
 from django.utils import timezone
 
 from tfplatform.core.errors import InvalidTransition
-from tfplatform.experiments.models import Experiment, Metric, Trial
+from tfplatform.experiments.models import Checkpoint, Experiment, Metric, Trial
 
 TRIAL_ACTIVE_STATES = (Trial.State.PENDING, Trial.State.RUNNING)
 LOG_KEEP_CHARS = 200_000
 STOP_CANCELED = "canceled"
+STOP_ORPHANED = "orphaned"  # its supervisor is gone; survivors of its gang are told to stop
 
 
 def trial_create(*, experiment: Experiment) -> Trial:
@@ -96,3 +97,21 @@ def trial_set_runtime(*, trial: Trial, runtime: str = "", tensorflow_version: st
     }
     if changes:
         Trial.objects.filter(pk=trial.pk).update(**changes)
+
+
+def trial_set_first_step(*, trial: Trial, at: datetime) -> None:
+    """When its first training step ended; the first report wins (a restart reports again)."""
+    Trial.objects.filter(pk=trial.pk, first_step_at__isnull=True).update(first_step_at=at)
+
+
+def checkpoint_record(
+    *, trial: Trial, epoch: int, path: str, is_best: bool, metrics: dict[str, Any]
+) -> Checkpoint:
+    return Checkpoint.objects.create(
+        experiment_id=trial.experiment_id,
+        trial=trial,
+        epoch=epoch,
+        path=path[:500],
+        is_best=is_best,
+        metrics=metrics,
+    )

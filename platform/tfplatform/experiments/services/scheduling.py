@@ -1,9 +1,5 @@
-"""One scheduling pass: place queued experiments on free devices, all of a gang or nothing.
-
-Placement rule: each task of the TF cluster (worker i with k accelerators, or a parameter
-server) needs either k free GPU devices on one node or, with k = 0, one CPU slot. Nodes are
-chosen best-fit (the node whose free block is the smallest that still fits) so large blocks
-stay whole for large jobs.
+"""One scheduling pass: place queued experiments on free devices, all of a gang or nothing
+(placement rules: cluster/placement.py).
 
 Queued experiments are considered by priority, then age. One that cannot start now:
 
@@ -28,126 +24,68 @@ A pass reads the cluster in a handful of queries and decides in memory; only the
 
 import logging
 from collections import defaultdict
-from dataclasses import dataclass, field
-from datetime import datetime
 from functools import partial
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.utils import timezone
 
 from tfplatform.cluster import selectors
+from tfplatform.cluster.dispatch import trial_dispatch
 from tfplatform.cluster.models import Allocation, Device
+from tfplatform.cluster.placement import (
+    PREEMPTED,
+    ClusterView,
+    FreeMap,
+    Holder,
+    Placement,
+    QuotaKey,
+    Shape,
+    TaskNeed,
+    backfill_plan,
+    free_map_with,
+    gang_place,
+    holder_unreserved,
+    holders_fewest,
+    need_kind,
+    pending_reason,
+    quota_key,
+    reservation_text,
+    task_needs,
+    view_reserve,
+    view_take,
+    waiting_text,
+)
+from tfplatform.cluster.services import allocations_create
 from tfplatform.core.errors import InvalidTransition
 from tfplatform.experiments.models import Experiment, Trial
-from tfplatform.experiments.services import experiment_transition
-from tfplatform.experiments.trials import TRIAL_ACTIVE_STATES, trial_create, trial_request_stop
+from tfplatform.experiments.selectors import experiments_queued
+from tfplatform.experiments.services.transitions import experiment_transition
+from tfplatform.experiments.services.trials import (
+    TRIAL_ACTIVE_STATES,
+    trial_create,
+    trial_request_stop,
+)
 
 logger = logging.getLogger(__name__)
 ADVISORY_LOCK_KEY = 7_305_001
-PREEMPTED = "preempted"
 REASON_MAX_CHARS = 300  # Experiment.pending_reason's max_length
-NODES_NAMED = 3
 REASONS_PER_STATEMENT = 5_000  # two parameters each, well below PostgreSQL's 65,535
 
-# node id → device kind → free device ids (in device index order)
-FreeMap = dict[int, dict[str, list[int]]]
-Shape = tuple[int, int, int]
+
+def _needs(*, experiment: Experiment) -> list[TaskNeed]:
+    return task_needs(
+        workers=experiment.workers,
+        gpus_per_worker=experiment.gpus_per_worker,
+        parameter_servers=experiment.parameter_servers,
+    )
 
 
-@dataclass(frozen=True)
-class TaskNeed:
-    task_type: str
-    task_index: int
-    gpus: int
-
-
-@dataclass(frozen=True)
-class Placement:
-    node_id: int
-    device_ids: tuple[int, ...]
-    need: TaskNeed
-
-
-@dataclass
-class Holder:
-    """A live trial and the devices it holds on schedulable nodes."""
-
-    trial_id: int
-    priority: int
-    since: datetime
-    stop_reason: str
-    devices: list[tuple[int, str, int]] = field(default_factory=list)  # (node, kind, device)
-
-
-QuotaKey = tuple[str, int]
-
-
-@dataclass
-class ClusterView:
-    """What one pass knows about the cluster, updated in memory as it decides."""
-
-    hostnames: dict[int, str]
-    free: FreeMap  # free and not reserved: what may be allocated now
-    idle: FreeMap  # free, reserved or not
-    holders: dict[int, Holder]
-    device_holder: dict[int, Holder]
-    quota_gpus: dict[QuotaKey, int]  # GPUs held per team, and per user without one
-    reserved: set[int] = field(default_factory=set)
-
-
-def _quota_key(*, team_id: int | None, owner_id: int) -> QuotaKey:
-    # A user without a team has a quota of their own (PLATFORM_USER_GPU_QUOTA).
-    return ("team", team_id) if team_id is not None else ("user", owner_id)
-
-
-def experiment_task_needs(*, experiment: Experiment) -> list[TaskNeed]:
-    needs = [TaskNeed("worker", i, experiment.gpus_per_worker) for i in range(experiment.workers)]
-    needs += [TaskNeed("ps", i, 0) for i in range(experiment.parameter_servers)]
-    return sorted(needs, key=lambda need: -need.gpus)
-
-
-def _need_kind(*, need: TaskNeed) -> tuple[str, int]:
-    return (Device.Kind.GPU, need.gpus) if need.gpus else (Device.Kind.CPU, 1)
-
-
-def gang_place(*, needs: list[TaskNeed], free: FreeMap) -> list[Placement] | None:
-    """Place every task or none; `free` maps node id → device kind → free device ids."""
-    # Counts of what this gang already took, instead of copying the map: called ~1,000
-    # times a pass, so it stays O(tasks × nodes).
-    taken: dict[tuple[int, str], int] = defaultdict(int)
-    placements = []
-    for need in needs:
-        kind, count = _need_kind(need=need)
-        best: tuple[int, int] | None = None
-        for node, kinds in free.items():
-            left = len(kinds.get(kind, ())) - taken[node, kind]
-            if left >= count and (best is None or (left, node) < best):
-                best = (left, node)
-        if best is None:
-            return None
-        node = best[1]
-        start = taken[node, kind]
-        taken[node, kind] += count
-        device_ids = tuple(free[node][kind][start : start + count])
-        placements.append(Placement(node_id=node, device_ids=device_ids, need=need))
-    return placements
-
-
-def pending_reason(*, needs: list[TaskNeed], free: FreeMap) -> str:
-    gpu_need = max((need.gpus for need in needs), default=0)
-    if not free:
-        return "No worker node is online and accepting work."
-    if gpu_need:
-        largest = max((len(kinds.get(Device.Kind.GPU, [])) for kinds in free.values()), default=0)
-        return f"Needs {gpu_need} GPUs on one node; the largest free block is {largest}."
-    return "Waiting for a free CPU slot on a worker node."
+def _shape(*, experiment: Experiment) -> Shape:
+    return (experiment.workers, experiment.gpus_per_worker, experiment.parameter_servers)
 
 
 def scheduler_pass() -> int:
     """Run one pass; returns how many experiments were scheduled."""
-    from tfplatform.cluster.dispatch import trial_dispatch
-
     with transaction.atomic():
         _serialize_schedulers()
         decider = _Pass(view=_cluster_view())
@@ -170,7 +108,7 @@ def _serialize_schedulers() -> None:
 
 def _queued_experiments() -> list[Experiment]:
     return list(
-        Experiment.objects.filter(state=Experiment.State.QUEUED)
+        experiments_queued()
         .select_related("team")
         .only(
             "state",
@@ -183,7 +121,6 @@ def _queued_experiments() -> list[Experiment]:
             "team__gpu_quota",
             "owner_id",
         )
-        .order_by("-priority", "created_at", "id")
     )
 
 
@@ -207,7 +144,7 @@ def _cluster_view() -> ClusterView:
     )
     for device, node, kind, trial, state, stop, priority, team, owner, since in live:
         if kind == Device.Kind.GPU:  # quota counts GPUs held anywhere, lost nodes included
-            quota_gpus[_quota_key(team_id=team, owner_id=owner)] += 1
+            quota_gpus[quota_key(team_id=team, owner_id=owner)] += 1
         if device is None or node not in hostnames:
             continue
         # An ended trial whose devices are not yet released is as good as stopping.
@@ -252,7 +189,7 @@ class _Pass:
         self.cannot_wait: dict[Shape, int] = {}
 
     def consider(self, *, experiment: Experiment) -> None:
-        needs = experiment_task_needs(experiment=experiment)
+        needs = _needs(experiment=experiment)
         reason = _quota_block(experiment=experiment, quota_gpus=self.view.quota_gpus)
         if not reason:
             placements = self._place_now(experiment=experiment, needs=needs)
@@ -288,9 +225,9 @@ class _Pass:
             logger.info("Experiment %s left the queue while being scheduled", experiment.pk)
             return
         trial = trial_create(experiment=experiment)
-        _allocate(trial_id=trial.pk, placements=placements)
-        _take(view=self.view, placements=placements)
-        key = _quota_key(team_id=experiment.team_id, owner_id=experiment.owner_id)
+        allocations_create(trial_id=trial.pk, placements=placements)
+        view_take(view=self.view, placements=placements)
+        key = quota_key(team_id=experiment.team_id, owner_id=experiment.owner_id)
         self.view.quota_gpus[key] += experiment.gpus_requested
         self.scheduled.append(trial.pk)
 
@@ -300,8 +237,8 @@ class _Pass:
         if plan is not None:
             placements, victims = plan
             self._preempt(victims=victims)
-            _reserve(view=self.view, placements=placements)
-            return _waiting_text(view=self.view, placements=placements)
+            view_reserve(view=self.view, placements=placements)
+            return waiting_text(view=self.view, placements=placements)
         base = pending_reason(needs=needs, free=self.view.free)
         reservation = self._reserve_head(needs=needs)
         if reservation:
@@ -314,12 +251,12 @@ class _Pass:
         """The backfill reservation of the first experiment that must wait for running ones."""
         if self.head_reserved:
             return ""
-        placements = _plan_backfill(view=self.view, needs=needs)
+        placements = backfill_plan(view=self.view, needs=needs)
         if placements is None:
             return ""  # fits nowhere even with every device released: it blocks nobody
         self.head_reserved = True
-        _reserve(view=self.view, placements=placements)
-        return _reservation_text(view=self.view, placements=placements)
+        view_reserve(view=self.view, placements=placements)
+        return reservation_text(view=self.view, placements=placements)
 
     def _plan_wait(
         self, *, experiment: Experiment, needs: list[TaskNeed]
@@ -328,26 +265,28 @@ class _Pass:
         shape = _shape(experiment=experiment)
         if self.cannot_wait.get(shape, experiment.priority - 1) >= experiment.priority:
             return None
-        kinds = {_need_kind(need=need)[0] for need in needs}
+        kinds = {need_kind(need=need)[0] for need in needs}
         usable = [
             h
             for h in self.view.holders.values()
-            if _unreserved(view=self.view, holder=h, kinds=kinds)
+            if holder_unreserved(view=self.view, holder=h, kinds=kinds)
         ]
         stopping = [h for h in usable if h.stop_reason]
         if stopping:
-            placements = gang_place(needs=needs, free=_map_with(view=self.view, holders=stopping))
+            placements = gang_place(
+                needs=needs, free=free_map_with(view=self.view, holders=stopping)
+            )
             if placements is not None:
                 return placements, []
         candidates = sorted(
             (h for h in usable if not h.stop_reason and h.priority < experiment.priority),
             key=lambda h: (
                 h.priority,
-                -_unreserved(view=self.view, holder=h, kinds=kinds),
+                -holder_unreserved(view=self.view, holder=h, kinds=kinds),
                 -h.since.timestamp(),
             ),
         )
-        found = _fewest_holders(view=self.view, needs=needs, base=stopping, ordered=candidates)
+        found = holders_fewest(view=self.view, needs=needs, base=stopping, ordered=candidates)
         if found is None:
             self.cannot_wait[shape] = experiment.priority
             return None
@@ -363,121 +302,6 @@ class _Pass:
         # Victims' devices outside the reservation become "stopping" capacity for others.
         self.cannot_wait.clear()
         logger.info("Preempting trial(s) %s", ", ".join(str(v.trial_id) for v in victims))
-
-
-def _shape(*, experiment: Experiment) -> Shape:
-    return (experiment.workers, experiment.gpus_per_worker, experiment.parameter_servers)
-
-
-def _unreserved(*, view: ClusterView, holder: Holder, kinds: set[str]) -> int:
-    return sum(1 for _, k, device in holder.devices if k in kinds and device not in view.reserved)
-
-
-def _map_with(*, view: ClusterView, holders: list[Holder]) -> FreeMap:
-    """The unreserved free devices plus the unreserved devices these holders would release."""
-    result: FreeMap = {
-        node: {k: list(ids) for k, ids in kinds.items()} for node, kinds in view.free.items()
-    }
-    for holder in holders:
-        for node, kind, device in holder.devices:
-            if device not in view.reserved:
-                result[node].setdefault(kind, []).append(device)
-    return result
-
-
-def _fewest_holders(
-    *, view: ClusterView, needs: list[TaskNeed], base: list[Holder], ordered: list[Holder]
-) -> tuple[list[Placement], list[Holder]] | None:
-    """The shortest prefix of `ordered` that, with `base`, fits the gang; then pruned."""
-    placements = gang_place(needs=needs, free=_map_with(view=view, holders=base + ordered))
-    if not ordered or placements is None:
-        return None
-    # Fit only grows with the devices added (tasks of one kind have one size), so bisect.
-    low, high = 0, len(ordered)
-    while low < high:
-        middle = (low + high) // 2
-        found = gang_place(needs=needs, free=_map_with(view=view, holders=base + ordered[:middle]))
-        if found is None:
-            low = middle + 1
-        else:
-            high, placements = middle, found
-    chosen = ordered[:high]
-    # Drop any member the others can do without, latest in the order (least wanted) first.
-    for holder in reversed(ordered[:high]):
-        rest = [h for h in chosen if h is not holder]
-        found = gang_place(needs=needs, free=_map_with(view=view, holders=base + rest))
-        if found is not None:
-            chosen, placements = rest, found
-    return placements, chosen
-
-
-def _plan_backfill(*, view: ClusterView, needs: list[TaskNeed]) -> list[Placement] | None:
-    """Where the head will start: the devices freed first, stopping trials before the oldest."""
-    kinds = {_need_kind(need=need)[0] for need in needs}
-    ordered = sorted(
-        (h for h in view.holders.values() if _unreserved(view=view, holder=h, kinds=kinds)),
-        key=lambda h: (not h.stop_reason, h.since, h.trial_id),
-    )
-    found = _fewest_holders(view=view, needs=needs, base=[], ordered=ordered)
-    return found[0] if found is not None else None
-
-
-def _take(*, view: ClusterView, placements: list[Placement]) -> None:
-    for placement in placements:
-        taken = set(placement.device_ids)
-        for pool in (view.free, view.idle):
-            kinds = pool[placement.node_id]
-            for kind in kinds:
-                kinds[kind] = [d for d in kinds[kind] if d not in taken]
-
-
-def _reserve(*, view: ClusterView, placements: list[Placement]) -> None:
-    for placement in placements:
-        view.reserved.update(placement.device_ids)
-        taken = set(placement.device_ids)
-        kinds = view.free[placement.node_id]
-        for kind in kinds:
-            kinds[kind] = [d for d in kinds[kind] if d not in taken]
-
-
-def _holders_of(*, view: ClusterView, placements: list[Placement]) -> list[Holder]:
-    found = {
-        holder.trial_id: holder
-        for placement in placements
-        for device in placement.device_ids
-        if (holder := view.device_holder.get(device)) is not None
-    }
-    return list(found.values())
-
-
-def _nodes_text(*, view: ClusterView, placements: list[Placement]) -> str:
-    nodes = sorted({view.hostnames[p.node_id] for p in placements})
-    more = f" and {len(nodes) - NODES_NAMED} more" if len(nodes) > NODES_NAMED else ""
-    return ", ".join(nodes[:NODES_NAMED]) + more
-
-
-def _plural(*, count: int, word: str) -> str:
-    return f"{count} {word}" + ("" if count == 1 else "s")
-
-
-def _waiting_text(*, view: ClusterView, placements: list[Placement]) -> str:
-    holders = _holders_of(view=view, placements=placements)
-    preempted = sum(1 for h in holders if h.stop_reason == PREEMPTED)
-    nodes = _nodes_text(view=view, placements=placements)
-    if preempted:
-        trials = _plural(count=preempted, word="lower-priority trial")
-        return f"Waiting for devices: preempting {trials}; devices on {nodes} are reserved for it."
-    trials = _plural(count=len(holders), word="stopping trial")
-    return f"Waiting for {trials} to release devices; devices on {nodes} are reserved for it."
-
-
-def _reservation_text(*, view: ClusterView, placements: list[Placement]) -> str:
-    trials = _plural(count=len(_holders_of(view=view, placements=placements)), word="running trial")
-    nodes = _nodes_text(view=view, placements=placements)
-    return (
-        f"It has a reservation on {nodes} (waiting for {trials} to end); "
-        "smaller jobs may start meanwhile only on other devices."
-    )
 
 
 def _pending_reasons_save(*, experiments: list[Experiment]) -> None:
@@ -508,7 +332,7 @@ def _pending_reasons_save(*, experiments: list[Experiment]) -> None:
 def _quota_block(*, experiment: Experiment, quota_gpus: dict[QuotaKey, int]) -> str:
     if experiment.gpus_requested == 0:
         return ""
-    key = _quota_key(team_id=experiment.team_id, owner_id=experiment.owner_id)
+    key = quota_key(team_id=experiment.team_id, owner_id=experiment.owner_id)
     in_use = quota_gpus.get(key, 0)
     if experiment.team is not None:
         quota, whose = experiment.team.gpu_quota, "Team quota"
@@ -517,27 +341,3 @@ def _quota_block(*, experiment: Experiment, quota_gpus: dict[QuotaKey, int]) -> 
     if in_use + experiment.gpus_requested > quota:
         return f"{whose} of {quota} GPUs: {in_use} in use, this needs {experiment.gpus_requested}."
     return ""
-
-
-def _allocate(*, trial_id: int, placements: list[Placement]) -> None:
-    now = timezone.now()
-    Allocation.objects.bulk_create(
-        [
-            Allocation(
-                trial_id=trial_id,
-                node_id=placement.node_id,
-                device_id=device_id,
-                task_type=placement.need.task_type,
-                task_index=placement.need.task_index,
-                created_at=now,
-            )
-            for placement in placements
-            for device_id in placement.device_ids
-        ]
-    )
-
-
-def allocations_release(*, trial_id: int) -> int:
-    return Allocation.objects.filter(trial_id=trial_id, released_at__isnull=True).update(
-        released_at=timezone.now()
-    )

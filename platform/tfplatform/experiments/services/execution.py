@@ -2,6 +2,7 @@
 
 import logging
 from dataclasses import asdict, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -9,17 +10,25 @@ from django.conf import settings
 from django.db import close_old_connections, transaction
 
 from tfplatform.cluster.dispatch import scheduler_wake_on_commit
-from tfplatform.cluster.models import Node
-from tfplatform.cluster.scheduler import PREEMPTED, allocations_release
+from tfplatform.cluster.models import Device, Node
+from tfplatform.cluster.placement import PREEMPTED
+from tfplatform.cluster.services import (
+    allocations_claim_part,
+    allocations_release,
+    node_trials_held_mid_run,
+    nodes_mark_lost,
+)
 from tfplatform.experiments.environments import EnvironmentBuildFailed, environment_build_ensure
-from tfplatform.experiments.gang import trial_cluster_plan, trial_part_claim
 from tfplatform.experiments.models import Experiment, Trial
-from tfplatform.experiments.recorder import TrialEventRecorder
-from tfplatform.experiments.services import experiment_start, experiment_transition
-from tfplatform.experiments.trials import (
+from tfplatform.experiments.services.gangs import trial_cluster_plan
+from tfplatform.experiments.services.recording import TrialEventRecorder
+from tfplatform.experiments.services.transitions import experiment_start, experiment_transition
+from tfplatform.experiments.services.trials import (
     STOP_CANCELED,
+    STOP_ORPHANED,
     TRIAL_ACTIVE_STATES,
     trial_finish,
+    trial_request_stop,
     trial_set_placement,
     trial_start,
 )
@@ -77,7 +86,7 @@ def container_settings(*, node: Node | None) -> ContainerSettings:
 def trial_spec_build(*, trial: Trial) -> TrialSpec:
     experiment = trial.experiment
     gpu_ids = tuple(
-        trial.allocations.filter(device__kind="gpu", task_type="worker")
+        trial.allocations.filter(device__kind=Device.Kind.GPU, task_type="worker")
         .order_by("task_index", "device__index")
         .values_list("device__index", flat=True)
     )
@@ -108,7 +117,7 @@ def trial_execute(*, trial_id: int, node_id: int | None = None) -> None:
         logger.info("Trial %s is not active; ignoring its message.", trial_id)
         return
     node = Node.objects.filter(pk=node_id).first() if node_id is not None else None
-    if node is not None and not trial_part_claim(trial_id=trial.pk, node_id=node.pk):
+    if node is not None and not allocations_claim_part(trial_id=trial.pk, node_id=node.pk):
         logger.info("Trial %s already runs on %s; ignoring a duplicate delivery.", trial_id, node)
         return
     started = trial_start(trial_id=trial.pk)
@@ -148,7 +157,7 @@ def trial_execute(*, trial_id: int, node_id: int | None = None) -> None:
         )
     finally:
         close_old_connections()
-    if chief_here or outcome.status == "failed":
+    if chief_here or outcome.status == Trial.State.FAILED:
         # The chief's part speaks for the gang; any other part only reports its own failure.
         trial_outcome_record(trial=trial, outcome=outcome)
 
@@ -178,26 +187,26 @@ def trial_outcome_record(*, trial: Trial, outcome: TrialOutcome) -> None:
             trial_set_placement(
                 trial=trial, placement={"devices": outcome.devices, **outcome.placement}
             )
-        changes: dict[str, Any] = {"results": outcome_results(outcome=outcome)}
-        if outcome.strategy:
-            changes |= {"strategy": outcome.strategy, "strategy_reason": outcome.strategy_reason}
-        if outcome.status == "completed":
-            experiment_transition(experiment=experiment, to=State.COMPLETED, **changes)
-        elif outcome.status == "canceled" and trial.stop_reason != "preempted":
-            experiment_transition(experiment=experiment, to=State.CANCELED, **changes)
+        finish = partial(
+            experiment_transition,
+            experiment=experiment,
+            results=outcome_results(outcome=outcome),
+            strategy=outcome.strategy or None,
+            strategy_reason=outcome.strategy_reason if outcome.strategy else None,
+        )
+        if outcome.status == Trial.State.COMPLETED:
+            finish(to=State.COMPLETED)
+        elif outcome.status == Trial.State.CANCELED and trial.stop_reason != PREEMPTED:
+            finish(to=State.CANCELED)
         elif _restart_allowed(trial=trial, outcome=outcome):
             reason = (
                 "Preempted; resumes from its last checkpoint."
-                if outcome.status == "canceled"
+                if outcome.status == Trial.State.CANCELED
                 else f"Restarting after: {outcome.exit_reason[:200]}"
             )
-            experiment_transition(
-                experiment=experiment, to=State.QUEUED, pending_reason=reason, **changes
-            )
+            finish(to=State.QUEUED, pending_reason=reason)
         else:
-            experiment_transition(
-                experiment=experiment, to=State.FAILED, error=outcome.exit_reason, **changes
-            )
+            finish(to=State.FAILED, error=outcome.exit_reason)
         scheduler_wake_on_commit()
 
 
@@ -221,7 +230,7 @@ def _outcome_given_stop(*, stop_reason: str, outcome: TrialOutcome) -> TrialOutc
     the survivors then die on a broken collective. That is the cancel (or preemption) taking
     effect, not a fault to restart from.
     """
-    if outcome.status != "failed" or stop_reason not in (STOP_CANCELED, PREEMPTED):
+    if outcome.status != Trial.State.FAILED or stop_reason not in (STOP_CANCELED, PREEMPTED):
         return outcome
     return replace(
         outcome,
@@ -232,7 +241,7 @@ def _outcome_given_stop(*, stop_reason: str, outcome: TrialOutcome) -> TrialOutc
 
 
 def _restart_allowed(*, trial: Trial, outcome: TrialOutcome) -> bool:
-    if outcome.status == "canceled":
+    if outcome.status == Trial.State.CANCELED:
         return True  # preemption never counts against max_restarts
     failures = trial.experiment.trials.filter(state=Trial.State.FAILED).count()
     return outcome.retryable and failures <= trial.experiment.max_restarts
@@ -247,14 +256,34 @@ def trial_fail_orphaned(*, trial_id: int, reason: str) -> None:
     """Its supervisor is gone (node lost, worker restarted): the gang fails and may restart."""
     trial = (
         Trial.objects.select_related("experiment")
-        .filter(pk=trial_id, state__in=[Trial.State.PENDING, Trial.State.RUNNING])
+        .filter(pk=trial_id, state__in=TRIAL_ACTIVE_STATES)
         .first()
     )
     if trial is None:
         allocations_release(trial_id=trial_id)
         return
     # Survivors of the gang on healthy nodes are told to stop; the gang restarts as a whole.
-    Trial.objects.filter(pk=trial_id, stop_reason="").update(stop_reason="orphaned")
+    trial_request_stop(trial=trial, reason=STOP_ORPHANED)
     trial_outcome_record(
         trial=trial, outcome=TrialOutcome(status="failed", retryable=True, exit_reason=reason)
     )
+
+
+def node_restart_recover(*, node: Node) -> list[int]:
+    """A worker that just started supervises nothing: the trials its old process held fail
+    (retryably) and return to the queue."""
+    trial_ids = node_trials_held_mid_run(node=node)
+    for trial_id in trial_ids:
+        trial_fail_orphaned(trial_id=trial_id, reason="The worker node restarted mid-trial.")
+    return trial_ids
+
+
+def nodes_lost_handle() -> list[int]:
+    """Marks silent nodes lost and fails their trials retryably; returns the lost nodes."""
+    lost = nodes_mark_lost()
+    for trial_id in lost.trial_ids:
+        trial_fail_orphaned(
+            trial_id=trial_id,
+            reason="A node running this trial stopped sending heartbeats (node lost).",
+        )
+    return lost.node_ids

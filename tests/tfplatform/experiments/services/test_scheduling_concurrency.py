@@ -19,13 +19,13 @@ from django.utils import timezone
 
 from tests import live
 from tests.factories import DeviceFactory, ExperimentFactory, NodeFactory, TeamFactory, UserFactory
-from tests.tfplatform.cluster.invariants import LIVE, check_invariants
+from tests.tfplatform.experiments.services.invariants import LIVE, check_invariants
 from tfplatform.accounts.models import User
 from tfplatform.cluster.models import Allocation, Node
-from tfplatform.experiments.execution import trial_outcome_record
 from tfplatform.experiments.models import Experiment, Trial
-from tfplatform.experiments.services import experiment_transition
-from tfplatform.experiments.trials import trial_start
+from tfplatform.experiments.services.execution import trial_outcome_record
+from tfplatform.experiments.services.transitions import experiment_transition
+from tfplatform.experiments.services.trials import trial_start
 from training.spec import TrialOutcome
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]

@@ -4,11 +4,12 @@ import pytest
 
 from tests.factories import DeviceFactory, ExperimentFactory, NodeFactory
 from tfplatform.cluster.models import Allocation
-from tfplatform.cluster.scheduler import scheduler_pass
-from tfplatform.experiments.execution import trial_outcome_record
 from tfplatform.experiments.models import Experiment, Trial
-from tfplatform.experiments.services import experiment_cancel, experiment_transition
-from tfplatform.experiments.trials import trial_request_stop, trial_start
+from tfplatform.experiments.services.execution import trial_outcome_record
+from tfplatform.experiments.services.scheduling import scheduler_pass
+from tfplatform.experiments.services.submission import experiment_cancel
+from tfplatform.experiments.services.transitions import experiment_transition
+from tfplatform.experiments.services.trials import trial_request_stop, trial_start
 from training.spec import TrialOutcome
 
 pytestmark = pytest.mark.django_db

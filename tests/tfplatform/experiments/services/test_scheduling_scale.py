@@ -10,8 +10,8 @@ from django.test.utils import CaptureQueriesContext
 
 from tests.factories import NodeFactory, TeamFactory, UserFactory
 from tfplatform.cluster.models import Allocation, Device
-from tfplatform.cluster.scheduler import scheduler_pass
 from tfplatform.experiments.models import Experiment, Trial
+from tfplatform.experiments.services.scheduling import scheduler_pass
 
 pytestmark = pytest.mark.django_db
 

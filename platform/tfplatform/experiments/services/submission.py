@@ -1,4 +1,4 @@
-"""Writes to experiments: submission, state changes, cancellation."""
+"""Submitting experiments: new, restarted from a finished one, and cancelled."""
 
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -8,7 +8,6 @@ from typing import Any
 from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
 from django.db.models.fields.files import FieldFile
-from django.utils import timezone
 
 from tfplatform.accounts.models import User
 from tfplatform.accounts.storage import storage_quota_check
@@ -17,18 +16,16 @@ from tfplatform.core.errors import InvalidInput, InvalidTransition
 from tfplatform.experiments import validation
 from tfplatform.experiments.models import Environment, Experiment
 from tfplatform.experiments.selectors import environment_default
-
-State = Experiment.State
-
-ALLOWED_TRANSITIONS: dict[str, frozenset[str]] = {
-    State.QUEUED: frozenset({State.SCHEDULED, State.CANCELED}),
-    State.SCHEDULED: frozenset({State.RUNNING, State.QUEUED, State.FAILED, State.CANCELED}),
-    State.RUNNING: frozenset({State.COMPLETED, State.FAILED, State.CANCELED, State.QUEUED}),
-    State.COMPLETED: frozenset(),
-    State.FAILED: frozenset(),
-    State.CANCELED: frozenset(),
-}
-TERMINAL_STATES = frozenset({State.COMPLETED, State.FAILED, State.CANCELED})
+from tfplatform.experiments.services.transitions import (
+    TERMINAL_STATES,
+    State,
+    experiment_transition,
+)
+from tfplatform.experiments.services.trials import (
+    STOP_CANCELED,
+    TRIAL_ACTIVE_STATES,
+    trial_request_stop,
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -100,59 +97,13 @@ def experiment_create(*, owner: User, request: ExperimentRequest) -> Experiment:
     return experiment
 
 
-def experiment_transition(*, experiment: Experiment, to: str, **changes: Any) -> Experiment:
-    """Move an experiment to state `to`, refusing moves the state machine does not allow."""
-    with transaction.atomic():
-        current = Experiment.objects.select_for_update().get(pk=experiment.pk)
-        if to not in ALLOWED_TRANSITIONS[current.state]:
-            raise InvalidTransition(f"An experiment that is {current.state} cannot become {to}.")
-        now = timezone.now()
-        current.state = to
-        if to == State.RUNNING and current.started_at is None:
-            current.started_at = now
-        if to in TERMINAL_STATES:
-            current.finished_at = now
-            current.pending_reason = ""
-        for name, value in changes.items():
-            setattr(current, name, value)
-        current.save()
-    experiment.refresh_from_db()
-    return experiment
-
-
-def experiment_set_pending_reason(
-    *, experiment: Experiment, reason: str, replacing: str | None = None
-) -> None:
-    """Why a placed experiment has not started training yet (its node is building its
-    environment); `replacing` clears or changes a reason only while it is still that one.
-
-    A queued experiment's reason is the scheduler's own (cluster.scheduler), so it is left alone.
-    """
-    waiting = Experiment.objects.filter(
-        pk=experiment.pk, state__in=[State.SCHEDULED, State.RUNNING]
-    )
-    if replacing is not None:
-        waiting = waiting.filter(pending_reason=replacing)
-    waiting.update(pending_reason=reason[:300], updated_at=timezone.now())
-
-
-def experiment_start(*, experiment: Experiment) -> None:
-    """Scheduled → running, once: every part of a multi-node gang calls this as it starts."""
-    with transaction.atomic():
-        current = Experiment.objects.select_for_update().get(pk=experiment.pk)
-        if current.state == State.SCHEDULED:
-            experiment_transition(experiment=current, to=State.RUNNING)
-
-
 def experiment_cancel(*, experiment: Experiment) -> Experiment:
     """Cancel now if nothing runs yet; otherwise ask the running trial to stop."""
-    from tfplatform.experiments.trials import STOP_CANCELED, trial_request_stop
-
     with transaction.atomic():
         current = Experiment.objects.select_for_update().get(pk=experiment.pk)
         if current.state in TERMINAL_STATES:
             raise InvalidTransition(f"The experiment is already {current.state}.")
-        running_trial = current.trials.filter(state__in=["pending", "running"]).first()
+        running_trial = current.trials.filter(state__in=TRIAL_ACTIVE_STATES).first()
         if running_trial is None:
             experiment_transition(experiment=current, to=State.CANCELED)
         else:

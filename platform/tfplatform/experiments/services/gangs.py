@@ -1,4 +1,5 @@
-"""A trial's TF cluster across nodes: which task runs where, and on which port.
+"""A trial's TF cluster across nodes: which task runs where, and on which port (a read: each
+node claims its own part with cluster.services.allocations_claim_part).
 
 A gang on one node needs nothing from us (the supervisor picks free local ports). A gang that
 spans nodes gets ports derived from its allocation ids, so every node computes the same plan
@@ -36,14 +37,3 @@ def trial_cluster_plan(*, trial: Trial) -> ClusterPlan | None:
             0, TaskAddress("chief", 0, worker0.node.address, _port(offset=1, key=trial.pk))
         )
     return ClusterPlan(tuple(tasks))
-
-
-def trial_part_claim(*, trial_id: int, node_id: int) -> bool:
-    """This node takes up its part of the trial; False when it already did (redelivery)."""
-    from django.utils import timezone
-
-    return bool(
-        Allocation.objects.filter(
-            trial_id=trial_id, node_id=node_id, started_at__isnull=True, released_at__isnull=True
-        ).update(started_at=timezone.now())
-    )

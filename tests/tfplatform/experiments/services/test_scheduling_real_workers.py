@@ -19,7 +19,7 @@ from django.db.models import Count, Q
 
 from tests import live
 from tests.factories import ExperimentFactory, TeamFactory, UserFactory
-from tests.tfplatform.cluster.invariants import check_invariants
+from tests.tfplatform.experiments.services.invariants import check_invariants
 from tfplatform.cluster.models import Allocation, Node
 from tfplatform.experiments.models import Experiment
 

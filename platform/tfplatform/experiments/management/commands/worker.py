@@ -1,3 +1,4 @@
+import argparse
 import logging
 import os
 import threading
@@ -11,11 +12,10 @@ from django.db import close_old_connections
 from tfplatform.cluster.discovery import devices_discover, memory_total_bytes
 from tfplatform.cluster.services import (
     node_heartbeat,
-    node_recover_after_restart,
     node_register,
 )
 from tfplatform.config.celery import app
-from tfplatform.experiments.execution import node_runtime
+from tfplatform.experiments.services.execution import node_restart_recover, node_runtime
 from training.containers import RUNTIME_IMAGE, containers_reap, runtime_image_ensure
 from training.sandbox import Exposure
 from training.supervisor import task_base_environment
@@ -52,9 +52,10 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--scheduler-queue",
-            action="store_true",
+            action=argparse.BooleanOptionalAction,
             default=True,
-            help="Also consume the shared 'platform' queue.",
+            help="Also consume the shared 'platform' queue (scheduler wake-ups); "
+            "--no-scheduler-queue leaves them to other nodes.",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -85,7 +86,7 @@ class Command(BaseCommand):
                 self.stdout.write(f"Removed {reaped} container(s) this node left running")
             if runtime.containers.node_image == RUNTIME_IMAGE:
                 runtime_image_ensure(settings=runtime.containers)
-        recovered = node_recover_after_restart(node=node)
+        recovered = node_restart_recover(node=node)
         if recovered:
             self.stdout.write(
                 f"Requeued {len(recovered)} trial(s) this node held before restarting"
@@ -94,19 +95,13 @@ class Command(BaseCommand):
         threading.Thread(
             target=_heartbeat_loop, kwargs={"hostname": hostname, "stop": stop}, daemon=True
         ).start()
-        queues = [node.queue, "platform"] if options["scheduler_queue"] else [node.queue]
-        # One slot per device plus one for scheduler wake-ups: trials mostly wait on children.
-        concurrency = options["concurrency"] or len(devices) + 1
-        argv = [
-            "worker",
-            f"--hostname={hostname}@%h",
-            f"--queues={','.join(queues)}",
-            "--pool=threads",
-            f"--concurrency={concurrency}",
-            "--loglevel=INFO",
-            "--without-gossip",
-            "--without-mingle",
-        ]
+        argv = celery_worker_argv(
+            hostname=hostname,
+            node_queue=node.queue,
+            scheduler_queue=options["scheduler_queue"],
+            # One slot per device plus one for scheduler wake-ups: trials mostly wait on children.
+            concurrency=options["concurrency"] or len(devices) + 1,
+        )
         warm = warm_pool_configure(
             size=options["warm_processes"],
             runtime=runtime,
@@ -122,6 +117,22 @@ class Command(BaseCommand):
                 warm.close()
             if runtime.containers is not None:
                 containers_reap(settings=runtime.containers)
+
+
+def celery_worker_argv(
+    *, hostname: str, node_queue: str, scheduler_queue: bool, concurrency: int
+) -> list[str]:
+    queues = [node_queue, settings.CELERY_TASK_DEFAULT_QUEUE] if scheduler_queue else [node_queue]
+    return [
+        "worker",
+        f"--hostname={hostname}@%h",
+        f"--queues={','.join(queues)}",
+        "--pool=threads",
+        f"--concurrency={concurrency}",
+        "--loglevel=INFO",
+        "--without-gossip",
+        "--without-mingle",
+    ]
 
 
 def _warm_exposure() -> Exposure:

@@ -6,8 +6,15 @@ from typing import Any
 
 from django.db import transaction
 
-from tfplatform.experiments.models import Checkpoint, Experiment, Metric, Trial
-from tfplatform.experiments.trials import metrics_record, trial_append_log, trial_set_runtime
+from tfplatform.experiments.models import Metric, Trial
+from tfplatform.experiments.services.transitions import experiment_set_strategy
+from tfplatform.experiments.services.trials import (
+    checkpoint_record,
+    metrics_record,
+    trial_append_log,
+    trial_set_first_step,
+    trial_set_runtime,
+)
 from training.spec import TrialEvent
 
 # Throughput arrives every few seconds; these are the names charts and benchmarks read.
@@ -75,25 +82,21 @@ class TrialEventRecorder:
         if runtime or version:
             trial_set_runtime(trial=self.trial, runtime=runtime, tensorflow_version=version)
         if payload.get("phase") == "first_step":
-            Trial.objects.filter(pk=self.trial.pk, first_step_at__isnull=True).update(
-                first_step_at=self._when(event)
-            )
+            trial_set_first_step(trial=self.trial, at=self._when(event))
         if payload.get("strategy"):
-            Experiment.objects.filter(pk=self.trial.experiment_id).update(
+            experiment_set_strategy(
+                experiment_id=self.trial.experiment_id,
                 strategy=str(payload["strategy"]),
-                strategy_reason=str(payload.get("reason", payload.get("strategy_reason", "")))[
-                    :300
-                ],
+                reason=str(payload.get("reason", payload.get("strategy_reason", ""))),
             )
         self._log(event, " ".join(f"{k}={v}" for k, v in payload.items()))
 
     def _on_checkpoint(self, event: TrialEvent) -> None:
         payload = event.payload
-        Checkpoint.objects.create(
-            experiment_id=self.trial.experiment_id,
+        checkpoint_record(
             trial=self.trial,
             epoch=int(payload.get("epoch", 0)),
-            path=str(payload.get("path", ""))[:500],
+            path=str(payload.get("path", "")),
             is_best=bool(payload.get("best", False)),
             metrics={k: v for k, v in payload.items() if k not in ("path", "epoch", "best")},
         )

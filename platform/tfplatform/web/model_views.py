@@ -1,38 +1,19 @@
-"""Model pages, error pages and the health check."""
+"""Model pages: the registry's list, a model's versions and labels, its actions and its
+"try it" box."""
 
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from tfplatform.core.errors import NotFound, PayloadTooLarge, PlatformError
+from tfplatform.core.errors import InvalidInput, PayloadTooLarge, PlatformError
 from tfplatform.core.throttling import ScopedWindowRateThrottle
 from tfplatform.modelregistry import selectors as model_selectors
 from tfplatform.modelregistry import services as model_services
 from tfplatform.modelregistry.inference import inference_predict
-
-
-def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
-    if request.path.startswith("/api/"):
-        return JsonResponse({"error": "Not found."}, status=404)
-    return render(request, "404.html", status=404)
-
-
-def server_error(request: HttpRequest) -> HttpResponse:
-    if request.path.startswith("/api/"):
-        return JsonResponse({"error": "Internal server error."}, status=500)
-    return render(request, "500.html", status=500)
-
-
-def healthz(request: HttpRequest) -> JsonResponse:
-    """Liveness for load balancers and compose: answers only if the database does."""
-    from django.db import connection
-
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT 1")
-    return JsonResponse({"status": "ok"})
+from tfplatform.modelregistry.models import ModelLabel
 
 
 @login_required
@@ -43,10 +24,7 @@ def model_list_page(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def model_detail_page(request: HttpRequest, name: str) -> HttpResponse:
-    try:
-        model = model_selectors.model_get(user=request.user, name=name)
-    except NotFound as error:
-        raise Http404(error.message) from error
+    model = model_selectors.model_get(user=request.user, name=name)
     labels = model_selectors.model_label_versions(model=model)
     versions = [
         {"version": v, "labels": [label for label, n in labels.items() if n == v.version]}
@@ -66,34 +44,33 @@ def model_detail_page(request: HttpRequest, name: str) -> HttpResponse:
 @require_POST
 def model_action(request: HttpRequest, name: str) -> HttpResponse:
     """Promote, roll back, set the canary share or undeploy, from the model page's buttons."""
-    try:
-        model = model_selectors.model_get_for_change(user=request.user, name=name)
-        action = request.POST.get("action", "")
-        if action in ("promote", "canary"):
-            version = model_selectors.model_version_get(
-                model=model, version=int(request.POST.get("version", "0"))
-            )
-            label = "stable" if action == "promote" else "canary"
-            model_services.model_label_set(model=model, label=label, version=version)
-            messages.success(request, f"Version {version.version} is now {label}.")
-        elif action == "canary_percent":
-            model_services.model_settings_update(
-                model=model, canary_percent=int(request.POST.get("canary_percent", "0"))
-            )
-            messages.success(request, "Canary share saved.")
-        elif action == "undeploy":
-            version = model_selectors.model_version_get(
-                model=model, version=int(request.POST.get("version", "0"))
-            )
-            model_services.model_version_undeploy(version=version)
-            messages.success(request, f"Version {version.version} undeployed.")
-        else:
-            messages.error(request, "Unknown action.")
-    except NotFound as error:
-        raise Http404(error.message) from error
-    except (PlatformError, ValueError) as error:
-        messages.error(request, getattr(error, "message", str(error)))
+    model = model_selectors.model_get_for_change(user=request.user, name=name)
+    action = request.POST.get("action", "")
+    if action in ("promote", "canary"):
+        version = model_selectors.model_version_get(
+            model=model, version=_posted_number(request, "version"))
+        label = ModelLabel.Name.STABLE if action == "promote" else ModelLabel.Name.CANARY
+        model_services.model_label_set(model=model, label=label, version=version)
+        messages.success(request, f"Version {version.version} is now {label}.")
+    elif action == "canary_percent":
+        model_services.model_settings_update(
+            model=model, canary_percent=_posted_number(request, "canary_percent"))
+        messages.success(request, "Canary share saved.")
+    elif action == "undeploy":
+        version = model_selectors.model_version_get(
+            model=model, version=_posted_number(request, "version"))
+        model_services.model_version_undeploy(version=version)
+        messages.success(request, f"Version {version.version} undeployed.")
+    else:
+        raise InvalidInput("Unknown action.")
     return redirect("model-detail", name=name)
+
+
+def _posted_number(request: HttpRequest, name: str) -> int:
+    value = request.POST.get(name, "")
+    if not value.isascii() or not value.isdigit():
+        raise InvalidInput(f"{name} must be a whole number.")
+    return int(value)
 
 
 class _InferenceScope:
@@ -111,7 +88,10 @@ def model_predict_action(request: HttpRequest, name: str) -> HttpResponse:
     check, which reads the body as a form.
     """
     if not ScopedWindowRateThrottle().allow_request(request, _InferenceScope()):  # type: ignore[arg-type]
-        return JsonResponse({"error": "Too many predictions; wait a moment."}, status=429)
+        return JsonResponse(
+            {"error": "Too many predictions; wait a moment.", "code": "too_many_requests"},
+            status=429,
+        )
     try:
         if int(request.META.get("CONTENT_LENGTH") or 0) > settings.PLATFORM["MAX_PREDICT_BYTES"]:
             raise PayloadTooLarge(
@@ -120,7 +100,9 @@ def model_predict_action(request: HttpRequest, name: str) -> HttpResponse:
         model = model_selectors.model_route_get(user=request.user, name=name)
         answer = inference_predict(model=model, version=None, label=None, body=request.body)
     except PlatformError as error:
-        return JsonResponse({"error": error.message}, status=error.status_code)
+        return JsonResponse(
+            {"error": error.message, "code": error.code}, status=error.status_code
+        )
     response = HttpResponse(answer.body, status=answer.status, content_type="application/json")
     if answer.version is not None:
         response["X-Model-Version"] = str(answer.version)

@@ -8,9 +8,11 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import close_old_connections
 
-from tfplatform.cluster.scheduler import scheduler_pass
-from tfplatform.cluster.services import nodes_finish_draining, nodes_mark_lost
+from tfplatform.cluster.services import nodes_finish_draining
 from tfplatform.cluster.utilization import SAMPLE_SECONDS, utilization_record
+from tfplatform.experiments.selectors import experiment_state_counts
+from tfplatform.experiments.services.execution import nodes_lost_handle
+from tfplatform.experiments.services.scheduling import scheduler_pass
 
 logger = logging.getLogger(__name__)
 
@@ -33,7 +35,7 @@ class Command(BaseCommand):
         next_sample = time.monotonic()
         while not stop.is_set():
             try:
-                lost = nodes_mark_lost()
+                lost = nodes_lost_handle()
                 if lost:
                     logger.warning("Marked %d node(s) lost", len(lost))
                 nodes_finish_draining()
@@ -42,7 +44,7 @@ class Command(BaseCommand):
                     logger.info("Scheduled %d experiment(s)", scheduled)
                 if time.monotonic() >= next_sample:
                     next_sample = time.monotonic() + SAMPLE_SECONDS
-                    utilization_record()
+                    utilization_record(**experiment_state_counts())
             except Exception:
                 # One bad pass (a lost database connection, say) must not end the loop.
                 logger.exception("Scheduler pass failed")

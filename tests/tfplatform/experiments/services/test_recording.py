@@ -8,7 +8,7 @@ from django.test.utils import CaptureQueriesContext
 
 from tests.factories import ExperimentFactory, TrialFactory
 from tfplatform.experiments.models import Checkpoint, Metric
-from tfplatform.experiments.recorder import TrialEventRecorder
+from tfplatform.experiments.services.recording import TrialEventRecorder
 from training.spec import TrialEvent
 
 pytestmark = pytest.mark.django_db

@@ -1,0 +1,223 @@
+"""Where a gang fits: the scheduler's placement rules, on plain values, with no database.
+
+Each task of a TF cluster (worker i with k accelerators, or a parameter server) needs either k
+free GPU devices on one node or, with k = 0, one CPU slot. Nodes are chosen best-fit (the node
+whose free block is the smallest that still fits) so large blocks stay whole for large jobs.
+The experiments app's scheduling pass (experiments/services/scheduling.py) and the submit
+form's outlook (cluster/selectors.py `resources_fit`) both place with these functions.
+"""
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime
+
+KIND_CPU, KIND_GPU = "cpu", "gpu"  # Device.Kind's values
+PREEMPTED = "preempted"
+NODES_NAMED = 3
+
+# node id → device kind → free device ids (in device index order)
+FreeMap = dict[int, dict[str, list[int]]]
+Shape = tuple[int, int, int]
+
+
+@dataclass(frozen=True)
+class TaskNeed:
+    task_type: str
+    task_index: int
+    gpus: int
+
+
+@dataclass(frozen=True)
+class Placement:
+    node_id: int
+    device_ids: tuple[int, ...]
+    need: TaskNeed
+
+
+@dataclass
+class Holder:
+    """A live trial and the devices it holds on schedulable nodes."""
+
+    trial_id: int
+    priority: int
+    since: datetime
+    stop_reason: str
+    devices: list[tuple[int, str, int]] = field(default_factory=list)  # (node, kind, device)
+
+
+QuotaKey = tuple[str, int]
+
+
+@dataclass
+class ClusterView:
+    """What one pass knows about the cluster, updated in memory as it decides."""
+
+    hostnames: dict[int, str]
+    free: FreeMap  # free and not reserved: what may be allocated now
+    idle: FreeMap  # free, reserved or not
+    holders: dict[int, Holder]
+    device_holder: dict[int, Holder]
+    quota_gpus: dict[QuotaKey, int]  # GPUs held per team, and per user without one
+    reserved: set[int] = field(default_factory=set)
+
+
+def quota_key(*, team_id: int | None, owner_id: int) -> QuotaKey:
+    # A user without a team has a quota of their own (PLATFORM_USER_GPU_QUOTA).
+    return ("team", team_id) if team_id is not None else ("user", owner_id)
+
+
+def task_needs(*, workers: int, gpus_per_worker: int, parameter_servers: int) -> list[TaskNeed]:
+    """A gang's tasks, the largest first (they are the hardest to place)."""
+    needs = [TaskNeed("worker", i, gpus_per_worker) for i in range(workers)]
+    needs += [TaskNeed("ps", i, 0) for i in range(parameter_servers)]
+    return sorted(needs, key=lambda need: -need.gpus)
+
+
+def need_kind(*, need: TaskNeed) -> tuple[str, int]:
+    return (KIND_GPU, need.gpus) if need.gpus else (KIND_CPU, 1)
+
+
+def gang_place(*, needs: list[TaskNeed], free: FreeMap) -> list[Placement] | None:
+    """Place every task or none; `free` maps node id → device kind → free device ids."""
+    # Counts of what this gang already took, instead of copying the map: called ~1,000
+    # times a pass, so it stays O(tasks × nodes).
+    taken: dict[tuple[int, str], int] = defaultdict(int)
+    placements = []
+    for need in needs:
+        kind, count = need_kind(need=need)
+        best: tuple[int, int] | None = None
+        for node, kinds in free.items():
+            left = len(kinds.get(kind, ())) - taken[node, kind]
+            if left >= count and (best is None or (left, node) < best):
+                best = (left, node)
+        if best is None:
+            return None
+        node = best[1]
+        start = taken[node, kind]
+        taken[node, kind] += count
+        device_ids = tuple(free[node][kind][start : start + count])
+        placements.append(Placement(node_id=node, device_ids=device_ids, need=need))
+    return placements
+
+
+def pending_reason(*, needs: list[TaskNeed], free: FreeMap) -> str:
+    gpu_need = max((need.gpus for need in needs), default=0)
+    if not free:
+        return "No worker node is online and accepting work."
+    if gpu_need:
+        largest = max((len(kinds.get(KIND_GPU, [])) for kinds in free.values()), default=0)
+        return f"Needs {gpu_need} GPUs on one node; the largest free block is {largest}."
+    return "Waiting for a free CPU slot on a worker node."
+
+
+def holder_unreserved(*, view: ClusterView, holder: Holder, kinds: set[str]) -> int:
+    return sum(1 for _, k, device in holder.devices if k in kinds and device not in view.reserved)
+
+
+def free_map_with(*, view: ClusterView, holders: list[Holder]) -> FreeMap:
+    """The unreserved free devices plus the unreserved devices these holders would release."""
+    result: FreeMap = {
+        node: {k: list(ids) for k, ids in kinds.items()} for node, kinds in view.free.items()
+    }
+    for holder in holders:
+        for node, kind, device in holder.devices:
+            if device not in view.reserved:
+                result[node].setdefault(kind, []).append(device)
+    return result
+
+
+def holders_fewest(
+    *, view: ClusterView, needs: list[TaskNeed], base: list[Holder], ordered: list[Holder]
+) -> tuple[list[Placement], list[Holder]] | None:
+    """The shortest prefix of `ordered` that, with `base`, fits the gang; then pruned."""
+    placements = gang_place(needs=needs, free=free_map_with(view=view, holders=base + ordered))
+    if not ordered or placements is None:
+        return None
+    # Fit only grows with the devices added (tasks of one kind have one size), so bisect.
+    low, high = 0, len(ordered)
+    while low < high:
+        middle = (low + high) // 2
+        found = gang_place(
+            needs=needs, free=free_map_with(view=view, holders=base + ordered[:middle])
+        )
+        if found is None:
+            low = middle + 1
+        else:
+            high, placements = middle, found
+    chosen = ordered[:high]
+    # Drop any member the others can do without, latest in the order (least wanted) first.
+    for holder in reversed(ordered[:high]):
+        rest = [h for h in chosen if h is not holder]
+        found = gang_place(needs=needs, free=free_map_with(view=view, holders=base + rest))
+        if found is not None:
+            chosen, placements = rest, found
+    return placements, chosen
+
+
+def backfill_plan(*, view: ClusterView, needs: list[TaskNeed]) -> list[Placement] | None:
+    """Where the head will start: the devices freed first, stopping trials before the oldest."""
+    kinds = {need_kind(need=need)[0] for need in needs}
+    ordered = sorted(
+        (h for h in view.holders.values() if holder_unreserved(view=view, holder=h, kinds=kinds)),
+        key=lambda h: (not h.stop_reason, h.since, h.trial_id),
+    )
+    found = holders_fewest(view=view, needs=needs, base=[], ordered=ordered)
+    return found[0] if found is not None else None
+
+
+def view_take(*, view: ClusterView, placements: list[Placement]) -> None:
+    for placement in placements:
+        taken = set(placement.device_ids)
+        for pool in (view.free, view.idle):
+            kinds = pool[placement.node_id]
+            for kind in kinds:
+                kinds[kind] = [d for d in kinds[kind] if d not in taken]
+
+
+def view_reserve(*, view: ClusterView, placements: list[Placement]) -> None:
+    for placement in placements:
+        view.reserved.update(placement.device_ids)
+        taken = set(placement.device_ids)
+        kinds = view.free[placement.node_id]
+        for kind in kinds:
+            kinds[kind] = [d for d in kinds[kind] if d not in taken]
+
+
+def _holders_of(*, view: ClusterView, placements: list[Placement]) -> list[Holder]:
+    found = {
+        holder.trial_id: holder
+        for placement in placements
+        for device in placement.device_ids
+        if (holder := view.device_holder.get(device)) is not None
+    }
+    return list(found.values())
+
+
+def _nodes_text(*, view: ClusterView, placements: list[Placement]) -> str:
+    nodes = sorted({view.hostnames[p.node_id] for p in placements})
+    more = f" and {len(nodes) - NODES_NAMED} more" if len(nodes) > NODES_NAMED else ""
+    return ", ".join(nodes[:NODES_NAMED]) + more
+
+
+def _plural(*, count: int, word: str) -> str:
+    return f"{count} {word}" + ("" if count == 1 else "s")
+
+
+def waiting_text(*, view: ClusterView, placements: list[Placement]) -> str:
+    holders = _holders_of(view=view, placements=placements)
+    preempted = sum(1 for h in holders if h.stop_reason == PREEMPTED)
+    nodes = _nodes_text(view=view, placements=placements)
+    if preempted:
+        trials = _plural(count=preempted, word="lower-priority trial")
+        return f"Waiting for devices: preempting {trials}; devices on {nodes} are reserved for it."
+    trials = _plural(count=len(holders), word="stopping trial")
+    return f"Waiting for {trials} to release devices; devices on {nodes} are reserved for it."
+
+
+def reservation_text(*, view: ClusterView, placements: list[Placement]) -> str:
+    trials = _plural(count=len(_holders_of(view=view, placements=placements)), word="running trial")
+    nodes = _nodes_text(view=view, placements=placements)
+    return (
+        f"It has a reservation on {nodes} (waiting for {trials} to end); "
+        "smaller jobs may start meanwhile only on other devices."
+    )

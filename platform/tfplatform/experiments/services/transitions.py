@@ -1,0 +1,94 @@
+"""An experiment's state machine: the only writes of an experiment's state and outcome."""
+
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from tfplatform.core.errors import InvalidTransition
+from tfplatform.experiments.models import Experiment
+
+State = Experiment.State
+
+ALLOWED_TRANSITIONS: dict[str, frozenset[str]] = {
+    State.QUEUED: frozenset({State.SCHEDULED, State.CANCELED}),
+    State.SCHEDULED: frozenset({State.RUNNING, State.QUEUED, State.FAILED, State.CANCELED}),
+    State.RUNNING: frozenset({State.COMPLETED, State.FAILED, State.CANCELED, State.QUEUED}),
+    State.COMPLETED: frozenset(),
+    State.FAILED: frozenset(),
+    State.CANCELED: frozenset(),
+}
+TERMINAL_STATES = frozenset({State.COMPLETED, State.FAILED, State.CANCELED})
+
+
+def experiment_transition(
+    *,
+    experiment: Experiment,
+    to: str,
+    pending_reason: str | None = None,
+    error: str | None = None,
+    results: dict[str, Any] | None = None,
+    strategy: str | None = None,
+    strategy_reason: str | None = None,
+) -> Experiment:
+    """Move an experiment to state `to`, refusing moves the state machine does not allow.
+
+    Only what a transition may record can be passed (None leaves a field as it is): a
+    misspelt field is a TypeError, never a change silently dropped.
+    """
+    with transaction.atomic():
+        current = Experiment.objects.select_for_update().get(pk=experiment.pk)
+        if to not in ALLOWED_TRANSITIONS[current.state]:
+            raise InvalidTransition(f"An experiment that is {current.state} cannot become {to}.")
+        now = timezone.now()
+        current.state = to
+        if to == State.RUNNING and current.started_at is None:
+            current.started_at = now
+        if to in TERMINAL_STATES:
+            current.finished_at = now
+            current.pending_reason = ""
+        recorded = {
+            "pending_reason": pending_reason,
+            "error": error,
+            "results": results,
+            "strategy": strategy,
+            "strategy_reason": strategy_reason,
+        }
+        for name, value in recorded.items():
+            if value is not None:
+                setattr(current, name, value)
+        current.save()
+    experiment.refresh_from_db()
+    return experiment
+
+
+def experiment_start(*, experiment: Experiment) -> None:
+    """Scheduled → running, once: every part of a multi-node gang calls this as it starts."""
+    with transaction.atomic():
+        current = Experiment.objects.select_for_update().get(pk=experiment.pk)
+        if current.state == State.SCHEDULED:
+            experiment_transition(experiment=current, to=State.RUNNING)
+
+
+def experiment_set_pending_reason(
+    *, experiment: Experiment, reason: str, replacing: str | None = None
+) -> None:
+    """Why a placed experiment has not started training yet (its node is building its
+    environment); `replacing` clears or changes a reason only while it is still that one.
+
+    A queued experiment's reason is the scheduler's own (services.scheduling), so it is left
+    alone.
+    """
+    waiting = Experiment.objects.filter(
+        pk=experiment.pk, state__in=[State.SCHEDULED, State.RUNNING]
+    )
+    if replacing is not None:
+        waiting = waiting.filter(pending_reason=replacing)
+    waiting.update(pending_reason=reason[:300], updated_at=timezone.now())
+
+
+def experiment_set_strategy(*, experiment_id: int, strategy: str, reason: str) -> None:
+    """The strategy the trial's chief chose, as soon as it says so (the outcome repeats it)."""
+    Experiment.objects.filter(pk=experiment_id).update(
+        strategy=strategy[:60], strategy_reason=reason[:300]
+    )

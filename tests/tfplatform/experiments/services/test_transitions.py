@@ -1,0 +1,53 @@
+"""The experiment state machine: which moves it allows and what a move may record."""
+
+import pytest
+
+from tests.factories import ExperimentFactory
+from tfplatform.core.errors import InvalidTransition
+from tfplatform.experiments.services.transitions import experiment_transition
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.mark.parametrize(
+    ("start", "to"),
+    [
+        ("queued", "running"),
+        ("queued", "completed"),
+        ("completed", "running"),
+        ("failed", "queued"),
+        ("canceled", "scheduled"),
+        ("scheduled", "completed"),
+    ],
+)
+def test_illegal_transitions_are_refused(start: str, to: str) -> None:
+    experiment = ExperimentFactory(state=start)
+    with pytest.raises(InvalidTransition):
+        experiment_transition(experiment=experiment, to=to)
+    experiment.refresh_from_db()
+    assert experiment.state == start
+
+
+def test_legal_path_sets_timestamps() -> None:
+    experiment = ExperimentFactory()
+    for state in ("scheduled", "running", "completed"):
+        experiment = experiment_transition(experiment=experiment, to=state)
+    assert experiment.started_at is not None and experiment.finished_at is not None
+    assert experiment.finished_at >= experiment.started_at
+
+
+def test_a_transition_records_only_what_it_names_and_refuses_any_other_field() -> None:
+    experiment = ExperimentFactory(strategy="default")
+    experiment = experiment_transition(experiment=experiment, to="scheduled", pending_reason="")
+    with pytest.raises(TypeError, match="stat"):
+        experiment_transition(experiment=experiment, to="running", stat="completed")  # type: ignore[call-arg]
+    experiment.refresh_from_db()
+    assert experiment.state == "scheduled"  # the misspelt call changed nothing
+    experiment = experiment_transition(experiment=experiment, to="running")
+    experiment = experiment_transition(
+        experiment=experiment, to="failed", error="boom", results={"exported": False}
+    )
+    assert (experiment.state, experiment.error, experiment.results) == (
+        "failed", "boom", {"exported": False}
+    )
+    assert experiment.strategy == "default"  # not named: left as it was
