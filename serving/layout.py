@@ -19,6 +19,7 @@ import os
 import re
 import shutil
 import stat
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -245,6 +246,32 @@ def _rename_into_place(staging: Path, directory: Path) -> PublishedVersion:
             raise
         return PublishedVersion(version=version, path=target)
     raise RuntimeError(f"could not publish a new version under {directory}")
+
+
+def leftovers_find(*, model_base: Path, known: set[Path], older_than: float) -> list[Path]:
+    """What an interrupted publish leaves under each model's directory: staging copies, and
+    version directories that no version the platform knows of (`known`) names. Only those last
+    changed more than `older_than` seconds ago: a younger one may be a publish under way."""
+    now = time.time()
+    found = []
+    for model in _subdirectories(Path(model_base)):
+        for entry in _subdirectories(model):
+            interrupted = entry.name.startswith(_STAGING_PREFIX) or (
+                _parse_version(entry.name) is not None
+                and Path(os.path.normpath(entry)) not in known
+            )
+            # ctime, not mtime: a copy keeps its source's mtime, but nobody sets a ctime.
+            if interrupted and now - entry.lstat().st_ctime > older_than:
+                found.append(entry)
+    return sorted(found)
+
+
+def _subdirectories(folder: Path) -> list[Path]:
+    try:
+        entries = list(os.scandir(folder))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    return [Path(e.path) for e in entries if e.is_dir(follow_symlinks=False)]
 
 
 def tree_bytes(*, root: Path) -> int:

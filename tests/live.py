@@ -134,3 +134,24 @@ def trial_task_pids(experiment_id: int) -> list[str]:
         if (cwd + "/").endswith(marker) and "/runs/" not in cwd and state != "Z":
             alive.append(proc.name)
     return alive
+
+
+def redis_start(*, port: int, log: Path) -> subprocess.Popen[bytes]:
+    """A Redis of the test's own on `port`, keeping nothing on disk (as this machine's does):
+    stopping it loses everything it held, as a broker restart without persistence does."""
+    process = subprocess.Popen(
+        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+         "--appendonly", "no", "--dir", str(log.parent)],
+        stdout=log.open("ab"), stderr=subprocess.STDOUT, start_new_session=True,
+    )
+
+    def answers() -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
+                sock.sendall(b"PING\r\n")
+                return sock.recv(16).startswith(b"+PONG")
+        except OSError:
+            return False
+
+    wait_for(answers, timeout=30, what=f"redis on port {port}", log=log)
+    return process

@@ -39,6 +39,10 @@ class TaskAddress:
 @dataclass(frozen=True)
 class ClusterPlan:
     tasks: tuple[TaskAddress, ...]
+    # The same on every node of one dispatch and never again (the platform passes when the
+    # gang's devices were allocated): what is named after a dispatch (a gang's network) is
+    # never a name an earlier one used, even where ids repeat (a database made anew).
+    dispatch_key: str = ""
 
     @property
     def uses_parameter_servers(self) -> bool:

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from training.cluster import ClusterPlan
 from training.container_create import BindMount, ContainerRequest, container_create
 from training.errors import InvalidInput
 from training.runtime import TaskPython
@@ -173,9 +174,11 @@ def containers_reap(*, settings: ContainerSettings) -> int:
 GANG_NETWORK_PREFIX = "tfplatform-gang-"
 
 
-def gang_network_name(*, trial_id: str, plan_json: str) -> str:
-    """The same on every node of one dispatch (its plan: nodes and ports), new for the next."""
-    digest = hashlib.sha256(plan_json.encode()).hexdigest()[:10]
+def gang_network_name(*, trial_id: str, plan: ClusterPlan) -> str:
+    """The same on every node of one dispatch (its plan: nodes, ports and dispatch key), new for
+    the next. Never reused: podman 4.3's DNS keeps names of a removed network's containers, so
+    a network made again under an old name can resolve a gang member to a dead address."""
+    digest = hashlib.sha256((plan.to_json() + plan.dispatch_key).encode()).hexdigest()[:10]
     return f"{GANG_NETWORK_PREFIX}{trial_id}-{digest}"
 
 

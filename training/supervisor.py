@@ -318,7 +318,7 @@ def _network(*, plan: ClusterPlan, tasks: list[_Task], runtime: Runtime, trial_i
     if runtime.containers is not None and runtime.containers.gang_network == "gang":
         from training.containers import gang_network_name
 
-        return gang_network_name(trial_id=trial_id, plan_json=plan.to_json())
+        return gang_network_name(trial_id=trial_id, plan=plan)
     return "host"
 
 

@@ -3,6 +3,7 @@ engine's API, as uid 1000 without capabilities, network or a writable root; gone
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -164,8 +165,9 @@ def test_a_gang_across_nodes_on_one_engine_gets_an_internal_network_of_its_own(
                      resources=Resources(workers=2, gpus_per_worker=0))
     ports = ports_free(host="127.0.0.1", count=2)  # a plan, and so a network, of its own
     plan = ClusterPlan((TaskAddress("worker", 0, "gang-node-a", ports[0]),
-                        TaskAddress("worker", 1, "gang-node-b", ports[1])))
-    network = gang_network_name(trial_id=spec.trial_id, plan_json=plan.to_json())
+                        TaskAddress("worker", 1, "gang-node-b", ports[1])),
+                       dispatch_key=str(time.time()))
+    network = gang_network_name(trial_id=spec.trial_id, plan=plan)
     outcomes: dict[str, Any] = {}
     events: list[Any] = []
     seen: list[dict[str, Any]] = []

@@ -14,7 +14,9 @@ TRIAL_RUN_TASK = "experiments.trial_run"
 def scheduler_wake_on_commit() -> None:
     """A scheduling pass as soon as this transaction commits: a submitted experiment, ended
     trial, or node that became ready is acted on now, not at the scheduler loop's next tick."""
-    transaction.on_commit(lambda: current_app.send_task(SCHEDULER_WAKE_TASK))
+    # Robust: with the broker away the change still stands (the answer is not a 500), and the
+    # scheduler's own loop acts on it a few seconds later.
+    transaction.on_commit(lambda: current_app.send_task(SCHEDULER_WAKE_TASK), robust=True)
 
 
 def trial_dispatch(*, trial_id: int) -> None:

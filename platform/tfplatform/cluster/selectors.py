@@ -4,7 +4,8 @@ from datetime import timedelta
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
 from django.db.models import Count, Prefetch, Q, QuerySet
-from django.utils import timezone
+from django.db.models.expressions import CombinedExpression
+from django.db.models.functions import Now
 
 from tfplatform.accounts.models import User
 from tfplatform.accounts.visibility import visible_to
@@ -27,9 +28,14 @@ def allocations_visible_ids(*, user: User | AnonymousUser) -> set[int]:
                .values_list("pk", flat=True))
 
 
+def heartbeat_fresh_after() -> CombinedExpression:
+    """The oldest heartbeat that still counts, on the database's clock: heartbeats are stamped
+    with it too, so a node (or scheduler) whose clock is off by minutes is judged right."""
+    return Now() - timedelta(seconds=settings.PLATFORM["NODE_LOST_SECONDS"])
+
+
 def nodes_schedulable() -> QuerySet[Node]:
-    fresh_after = timezone.now() - timedelta(seconds=settings.PLATFORM["NODE_LOST_SECONDS"])
-    return Node.objects.filter(state=Node.State.READY, last_heartbeat__gte=fresh_after)
+    return Node.objects.filter(state=Node.State.READY, last_heartbeat__gte=heartbeat_fresh_after())
 
 
 def devices_free() -> QuerySet[Device]:

@@ -2,16 +2,16 @@
 
 import platform
 from dataclasses import dataclass
-from datetime import timedelta
 
-from django.conf import settings
 from django.db import transaction
+from django.db.models.functions import Now
 from django.utils import timezone
 
 from tfplatform.cluster.discovery import DeviceInfo
 from tfplatform.cluster.dispatch import scheduler_wake_on_commit
 from tfplatform.cluster.models import Allocation, Device, Node
 from tfplatform.cluster.placement import Placement
+from tfplatform.cluster.selectors import heartbeat_fresh_after
 from tfplatform.core.errors import InvalidInput, InvalidTransition
 
 
@@ -48,10 +48,11 @@ def node_register(
         node.cpu_count = cpu_count
         node.memory_bytes = memory_bytes
         node.os_info = f"{platform.platform()} / Python {platform.python_version()}"
-        node.last_heartbeat = timezone.now()
+        node.last_heartbeat = Now()  # the database's clock, as every heartbeat (selectors)
         if node.state == Node.State.LOST:
             node.state = Node.State.READY
         node.save()
+        node.refresh_from_db(fields=["last_heartbeat"])
         seen = set()
         for info in devices:
             Device.objects.update_or_create(
@@ -92,7 +93,7 @@ def node_trials_held_mid_run(*, node: Node) -> list[int]:
 
 def node_heartbeat(*, hostname: str) -> None:
     with transaction.atomic():
-        Node.objects.filter(hostname=hostname).update(last_heartbeat=timezone.now())
+        Node.objects.filter(hostname=hostname).update(last_heartbeat=Now())
         revived = Node.objects.filter(hostname=hostname, state=Node.State.LOST).update(
             state=Node.State.READY
         )
@@ -121,10 +122,9 @@ class NodesLost:
 def nodes_mark_lost() -> NodesLost:
     """Nodes silent for longer than NODE_LOST_SECONDS are lost; returns them and the trials
     they held (experiments/services/execution.py `nodes_lost_handle` fails those retryably)."""
-    cutoff = timezone.now() - timedelta(seconds=settings.PLATFORM["NODE_LOST_SECONDS"])
     stale = list(
         Node.objects.exclude(state=Node.State.LOST)
-        .filter(last_heartbeat__lt=cutoff)
+        .filter(last_heartbeat__lt=heartbeat_fresh_after())
         .values_list("pk", flat=True)
     )
     with transaction.atomic():
@@ -168,11 +168,11 @@ def allocations_claim_part(*, trial_id: int, node_id: int) -> bool:
     return bool(
         Allocation.objects.filter(
             trial_id=trial_id, node_id=node_id, started_at__isnull=True, released_at__isnull=True
-        ).update(started_at=timezone.now())
+        ).update(started_at=Now())
     )
 
 
 def allocations_release(*, trial_id: int) -> int:
     return Allocation.objects.filter(trial_id=trial_id, released_at__isnull=True).update(
-        released_at=timezone.now()
+        released_at=Now()
     )

@@ -250,8 +250,13 @@ SPECTACULAR_SETTINGS = {
     ],
 }
 
-# Celery: tasks are acknowledged late and prefetched one at a time, so a worker that dies
-# mid-task gives the message back instead of losing it.
+# Celery: a message is acknowledged when a worker takes it, and the database, not the broker,
+# is what makes work happen again: the scheduler sends a trial that no node took up once more
+# (trials_dispatch_overdue), a node claims its part of a trial once, a lost node's trials are
+# failed and requeued, and the model loader takes up versions left loading when it starts.
+# Late acknowledgement would add nothing but a copy of every trial longer than the broker's
+# visibility timeout, and with kombu 5.7 a worker holding an unacknowledged message dies when
+# the Redis connection drops (it restores the message through a connection already gone).
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="filesystem://")
 if CELERY_BROKER_URL.startswith("filesystem://"):
     _broker_dir = VAR_DIR / "broker"
@@ -265,8 +270,13 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "control_folder": str(_broker_dir / "control"),
         "store_processed": False,
     }
-CELERY_TASK_ACKS_LATE = True
-CELERY_TASK_REJECT_ON_WORKER_LOST = True
+elif CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
+    # A message a worker took but never acknowledged (it died in between) goes to another after
+    # this long. Messages are acknowledged on receipt, so a long trial is never sent twice.
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "visibility_timeout": env.int("PLATFORM_BROKER_VISIBILITY_TIMEOUT", default=3600),
+    }
+CELERY_TASK_ACKS_LATE = False
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_DEFAULT_QUEUE = "platform"
 CELERY_TASK_IGNORE_RESULT = True
@@ -344,6 +354,9 @@ PLATFORM = {
     # submissions, ended trials and nodes becoming ready wake a pass at once (scheduler_wake),
     # so the loop can idle without costing the cores that train.
     "SCHEDULER_INTERVAL_SECONDS": env.float("PLATFORM_SCHEDULER_INTERVAL", default=5.0),
+    # A trial no node took up within this long after its dispatch is sent again (a broker that
+    # restarted without persistence lost its messages; a duplicate is dropped by the node).
+    "DISPATCH_RETRY_SECONDS": env.float("PLATFORM_DISPATCH_RETRY_SECONDS", default=60.0),
     # Accelerator slots declared for this node; for CPU-only machines each is a logical CPU device.
     "DECLARED_GPU_SLOTS": env.int("PLATFORM_GPU_SLOTS", default=0),
     # Task processes per node kept ready with TensorFlow imported (0 turns the warm start off).

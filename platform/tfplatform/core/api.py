@@ -10,7 +10,7 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from tfplatform.core.errors import PlatformError
+from tfplatform.core.errors import PlatformError, Unavailable
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
@@ -18,7 +18,10 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         body: dict[str, Any] = {"error": exc.message, "code": exc.code}
         if exc.field:
             body[exc.field] = [exc.message]
-        return Response(body, status=exc.status_code)
+        headers = {}
+        if isinstance(exc, Unavailable):
+            headers["Retry-After"] = str(exc.retry_after_seconds)
+        return Response(body, status=exc.status_code, headers=headers)
     if isinstance(exc, DjangoValidationError):
         exc = exceptions.ValidationError(
             detail=exc.message_dict if hasattr(exc, "error_dict") else exc.messages

@@ -59,9 +59,12 @@ class TooManyRequests(PlatformError):
 
 
 class Unavailable(PlatformError):
+    """A dependency (the model server, say) is away; clients should retry after a while."""
+
     code = "unavailable"
     status_code = 503
     default_message = "The service is temporarily unavailable."
+    retry_after_seconds = 5
 
 
 class StorageQuotaExceeded(PayloadTooLarge):

@@ -138,6 +138,8 @@ class Trial(models.Model):
     # The TensorFlow its tasks actually loaded, which the environment only asks for.
     tensorflow_version = models.CharField(max_length=40, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    # When its messages last reached the broker; null while none has (the broker was away).
+    dispatched_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     # When its first training step finished: submit-to-first-step is what users wait through.
     first_step_at = models.DateTimeField(null=True, blank=True)

@@ -1,11 +1,12 @@
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from statistics import median
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
 from django.db.models import Count, F, Max, Prefetch, Q, QuerySet, Sum, Window
-from django.db.models.functions import RowNumber
+from django.db.models.functions import Now, RowNumber
 from django.utils import timezone
 
 from tfplatform.accounts.models import User
@@ -358,3 +359,19 @@ def upload_bytes_of(*, user: User) -> int:
     """What the user's experiment uploads (model modules, datasets) take on disk."""
     total = Experiment.objects.filter(owner=user).aggregate(n=Sum("upload_bytes"))["n"]
     return int(total or 0)
+
+
+def trials_dispatch_overdue_ids() -> list[int]:
+    """Live trials with a part no node has taken up: never dispatched and older than a few
+    seconds (the pass that made it may still be sending), or last dispatched longer ago than
+    PLATFORM_DISPATCH_RETRY_SECONDS."""
+    waiting = Allocation.objects.filter(started_at__isnull=True, released_at__isnull=True)
+    never = Q(dispatched_at__isnull=True, created_at__lt=Now() - timedelta(seconds=5))
+    stale = Q(dispatched_at__lt=Now() - timedelta(
+        seconds=settings.PLATFORM["DISPATCH_RETRY_SECONDS"]))
+    return list(
+        Trial.objects.filter(never | stale, state__in=(Trial.State.PENDING, Trial.State.RUNNING),
+                             pk__in=waiting.values("trial_id"))
+        .order_by("pk")
+        .values_list("pk", flat=True)
+    )

@@ -5,7 +5,7 @@ from tfplatform.experiments.services.execution import trial_execute
 from tfplatform.experiments.services.scheduling import scheduler_pass
 
 
-@shared_task(name=TRIAL_RUN_TASK, ignore_result=True, acks_late=True)
+@shared_task(name=TRIAL_RUN_TASK, ignore_result=True)
 def trial_run(trial_id: int, node_id: int | None = None) -> None:
     """Supervise this node's part of a trial (the node whose queue this arrived on)."""
     trial_execute(trial_id=trial_id, node_id=node_id)

@@ -14,11 +14,13 @@ import os
 import subprocess
 import sys
 import tempfile
+from datetime import timedelta
 from pathlib import Path
 
 from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
+from django.utils import timezone
 
 from serving import graph_check, layout
 from serving.archive import ArchiveError, extract_saved_model_zip
@@ -48,6 +50,8 @@ EMPTY_MODEL_CONFIG = "model_config_list {\n}\n"
 SERVED_STATES = (ModelVersion.State.LOADING, ModelVersion.State.AVAILABLE)
 LABELS = tuple(ModelLabel.Name.values)
 MAX_UPLOAD_BYTES = 500 * 1024 * 1024
+# A publish copies for seconds to minutes; what is older than this and unnamed is a leftover.
+LEFTOVER_GRACE_SECONDS = 600.0
 
 
 def model_base_path() -> Path:
@@ -240,14 +244,32 @@ def model_versions_retire(*, model: RegisteredModel) -> list[int]:
     return retired
 
 
-def model_versions_loading_resume() -> list[int]:
-    """A loader that starts again loads what was waiting when the last one stopped (a message
-    lost with its process would otherwise leave a version LOADING for good)."""
-    waiting = list(ModelVersion.objects.filter(state=ModelVersion.State.LOADING)
+def model_versions_loading_resume(*, older_than: float = 0.0) -> list[int]:
+    """Loads again what waits LOADING with no message on its way: the loader does this as it
+    starts (a message lost with its process) and every few minutes for versions waiting longer
+    than `older_than` seconds (the broker was away when the version was published). A version
+    loaded meanwhile makes the copy of its message do nothing."""
+    cutoff = timezone.now() - timedelta(seconds=older_than)
+    waiting = list(ModelVersion.objects.filter(state=ModelVersion.State.LOADING,
+                                               created_at__lte=cutoff)
                    .order_by("pk").values_list("pk", flat=True))
     for version_id in waiting:
         version_load_on_commit(version_id=version_id)
     return waiting
+
+
+def model_files_leftovers_remove(*, older_than: float = LEFTOVER_GRACE_SECONDS) -> list[Path]:
+    """What a web process killed mid-publish (deploy, upload, import) left on disk: its staging
+    copy, or a version directory whose row it never wrote. The model server never loads them
+    (its config names versions), but they take space and a version number; a retry after the
+    sweep gets the number back."""
+    base = model_base_path()
+    known = {Path(os.path.normpath(path))
+             for path in ModelVersion.objects.exclude(path="").values_list("path", flat=True)}
+    leftovers = layout.leftovers_find(model_base=base, known=known, older_than=older_than)
+    for path in leftovers:
+        layout.version_remove(model_base=base, path=path)
+    return leftovers
 
 
 def model_server_sync_quietly() -> None:

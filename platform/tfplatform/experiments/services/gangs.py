@@ -36,4 +36,4 @@ def trial_cluster_plan(*, trial: Trial) -> ClusterPlan | None:
         tasks.insert(
             0, TaskAddress("chief", 0, worker0.node.address, _port(offset=1, key=trial.pk))
         )
-    return ClusterPlan(tuple(tasks))
+    return ClusterPlan(tuple(tasks), dispatch_key=f"{allocations[0].created_at.timestamp():.6f}")

@@ -58,11 +58,12 @@ from tfplatform.cluster.placement import (
 from tfplatform.cluster.services import allocations_create
 from tfplatform.core.errors import InvalidTransition
 from tfplatform.experiments.models import Experiment, Trial
-from tfplatform.experiments.selectors import experiments_queued
+from tfplatform.experiments.selectors import experiments_queued, trials_dispatch_overdue_ids
 from tfplatform.experiments.services.transitions import experiment_transition
 from tfplatform.experiments.services.trials import (
     TRIAL_ACTIVE_STATES,
     trial_create,
+    trial_mark_dispatched,
     trial_request_stop,
 )
 
@@ -94,8 +95,31 @@ def scheduler_pass() -> int:
         if decider.reasons_changed:
             _pending_reasons_save(experiments=decider.reasons_changed)
         for trial_id in decider.scheduled:
-            transaction.on_commit(partial(trial_dispatch, trial_id=trial_id))
+            transaction.on_commit(partial(trial_dispatch_send, trial_id=trial_id))
     return len(decider.scheduled)
+
+
+def trial_dispatch_send(*, trial_id: int) -> bool:
+    """Send the trial's messages to its nodes; False when the broker refused them (the
+    scheduler's loop sends them again, `trials_dispatch_overdue`)."""
+    try:
+        trial_dispatch(trial_id=trial_id)
+    except Exception:  # kombu's and redis-py's connection errors share no base class
+        logger.warning("Could not dispatch trial %s; will retry", trial_id, exc_info=True)
+        return False
+    trial_mark_dispatched(trial_id=trial_id)
+    return True
+
+
+def trials_dispatch_overdue() -> int:
+    """Send again what no node took up: a trial never dispatched (the broker was away when it
+    was scheduled), or one whose parts have not started within DISPATCH_RETRY_SECONDS of its
+    last dispatch (a broker that restarted without persistence lost the messages). A part that
+    did start drops the duplicate (allocations_claim_part), so sending again is safe."""
+    resent = 0
+    for trial_id in trials_dispatch_overdue_ids():
+        resent += trial_dispatch_send(trial_id=trial_id)
+    return resent
 
 
 def _serialize_schedulers() -> None:

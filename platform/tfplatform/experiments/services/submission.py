@@ -1,13 +1,17 @@
 """Submitting experiments: new, restarted from a finished one, and cancelled."""
 
+from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from django.core.files.storage import default_storage
 from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
 from django.db.models.fields.files import FieldFile
+from django.utils import timezone
 
 from tfplatform.accounts.models import User
 from tfplatform.accounts.storage import storage_quota_check
@@ -26,6 +30,11 @@ from tfplatform.experiments.services.trials import (
     TRIAL_ACTIVE_STATES,
     trial_request_stop,
 )
+
+# The folders Experiment's file fields store uploads in (their upload_to).
+UPLOAD_FOLDERS = ("models", "datasets")
+# A submission stores its files in seconds; an unnamed file older than this is a leftover.
+LEFTOVER_GRACE_SECONDS = 600.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -165,3 +174,32 @@ def _upload_reopen(
         ) from error
     name = Path(stored.name).name.removeprefix(prefix)
     return UploadedFile(file=handle, name=name, size=size)
+
+
+def uploads_leftovers_remove(*, older_than: float = LEFTOVER_GRACE_SECONDS) -> list[str]:
+    """Stored uploads no experiment names: the web process saved the file and was killed before
+    its experiment was committed (or the experiment is gone). Younger files may belong to a
+    submission still under way, so only those older than `older_than` seconds go."""
+    referenced = {
+        name
+        for pair in Experiment.objects.values_list("model_file", "dataset_file")
+        for name in pair
+        if name
+    }
+    cutoff = timezone.now() - timedelta(seconds=older_than)
+    removed = []
+    for folder in UPLOAD_FOLDERS:
+        for name in _stored_files(folder=folder):
+            if name not in referenced and default_storage.get_modified_time(name) < cutoff:
+                default_storage.delete(name)
+                removed.append(name)
+    return removed
+
+
+def _stored_files(*, folder: str) -> Iterator[str]:
+    if not default_storage.exists(folder):
+        return
+    folders, files = default_storage.listdir(folder)
+    yield from (f"{folder}/{name}" for name in files)
+    for child in folders:
+        yield from _stored_files(folder=f"{folder}/{child}")

@@ -3,6 +3,7 @@
 from typing import Any
 
 from django.db import transaction
+from django.db.models.functions import Now
 from django.utils import timezone
 
 from tfplatform.core.errors import InvalidTransition
@@ -40,7 +41,9 @@ def experiment_transition(
         current = Experiment.objects.select_for_update().get(pk=experiment.pk)
         if to not in ALLOWED_TRANSITIONS[current.state]:
             raise InvalidTransition(f"An experiment that is {current.state} cannot become {to}.")
-        now = timezone.now()
+        # The database's clock, like heartbeats: the web app, the scheduler and every worker
+        # node move experiments, and their clocks may disagree.
+        now = Now()
         current.state = to
         if to == State.RUNNING and current.started_at is None:
             current.started_at = now

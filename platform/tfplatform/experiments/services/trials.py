@@ -5,6 +5,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db import transaction
+from django.db.models.functions import Now
 from django.utils import timezone
 
 from tfplatform.core.errors import InvalidTransition
@@ -27,11 +28,15 @@ def trial_request_stop(*, trial: Trial, reason: str) -> None:
     )
 
 
+def trial_mark_dispatched(*, trial_id: int) -> None:
+    Trial.objects.filter(pk=trial_id).update(dispatched_at=Now())
+
+
 def trial_start(*, trial_id: int) -> Trial | None:
     """Mark a pending trial running; None when it was already taken (a redelivered message)."""
     with transaction.atomic():
         claimed = Trial.objects.filter(pk=trial_id, state=Trial.State.PENDING).update(
-            state=Trial.State.RUNNING, started_at=timezone.now()
+            state=Trial.State.RUNNING, started_at=Now()
         )
         if not claimed:
             return None
@@ -54,7 +59,7 @@ def trial_finish(
         exit_reason=exit_reason,
         exit_code=exit_code,
         retryable=retryable,
-        finished_at=timezone.now(),
+        finished_at=Now(),
     )
     trial.refresh_from_db()
     return trial if claimed else None

@@ -12,9 +12,11 @@ from tfplatform.cluster.services import nodes_finish_draining
 from tfplatform.cluster.utilization import SAMPLE_SECONDS, utilization_record
 from tfplatform.experiments.selectors import experiment_state_counts
 from tfplatform.experiments.services.execution import nodes_lost_handle
-from tfplatform.experiments.services.scheduling import scheduler_pass
+from tfplatform.experiments.services.scheduling import scheduler_pass, trials_dispatch_overdue
+from tfplatform.experiments.services.submission import uploads_leftovers_remove
 
 logger = logging.getLogger(__name__)
+TIDY_SECONDS = 300.0
 
 
 class Command(BaseCommand):
@@ -32,7 +34,7 @@ class Command(BaseCommand):
             signal.signal(sig, lambda *_: stop.set())
         self.stdout.write(f"Scheduler running every {options['interval']}s")
         # Monotonic, so a wall-clock jump neither floods nor starves the utilization history.
-        next_sample = time.monotonic()
+        next_sample = next_tidy = time.monotonic()
         while not stop.is_set():
             try:
                 lost = nodes_lost_handle()
@@ -42,9 +44,17 @@ class Command(BaseCommand):
                 scheduled = scheduler_pass()
                 if scheduled:
                     logger.info("Scheduled %d experiment(s)", scheduled)
+                resent = trials_dispatch_overdue()
+                if resent:
+                    logger.warning("Dispatched %d trial(s) again that no node took up", resent)
                 if time.monotonic() >= next_sample:
                     next_sample = time.monotonic() + SAMPLE_SECONDS
                     utilization_record(**experiment_state_counts())
+                if time.monotonic() >= next_tidy:
+                    next_tidy = time.monotonic() + TIDY_SECONDS
+                    removed = uploads_leftovers_remove()
+                    if removed:
+                        logger.warning("Removed %d upload(s) no experiment names", len(removed))
             except Exception:
                 # One bad pass (a lost database connection, say) must not end the loop.
                 logger.exception("Scheduler pass failed")
