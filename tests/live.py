@@ -155,3 +155,51 @@ def redis_start(*, port: int, log: Path) -> subprocess.Popen[bytes]:
 
     wait_for(answers, timeout=30, what=f"redis on port {port}", log=log)
     return process
+
+
+PG_BIN = max(Path("/usr/lib/postgresql").glob("*/bin"), default=Path("/usr/bin"))
+
+
+class Postgres:
+    """A PostgreSQL cluster of the test's own (initdb on a free port), stopped and started by
+    the test; never the machine's shared server. It runs as the `postgres` user, which cannot
+    enter pytest's root-only folders, so its data lives in a folder of its own under /tmp."""
+
+    def __init__(self, *, port: int) -> None:
+        import shutil
+        import tempfile
+
+        self.port = port
+        self.folder = Path(tempfile.mkdtemp(prefix="tfplatform-pg-"))
+        shutil.chown(self.folder, user="postgres", group="postgres")
+        self.data, self.log = self.folder / "data", self.folder / "postgres.log"
+        self._as_postgres([str(PG_BIN / "initdb"), "-D", str(self.data), "-A", "trust",
+                           "-U", "postgres", "--no-sync"])
+        self.start()
+        self._as_postgres([str(PG_BIN / "createdb"), "-h", "127.0.0.1", "-p", str(port),
+                           "-U", "postgres", "platform"])
+
+    @property
+    def url(self) -> str:
+        return f"postgres://postgres@127.0.0.1:{self.port}/platform"
+
+    def start(self) -> None:
+        options = f"-p {self.port} -k {self.folder} -c listen_addresses=127.0.0.1 -c fsync=off"
+        self._as_postgres([str(PG_BIN / "pg_ctl"), "-D", str(self.data), "-o", options,
+                           "-l", str(self.log), "-w", "start"])
+
+    def stop(self) -> None:
+        self._as_postgres([str(PG_BIN / "pg_ctl"), "-D", str(self.data), "-m", "fast", "-w",
+                           "stop"])
+
+    def remove(self) -> None:
+        import contextlib
+        import shutil
+
+        with contextlib.suppress(subprocess.CalledProcessError):
+            self.stop()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    def _as_postgres(self, args: list[str]) -> None:
+        subprocess.run(["runuser", "-u", "postgres", "--", *args], check=True,
+                       capture_output=True, timeout=120, cwd=self.folder)

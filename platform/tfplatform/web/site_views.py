@@ -1,8 +1,16 @@
 """Site-wide views: the 404 and 500 answers (JSON under /api/, pages elsewhere), health."""
 
-from django.db import connection
+import sys
+
+from django.db import InterfaceError, OperationalError, connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
+from django.template import loader
+
+from tfplatform.core.errors import Unavailable
+
+# What a database that went away raises: refused or dropped connections, a server shutting down.
+DATABASE_ERRORS = (OperationalError, InterfaceError)
 
 
 def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
@@ -12,9 +20,26 @@ def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpR
 
 
 def server_error(request: HttpRequest) -> HttpResponse:
+    # Django calls this while handling the exception, from a view or a middleware alike.
+    if isinstance(sys.exc_info()[1], DATABASE_ERRORS):
+        return _database_unavailable(request=request)
     if request.path.startswith("/api/"):
         return JsonResponse({"error": "Internal server error.", "code": "error"}, status=500)
     return render(request, "500.html", status=500)
+
+
+def _database_unavailable(*, request: HttpRequest) -> HttpResponse:
+    """The database is away (a restart, a failover): a 503 that says to come back, never a 500.
+    The page stands alone: the usual layout asks the database who is signed in."""
+    if request.path.startswith("/api/"):
+        answer: HttpResponse = JsonResponse(
+            {"error": "The database is unavailable; try again shortly.", "code": "unavailable"},
+            status=503,
+        )
+    else:
+        answer = HttpResponse(loader.render_to_string("503.html"), status=503)
+    answer["Retry-After"] = str(Unavailable.retry_after_seconds)
+    return answer
 
 
 def healthz(request: HttpRequest) -> JsonResponse:
