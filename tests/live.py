@@ -203,3 +203,18 @@ class Postgres:
     def _as_postgres(self, args: list[str]) -> None:
         subprocess.run(["runuser", "-u", "postgres", "--", *args], check=True,
                        capture_output=True, timeout=120, cwd=self.folder)
+
+
+def platform_env(*, database_url: str, var_dir: Path, **extra: str) -> dict[str, str]:
+    """The environment of a platform of the test's own: its database, its var folder and the
+    broker that needs no server there (the suite's Redis is not its business)."""
+    env = {**os.environ, "DATABASE_URL": database_url, "PLATFORM_VAR_DIR": str(var_dir),
+           "CELERY_BROKER_URL": "filesystem://", "PYTHONUNBUFFERED": "1"}
+    env.pop("CACHE_URL", None)
+    return env | extra
+
+
+def manage(*args: str, env: dict[str, str]) -> str:
+    """`manage.py ARGS` in that environment; what it printed."""
+    return subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, check=True,
+                          capture_output=True, text=True, timeout=300).stdout

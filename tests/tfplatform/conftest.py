@@ -103,3 +103,11 @@ def _answers(url: str, headers: dict[str, str]) -> bool:
         return requests.get(url, timeout=2, headers=headers).status_code == 404
     except requests.RequestException:
         return False
+
+
+@pytest.fixture
+def postgres() -> Iterator[live.Postgres]:
+    """A PostgreSQL of the test's own, for tests that stop and start the database."""
+    cluster = live.Postgres(port=live.free_port())
+    yield cluster
+    cluster.remove()

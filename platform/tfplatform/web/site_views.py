@@ -2,15 +2,13 @@
 
 import sys
 
-from django.db import InterfaceError, OperationalError, connection
+from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.template import loader
 
+from tfplatform.core.database import DATABASE_ERRORS
 from tfplatform.core.errors import Unavailable
-
-# What a database that went away raises: refused or dropped connections, a server shutting down.
-DATABASE_ERRORS = (OperationalError, InterfaceError)
 
 
 def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:

@@ -2,10 +2,6 @@
 meanwhile the API answers 503 with its JSON error and Retry-After, pages a 503 page, the health
 check 503; afterwards everything answers again, with no restart of the web process."""
 
-import os
-import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,21 +18,12 @@ USER_CREATE = (
 )
 
 
-@pytest.fixture
-def postgres() -> Iterator[live.Postgres]:
-    cluster = live.Postgres(port=live.free_port())
-    yield cluster
-    cluster.remove()
-
-
 def test_with_the_database_away_answers_are_503_and_it_recovers_without_a_restart(
     postgres: live.Postgres, tmp_path: Path
 ) -> None:
-    env = {**os.environ, "DATABASE_URL": postgres.url, "PYTHONUNBUFFERED": "1",
-           "PLATFORM_VAR_DIR": str(tmp_path / "var")}
-    for command in (["migrate", "--noinput"], ["shell", "-c", USER_CREATE]):
-        subprocess.run([sys.executable, "manage.py", *command], cwd=live.ROOT, env=env,
-                       check=True, capture_output=True, timeout=300)
+    env = live.platform_env(database_url=postgres.url, var_dir=tmp_path / "var")
+    live.manage("migrate", "--noinput", env=env)
+    live.manage("shell", "-c", USER_CREATE, env=env)
     port = live.free_port()
     base = f"http://127.0.0.1:{port}"
     web = live.start(web_args(port=port), env=env, log=tmp_path / "web.log")

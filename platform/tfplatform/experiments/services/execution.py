@@ -18,6 +18,11 @@ from tfplatform.cluster.services import (
     node_trials_held_mid_run,
     nodes_mark_lost,
 )
+from tfplatform.core.database import (
+    DATABASE_ERRORS,
+    database_connection_reset,
+    database_wait,
+)
 from tfplatform.experiments.environments import EnvironmentBuildFailed, environment_build_ensure
 from tfplatform.experiments.models import Experiment, Trial
 from tfplatform.experiments.services.gangs import trial_cluster_plan
@@ -128,6 +133,7 @@ def trial_execute(*, trial_id: int, node_id: int | None = None) -> None:
     local_host = node.address if plan is not None and node is not None else LOCALHOST
     chief_here = plan is None or plan.chief.host == local_host
     experiment = trial.experiment
+    recorder: TrialEventRecorder | None = None
     try:
         # Before experiment_start: while this node builds the venv the experiment stays
         # "scheduled", and its pending reason says so.
@@ -137,9 +143,10 @@ def trial_execute(*, trial_id: int, node_id: int | None = None) -> None:
             runtime=runtime,
         )
         experiment_start(experiment=experiment)
+        recorder = TrialEventRecorder(trial=trial)
         outcome = trial_supervise(
             spec=trial_spec_build(trial=trial),
-            on_events=TrialEventRecorder(trial=trial),
+            on_events=recorder,
             should_cancel=lambda: _stop_requested(trial_id=trial.pk),
             grace_seconds=STOP_GRACE_SECONDS,
             cluster=plan,
@@ -157,14 +164,21 @@ def trial_execute(*, trial_id: int, node_id: int | None = None) -> None:
         )
     finally:
         close_old_connections()
+    if recorder is not None:
+        database_wait(action=recorder.flush, what=f"recording trial {trial.pk}'s events")
     if chief_here or outcome.status == Trial.State.FAILED:
         # The chief's part speaks for the gang; any other part only reports its own failure.
-        trial_outcome_record(trial=trial, outcome=outcome)
+        database_wait(action=lambda: trial_outcome_record(trial=trial, outcome=outcome),
+                      what=f"recording how trial {trial.pk} ended")
 
 
 def _stop_requested(*, trial_id: int) -> bool:
     # A finished trial stops the rest of its gang too (parameter servers never exit alone).
-    trial = Trial.objects.filter(pk=trial_id).values("stop_reason", "state").first()
+    try:
+        trial = Trial.objects.filter(pk=trial_id).values("stop_reason", "state").first()
+    except DATABASE_ERRORS:
+        database_connection_reset()
+        return False  # nobody can ask it to stop while the database is away: train on
     return trial is None or bool(trial["stop_reason"]) or trial["state"] not in TRIAL_ACTIVE_STATES
 
 

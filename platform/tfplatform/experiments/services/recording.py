@@ -1,11 +1,13 @@
 """Turns the training engine's events into metrics, checkpoints and logs in the database."""
 
+import logging
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from django.db import transaction
 
+from tfplatform.core.database import DATABASE_ERRORS, database_connection_reset
 from tfplatform.experiments.models import Metric, Trial
 from tfplatform.experiments.services.transitions import experiment_set_strategy
 from tfplatform.experiments.services.trials import (
@@ -17,6 +19,8 @@ from tfplatform.experiments.services.trials import (
 )
 from training.spec import TrialEvent
 
+logger = logging.getLogger(__name__)
+
 # Throughput arrives every few seconds; these are the names charts and benchmarks read.
 THROUGHPUT_KEYS = ("images_per_sec", "images_per_sec_per_replica")
 CHIEF_TASKS = ("", "worker:0", "chief:0")
@@ -27,10 +31,35 @@ class TrialEventRecorder:
         self.trial = trial
         self.throughput_step = 0
         self._log_lines: list[str] = []
+        self._waiting: list[TrialEvent] = []  # kept while the database is away, in order
 
     def __call__(self, events: Sequence[TrialEvent]) -> None:
         """One batch, one transaction: the supervisor hands over what it read in one go, and
-        each commit costs the cores the trial trains on."""
+        each commit costs the cores the trial trains on. With the database away the events
+        wait here, in order, and go in with the next batch: the trial trains on."""
+        self._waiting.extend(events)
+        step = self.throughput_step
+        try:
+            self._record(self._waiting)
+        except DATABASE_ERRORS:
+            self.throughput_step = step  # the batch is done again as a whole
+            if len(self._waiting) == len(events):
+                logger.warning("Trial %s: the database is unavailable; keeping its events",
+                               self.trial.pk)
+            database_connection_reset()
+            return
+        except Exception:
+            self._waiting = []  # a batch that cannot be recorded is not tried again
+            raise
+        self._waiting = []
+
+    def flush(self) -> None:
+        """What waited for the database; raises while it is still away."""
+        if self._waiting:
+            self._record(self._waiting)
+            self._waiting = []
+
+    def _record(self, events: Sequence[TrialEvent]) -> None:
         self._log_lines = []
         with transaction.atomic():
             for event in events:

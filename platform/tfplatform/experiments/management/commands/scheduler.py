@@ -10,6 +10,7 @@ from django.db import close_old_connections
 
 from tfplatform.cluster.services import nodes_finish_draining
 from tfplatform.cluster.utilization import SAMPLE_SECONDS, utilization_record
+from tfplatform.core.database import DATABASE_ERRORS, database_connection_reset
 from tfplatform.experiments.selectors import experiment_state_counts
 from tfplatform.experiments.services.execution import nodes_lost_handle
 from tfplatform.experiments.services.scheduling import scheduler_pass, trials_dispatch_overdue
@@ -35,11 +36,15 @@ class Command(BaseCommand):
         self.stdout.write(f"Scheduler running every {options['interval']}s")
         # Monotonic, so a wall-clock jump neither floods nor starves the utilization history.
         next_sample = next_tidy = time.monotonic()
+        # Nobody could beat while the database was away: once it is back, every node gets a
+        # whole NODE_LOST_SECONDS to beat again before it can be judged lost.
+        judge_nodes_after = time.monotonic()
         while not stop.is_set():
             try:
-                lost = nodes_lost_handle()
-                if lost:
-                    logger.warning("Marked %d node(s) lost", len(lost))
+                if time.monotonic() >= judge_nodes_after:
+                    lost = nodes_lost_handle()
+                    if lost:
+                        logger.warning("Marked %d node(s) lost", len(lost))
                 nodes_finish_draining()
                 scheduled = scheduler_pass()
                 if scheduled:
@@ -55,8 +60,12 @@ class Command(BaseCommand):
                     removed = uploads_leftovers_remove()
                     if removed:
                         logger.warning("Removed %d upload(s) no experiment names", len(removed))
+            except DATABASE_ERRORS:
+                logger.warning("The database is unavailable; the scheduler waits for it")
+                database_connection_reset()
+                judge_nodes_after = time.monotonic() + settings.PLATFORM["NODE_LOST_SECONDS"]
             except Exception:
-                # One bad pass (a lost database connection, say) must not end the loop.
+                # One bad pass must not end the loop.
                 logger.exception("Scheduler pass failed")
             finally:
                 close_old_connections()

@@ -15,6 +15,7 @@ from tfplatform.cluster.services import (
     node_register,
 )
 from tfplatform.config.celery import app
+from tfplatform.core.database import DATABASE_ERRORS, database_connection_reset
 from tfplatform.experiments.services.execution import node_restart_recover, node_runtime
 from training.containers import RUNTIME_IMAGE, containers_reap, runtime_image_ensure
 from training.sandbox import Exposure
@@ -152,5 +153,10 @@ def _heartbeat_loop(*, hostname: str, stop: threading.Event) -> None:
     while not stop.wait(interval):
         try:
             node_heartbeat(hostname=hostname)
+        except DATABASE_ERRORS:
+            # The database is away: the next beat tries again. An exception here would end
+            # the thread, and a node that stops beating is lost once the database is back.
+            logger.warning("Node %s: the database is unavailable; heartbeat skipped", hostname)
+            database_connection_reset()
         finally:
             close_old_connections()
