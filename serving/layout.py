@@ -88,9 +88,10 @@ def version_path(*, model_path: Path, version: int) -> Path:
 
 def publish_version(
     *, source: Path, model_base: Path, model_name: str, untrusted: bool = False,
-    verify: Callable[[Path], None] | None = None,
+    verify: Callable[[Path], None] | None = None, after: int = 0,
 ) -> PublishedVersion:
-    """Copies a SavedModel directory in as the next version (max existing + 1, or 1).
+    """Copies a SavedModel directory in as the next version: above every version on disk and
+    above `after` (the caller's record of versions whose files are gone), or 1.
 
     `untrusted`: the source was written by user code; it is copied as plain_tree_copy does
     (UnsafeSource for a link or a special file), never following a symbolic link.
@@ -115,7 +116,7 @@ def publish_version(
             shutil.copytree(source, staging, symlinks=False, dirs_exist_ok=True)
         if verify is not None:
             verify(staging)
-        return _rename_into_place(staging, directory)
+        return _rename_into_place(staging, directory, after=after)
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
@@ -231,10 +232,10 @@ def _kind(mode: int) -> str:
     return "special file"
 
 
-def _rename_into_place(staging: Path, directory: Path) -> PublishedVersion:
+def _rename_into_place(staging: Path, directory: Path, *, after: int) -> PublishedVersion:
     for _ in range(_MAX_ATTEMPTS):
         existing = list_versions(model_path=directory)
-        version = (existing[-1] + 1) if existing else 1
+        version = max([after, *existing]) + 1
         target = directory / str(version)
         try:
             # rename(2) refuses a non-empty target directory, which is what a concurrent

@@ -20,6 +20,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
+from django.db.models import Max
 from django.utils import timezone
 
 from serving import graph_check, layout
@@ -182,6 +183,8 @@ def _version_publish(
         published = layout.publish_version(
             source=source, model_base=model_base_path(), model_name=name, untrusted=untrusted,
             verify=saved_model_verify,
+            # An undeployed version's files are gone but its row stays: never its number again.
+            after=model.versions.aggregate(n=Max("version"))["n"] or 0,
         )
     except ValueError as error:
         raise InvalidInput(str(error)) from error

@@ -14,7 +14,7 @@ import pytest
 
 from tests.conftest import peer_data_or_skip
 from tests.factories import UserFactory
-from tests.tfplatform.modelregistry.conftest import HALF_PLUS_TWO, api, register
+from tests.tfplatform.modelregistry.conftest import HALF_PLUS_THREE, HALF_PLUS_TWO, api, register
 from tfplatform.modelregistry.services import model_files_leftovers_remove
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
@@ -74,3 +74,19 @@ def test_what_a_killed_publish_leaves_is_swept_and_a_retry_gets_its_number(
     assert (retried["version"], retried["state"]) == (1, "available")
     assert model_files_leftovers_remove(older_than=0) == []  # its row names it
     assert (base / "kept" / "1" / "saved_model.pb").is_file()
+
+
+def test_the_newest_version_undeployed_keeps_its_number_and_the_next_publish_gets_a_new_one(
+    model_server: dict[str, Any],
+) -> None:
+    client = api(UserFactory())
+    register(client, "renumbered")
+    register(client, "renumbered", HALF_PLUS_THREE)
+    gone = client.delete("/api/v1/models/renumbered/versions/2/")
+    assert gone.status_code == 200, gone.content
+    assert not (model_server["base"] / "renumbered" / "2").exists()  # its files went
+    again = register(client, "renumbered", HALF_PLUS_THREE)
+    assert (again["version"], again["state"]) == (3, "available")
+    states = {v["version"]: v["state"]
+              for v in client.get("/api/v1/models/renumbered/").json()["versions"]}
+    assert states == {1: "available", 2: "unloaded", 3: "available"}
