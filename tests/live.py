@@ -1,9 +1,12 @@
 """Starting real platform processes (worker nodes, the whole `make run` stack) from tests."""
 
+import contextlib
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -166,9 +169,6 @@ class Postgres:
     enter pytest's root-only folders, so its data lives in a folder of its own under /tmp."""
 
     def __init__(self, *, port: int) -> None:
-        import shutil
-        import tempfile
-
         self.port = port
         self.folder = Path(tempfile.mkdtemp(prefix="tfplatform-pg-"))
         shutil.chown(self.folder, user="postgres", group="postgres")
@@ -193,9 +193,6 @@ class Postgres:
                            "stop"])
 
     def remove(self) -> None:
-        import contextlib
-        import shutil
-
         with contextlib.suppress(subprocess.CalledProcessError):
             self.stop()
         shutil.rmtree(self.folder, ignore_errors=True)
@@ -218,3 +215,19 @@ def manage(*args: str, env: dict[str, str]) -> str:
     """`manage.py ARGS` in that environment; what it printed."""
     return subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, check=True,
                           capture_output=True, text=True, timeout=300).stdout
+
+
+def user_create(*, username: str, password: str, env: dict[str, str]) -> None:
+    """An account in the platform that `env` points at (a database of the test's own)."""
+    manage("shell", "-c", "from tfplatform.accounts.models import User; "
+           f"User.objects.create_user(username={username!r}, password={password!r})", env=env)
+
+
+def http_status(url: str) -> int:
+    """The status a GET answers with; 0 while nothing listens."""
+    import requests
+
+    try:
+        return int(requests.get(url, timeout=10).status_code)
+    except requests.RequestException:
+        return 0

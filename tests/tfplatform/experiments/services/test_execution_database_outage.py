@@ -15,8 +15,6 @@ from tests import live
 pytestmark = pytest.mark.slow
 
 PASSWORD = "a-long-pass-phrase"
-USER_CREATE = ("from tfplatform.accounts.models import User; "
-               f"User.objects.create_user(username='ada', password={PASSWORD!r})")
 OUTAGE_SECONDS = 30
 NODE_LOST_SECONDS = 10
 
@@ -28,7 +26,7 @@ def test_a_trial_trains_through_a_database_outage_and_loses_no_epoch(
                             PLATFORM_NODE_LOST_SECONDS=str(NODE_LOST_SECONDS),
                             PLATFORM_HEARTBEAT_SECONDS="1")
     live.manage("migrate", "--noinput", env=env)
-    live.manage("shell", "-c", USER_CREATE, env=env)
+    live.user_create(username="ada", password=PASSWORD, env=env)
     port = live.free_port()
     base = f"http://127.0.0.1:{port}"
     logs = {name: tmp_path / f"{name}.log" for name in ("web", "scheduler", "worker")}
@@ -41,7 +39,8 @@ def test_a_trial_trains_through_a_database_outage_and_loses_no_epoch(
     ]
     api = requests.Session()
     try:
-        live.wait_for(lambda: _answers(f"{base}/healthz"), timeout=60, what="the web app",
+        live.wait_for(lambda: live.http_status(f"{base}/healthz") == 200, timeout=60,
+                      what="the web app",
                       log=logs["web"])
         token = requests.post(f"{base}/api/v1/auth/token/", timeout=10, json={
             "username": "ada", "password": PASSWORD}).json()["token"]
@@ -76,13 +75,6 @@ def test_a_trial_trains_through_a_database_outage_and_loses_no_epoch(
     assert epochs == list(range(1, 13))
     assert [node["state"] for node in nodes] == ["ready"]
     assert "the database is unavailable" in worker_log  # the outage did reach the trial
-
-
-def _answers(url: str) -> bool:
-    try:
-        return requests.get(url, timeout=5).status_code == 200
-    except requests.RequestException:
-        return False
 
 
 def _state(api: requests.Session, base: str, experiment_id: int) -> str:
