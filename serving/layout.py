@@ -113,13 +113,34 @@ def publish_version(
             # refused the same way, never followed.
             plain_tree_copy(source=source, destination=staging)
         else:
-            shutil.copytree(source, staging, symlinks=False, dirs_exist_ok=True)
+            _tree_copy(source=source, destination=staging)
         if verify is not None:
             verify(staging)
         return _rename_into_place(staging, directory, after=after)
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
+
+
+class _CopyFailed(Exception):
+    """Carries a file's OSError past copytree, which would collect it and go on copying."""
+
+
+def _copy_or_stop(source: str, destination: str) -> object:
+    try:
+        return shutil.copy2(source, destination)
+    except OSError as error:
+        raise _CopyFailed(error) from error
+
+
+def _tree_copy(*, source: Path, destination: Path) -> None:
+    """copytree that stops at the first file it cannot write, raising that file's OSError (a
+    full disk stays recognisable as ENOSPC instead of becoming one shutil.Error of them all)."""
+    try:
+        shutil.copytree(source, destination, symlinks=False, dirs_exist_ok=True,
+                        copy_function=_copy_or_stop)
+    except _CopyFailed as failed:
+        raise failed.args[0] from None
 
 
 def plain_tree_check(*, root: Path) -> None:

@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from django.db import connection
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -157,6 +158,44 @@ def redis_start(*, port: int, log: Path) -> subprocess.Popen[bytes]:
             return False
 
     wait_for(answers, timeout=30, what=f"redis on port {port}", log=log)
+    return process
+
+
+RABBITMQ_SERVER = Path("/usr/lib/rabbitmq/bin/rabbitmq-server")
+
+
+def rabbitmq_start(*, port: int, folder: Path, log: Path) -> subprocess.Popen[bytes]:
+    """A RabbitMQ node of the test's own on `port`, its database in `folder`: started again on
+    the same folder it comes back with its durable queues and persistent messages."""
+    if not RABBITMQ_SERVER.exists():
+        if os.environ.get("CI"):
+            raise AssertionError("CI needs RabbitMQ (Debian's rabbitmq-server)")
+        pytest.skip("RabbitMQ is not installed")
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "enabled_plugins").write_text("[].\n")
+    env = {
+        **os.environ,
+        "RABBITMQ_NODE_PORT": str(port),
+        "RABBITMQ_DIST_PORT": str(free_port()),
+        "RABBITMQ_NODENAME": f"test{port}@localhost",
+        "RABBITMQ_MNESIA_BASE": str(folder / "mnesia"),
+        "RABBITMQ_LOG_BASE": str(folder / "log"),
+        "RABBITMQ_ENABLED_PLUGINS_FILE": str(folder / "enabled_plugins"),
+        "RABBITMQ_CONFIG_FILE": str(folder / "none"),
+        "RABBITMQ_PID_FILE": str(folder / "pid"),
+    }
+    process = subprocess.Popen([str(RABBITMQ_SERVER)], env=env, stdout=log.open("ab"),
+                               stderr=subprocess.STDOUT, start_new_session=True)
+
+    def answers() -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
+                sock.sendall(b"AMQP\x00\x00\x09\x01")
+                return bool(sock.recv(8))  # connection.start: the broker speaks AMQP
+        except OSError:
+            return False
+
+    wait_for(answers, timeout=90, what=f"RabbitMQ on port {port}", log=log)
     return process
 
 

@@ -148,8 +148,7 @@ class EpochReporter(keras.callbacks.Callback):
         if is_best:
             progress.best_val_accuracy, progress.best_epoch = accuracy, epoch + 1
         progress.history.append(record)
-        path = self.state.save(progress=progress)
-        best_path = self.state.save_best(epoch=epoch + 1) if is_best else ""
+        path, best_path = self.state.save(progress=progress, best=is_best)
         if self.is_chief:
             self.events.emit("metric", **record)
             self.events.emit("checkpoint", epoch=epoch + 1, path=path, best=is_best,

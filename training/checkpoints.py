@@ -5,9 +5,11 @@ Layout (work_dir survives restarts of the same trial):
     checkpoints/progress-<n>.json  epochs done, cumulative training seconds, per-epoch history
     best/epoch-<n>.*               the epoch with the best val_accuracy (older bests deleted)
 
-The progress file of epoch n is written *before* checkpoint n is registered, and TF registers a
-checkpoint (the `checkpoint` index file) only after its data is complete, so a crash at any moment
-leaves the latest registered checkpoint and its progress consistent.
+An epoch is saved in this order: its best weights (when it is the best), its progress file (written
+to a temporary name and renamed), its checkpoint, which TF registers in the `checkpoint` index file
+(again by rename) only after the data is complete; only then do older bests go. A crash or a full
+disk at any moment leaves the latest registered checkpoint, its progress and its best intact: a
+failed save removes what it half wrote, and a restore removes bests of epochs never registered.
 
 With MultiWorkerMirroredStrategy every worker must take part in a save (reading sync-on-read
 variables is a collective), so non-chief workers write to a scratch directory that they delete;
@@ -17,6 +19,7 @@ all workers restore the chief's files. The parameter-server chief saves alone.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -65,34 +68,81 @@ class TrainingState:
                 f"changed after the trial started?): {exc}"
             ) from exc
         progress_file = self.chief_dir / f"progress-{number}.json"
-        if progress_file.exists():
-            return Progress(**json.loads(progress_file.read_text()))
-        return Progress(epochs_completed=number)
-
-    def save(self, *, progress: Progress) -> str:
-        number = progress.epochs_completed
+        progress = (Progress(**json.loads(progress_file.read_text())) if progress_file.exists()
+                    else Progress(epochs_completed=number))
         if self.is_chief:
-            self.chief_dir.mkdir(parents=True, exist_ok=True)
-            (self.chief_dir / f"progress-{number}.json").write_text(json.dumps(asdict(progress)))
-            path = str(self.manager.save(checkpoint_number=number))
-            # Progress files of checkpoints the manager rotated out.
-            kept = {Path(p).name.rsplit("-", 1)[1] for p in self.manager.checkpoints}
-            for old in self.chief_dir.glob("progress-*.json"):
-                if old.stem.rsplit("-", 1)[1] not in kept:
-                    old.unlink()
-            return path
-        self.manager.save(checkpoint_number=number)
-        shutil.rmtree(self.scratch, ignore_errors=True)
-        return ""
+            # Bests saved by an epoch that never registered, or left over by a crash before
+            # the older ones went: the registered progress names the one best.
+            self._best_keep(epoch=progress.best_epoch or None)
+        return progress
 
-    def save_best(self, *, epoch: int) -> str:
+    def save(self, *, progress: Progress, best: bool = False) -> tuple[str, str]:
+        """(checkpoint path, best path) of this epoch; only the chief's are non-empty."""
+        number = progress.epochs_completed
+        best_path = self._save_best(epoch=number) if best else ""
+        if not self.is_chief:
+            self.manager.save(checkpoint_number=number)
+            shutil.rmtree(self.scratch, ignore_errors=True)
+            return "", ""
+        self.chief_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            _write_atomic(self.chief_dir / f"progress-{number}.json", json.dumps(asdict(progress)))
+            path = str(self.manager.save(checkpoint_number=number))
+        except BaseException:
+            # Not registered: what this epoch half wrote only takes space a full disk lacks.
+            _remove(self.chief_dir, f"progress-{number}.json", f"epoch-{number}.")
+            _remove(self.best_dir, f"epoch-{number}.")
+            raise
+        # Progress files of checkpoints the manager rotated out, and the bests this one beat.
+        kept = {Path(p).name.rsplit("-", 1)[1] for p in self.manager.checkpoints}
+        for old in self.chief_dir.glob("progress-*.json"):
+            if old.stem.rsplit("-", 1)[1] not in kept:
+                old.unlink()
+        if best:
+            self._best_keep(epoch=number)
+        return path, best_path
+
+    def _save_best(self, *, epoch: int) -> str:
         directory = self.best_dir if self.is_chief else self.scratch / "best"
-        path = str(self.best.write(str(directory / f"epoch-{epoch}")))
+        try:
+            path = str(self.best.write(str(directory / f"epoch-{epoch}")))
+        except BaseException:
+            _remove(directory, f"epoch-{epoch}.")
+            raise
         if not self.is_chief:
             shutil.rmtree(self.scratch, ignore_errors=True)
             return ""
-        # The new best is complete on disk before the previous one goes.
-        for old in directory.iterdir():
-            if not old.name.startswith(f"epoch-{epoch}."):
-                old.unlink()
         return path
+
+    def _best_keep(self, *, epoch: int | None) -> None:
+        """Only the best of `epoch` stays (none when None)."""
+        if not self.best_dir.is_dir():
+            return
+        for old in self.best_dir.iterdir():
+            if epoch is None or not old.name.startswith(f"epoch-{epoch}."):
+                old.unlink() if old.is_file() else shutil.rmtree(old, ignore_errors=True)
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    temporary = path.with_name(f".{path.name}.tmp")
+    with open(temporary, "w", encoding="utf-8") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, path)
+
+
+def _remove(directory: Path, *prefixes: str) -> None:
+    """Entries of `directory` named `<prefix>...`, and staging leftovers: TF stages a save's
+    shards in `..._temp/` folders and the index file as `checkpoint.tmp...`; ours start with a
+    dot."""
+    if not directory.is_dir():
+        return
+    for entry in directory.iterdir():
+        name = entry.name
+        if (name.startswith(prefixes) or name.startswith(".") or "_temp" in name
+                or ".tmp" in name):
+            if entry.is_dir():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink(missing_ok=True)

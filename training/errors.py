@@ -5,9 +5,14 @@ name, impossible resources). `UserCodeError` is raised inside a trial process wh
 or data is at fault, so the supervisor can mark the trial non-retryable.
 """
 
+import errno
 import traceback
 
 TRACEBACK_LINES = 12
+# errno values, and the text TF puts in its own errors for them (TF maps ENOSPC to
+# ResourceExhaustedError, which otherwise means out of memory).
+NO_SPACE_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+NO_SPACE_TEXTS = ("No space left on device", "Disk quota exceeded")
 
 
 class InvalidInput(ValueError):
@@ -31,3 +36,19 @@ def traceback_tail(exc: BaseException, *, lines: int = TRACEBACK_LINES) -> str:
     """The last lines of a traceback: where it failed and why, without TF's deep internals."""
     text = "".join(traceback.format_exception(exc)).rstrip().splitlines()
     return "\n".join(text[-lines:])
+
+
+def no_space(exc: BaseException) -> bool:
+    """The disk (or the quota) under the trial's files is full, anywhere in the cause chain: the
+    node's fault, whoever's code was writing."""
+    seen: BaseException | None = exc
+    for _ in range(10):  # a cause chain is short; a cycle is not followed forever
+        if seen is None:
+            return False
+        if isinstance(seen, OSError) and seen.errno in NO_SPACE_ERRNOS:
+            return True
+        if type(seen).__module__.startswith("tensorflow") and any(
+                text in str(seen) for text in NO_SPACE_TEXTS):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False

@@ -48,7 +48,11 @@ def export_saved_model(*, model: Any, data: ArrayData, export_dir: str, from_log
     target = Path(export_dir)
     scratch = target.with_name(target.name + ".tmp")
     shutil.rmtree(scratch, ignore_errors=True)
-    tf.saved_model.save(module, str(scratch), signatures={"serving_default": serve})
+    try:
+        tf.saved_model.save(module, str(scratch), signatures={"serving_default": serve})
+    except BaseException:
+        shutil.rmtree(scratch, ignore_errors=True)  # half a model, on a disk that may be full
+        raise
     shutil.rmtree(target, ignore_errors=True)
     scratch.rename(target)
 

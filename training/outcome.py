@@ -1,8 +1,8 @@
 """Folds a trial's events and exit codes into a `TrialOutcome` (TF-free, used by the supervisor).
 
 Exit codes (see worker.py) decide retryability: the user's code or data failing is never retried;
-a task killed by a signal (OOM killer, SIGKILL, node loss: negative codes, 137) or failing in the
-cluster (lost peer, unavailable device) is.
+a task killed by a signal (OOM killer, SIGKILL, node loss: negative codes, 137), failing in the
+cluster (lost peer, unavailable device) or on a full disk (the node's, not the trial's) is.
 """
 
 from __future__ import annotations
@@ -14,9 +14,11 @@ from training.spec import OutcomeStatus, TrialEvent, TrialOutcome
 from training.worker import (
     EXIT_INFRA_ERROR,
     EXIT_INTERNAL,
+    EXIT_NO_SPACE,
     EXIT_OK,
     EXIT_PREEMPTED,
     EXIT_USER_ERROR,
+    NO_SPACE_HINT,
 )
 
 
@@ -28,6 +30,8 @@ def exit_describe(*, code: int) -> tuple[bool, str]:
         return False, "user code or data error"
     if code == EXIT_INFRA_ERROR:
         return True, "infrastructure error"
+    if code == EXIT_NO_SPACE:
+        return True, NO_SPACE_HINT
     if code == EXIT_INTERNAL:
         return False, "internal platform error"
     if code == EXIT_PREEMPTED:

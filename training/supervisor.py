@@ -28,7 +28,7 @@ from pathlib import Path
 from training import catalog
 from training.cluster import LOCALHOST, ClusterPlan, TaskAddress, cluster_plan, gpu_ids_for
 from training.containers import LABEL_TASK, LABEL_TRIAL
-from training.errors import InvalidInput
+from training.errors import InvalidInput, no_space
 from training.events import EventTail, LineTail
 from training.hosts import Host, host_start
 from training.outcome import OutcomeBuilder, exit_describe
@@ -37,7 +37,7 @@ from training.sandbox import PRIVATE_TMP, SCRATCH, Exposure, task_confinement, t
 from training.signals import SUPERVISOR_PID_ENV
 from training.spec import TrialEvent, TrialOutcome, TrialSpec
 from training.warm import warm_pool
-from training.worker import EXIT_OK, EXIT_USER_ERROR
+from training.worker import EXIT_NO_SPACE, EXIT_OK, EXIT_USER_ERROR, NO_SPACE_HINT
 
 LOG_TAIL_LINES = 15
 # What one attempt's tasks may print into the trial's log stream (the rest stays in their logs).
@@ -246,10 +246,12 @@ class _Gang:
 
 
 def _failure_reason(*, gang: _Gang, culprit: _Task) -> tuple[bool, str]:
-    # A user error anywhere explains the rest (peers then fail on the broken collective).
-    for task in gang.tasks:
-        if task.exit_code == EXIT_USER_ERROR:
-            culprit = task
+    # A full disk, then a user error, anywhere explains the rest (peers then fail on the broken
+    # collective).
+    for code in (EXIT_NO_SPACE, EXIT_USER_ERROR):
+        found = [task for task in gang.tasks if task.exit_code == code]
+        if found:
+            culprit = found[0]
             break
     code = culprit.exit_code if culprit.exit_code is not None else -1
     retryable, what = exit_describe(code=code)
@@ -279,10 +281,16 @@ def trial_supervise(
     runtime = runtime or (pool.runtime if pool else runtime_for(name=DEFAULT_RUNTIME))
     python = python or TaskPython()
     plan = cluster or cluster_plan(resources=spec.resources, host=local_host)
-    Path(spec.work_dir).mkdir(parents=True, exist_ok=True)
-    attempt = _attempt_dir(run_dir=run_dir or run_dir_default(work_dir=spec.work_dir))
-    (attempt / "spec.json").write_text(spec.to_json())
-    (attempt / "cluster.json").write_text(plan.to_json())
+    try:
+        Path(spec.work_dir).mkdir(parents=True, exist_ok=True)
+        attempt = _attempt_dir(run_dir=run_dir or run_dir_default(work_dir=spec.work_dir))
+        (attempt / "spec.json").write_text(spec.to_json())
+        (attempt / "cluster.json").write_text(plan.to_json())
+    except OSError as error:
+        if not no_space(error):
+            raise
+        return TrialOutcome(status="failed", retryable=True,
+                            exit_reason=f"The attempt could not start: {NO_SPACE_HINT} ({error})")
     builder = OutcomeBuilder(chief=plan.chief.name)
     local = plan.local(host=local_host)
     gang = _Gang(tasks=[], on_events=on_events, builder=builder, trial_id=spec.trial_id)
@@ -301,6 +309,13 @@ def trial_supervise(
         return _watch(gang=gang, plan=plan, should_cancel=_asked_at_most_every(
                           seconds=cancel_check_seconds, check=should_cancel),
                       grace_seconds=grace_seconds, poll_seconds=poll_seconds, attempt=attempt)
+    except OSError as error:  # a launch's files (order, logs) on a disk that filled up
+        if not no_space(error):
+            raise
+        gang.stop(grace_seconds=grace_seconds)
+        return builder.build(status="failed", retryable=True,
+                             exit_reason=f"The attempt could not start: {NO_SPACE_HINT} ({error})",
+                             exit_codes=gang.exit_codes(), attempt_dir=str(attempt))
     finally:
         if gang.running():  # on_events or should_cancel raised: never leave orphans behind
             gang.stop(grace_seconds=grace_seconds)

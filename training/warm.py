@@ -20,6 +20,7 @@ the task it became has ended, so the replacement's import never competes with th
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import queue
@@ -230,8 +231,9 @@ def _main() -> None:
     channel.add_argument("--channel-dir")
     arguments = parser.parse_args()
     code = _serve(channel_fd=arguments.channel_fd, channel_dir=arguments.channel_dir)
-    sys.stdout.flush()
-    sys.stderr.flush()
+    with contextlib.suppress(OSError):  # a full disk under the log: the code still tells
+        sys.stdout.flush()
+        sys.stderr.flush()
     # TF's gRPC and collective threads can block interpreter shutdown; the outcome is decided.
     os._exit(code)
 

@@ -11,12 +11,13 @@ TensorFlow is imported only after the SIGTERM handler is in place, via training.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from pathlib import Path
 
 from training.cluster import ClusterPlan, cluster_plan
-from training.errors import InvalidInput, UserCodeError, traceback_tail
+from training.errors import InvalidInput, UserCodeError, no_space, traceback_tail
 from training.events import EventWriter
 from training.signals import Preempted, StopFlag, orphan_watch
 from training.spec import TrialSpec
@@ -25,6 +26,7 @@ from training.spec import TrialSpec
 EXIT_OK = 0
 EXIT_USER_ERROR = 65  # EX_DATAERR: the user's module or data; never retryable
 EXIT_INTERNAL = 70  # EX_SOFTWARE: a platform bug; retrying the same trial will not help
+EXIT_NO_SPACE = 74  # EX_IOERR: the node's work disk is full; retryable once space is freed
 EXIT_INFRA_ERROR = 75  # EX_TEMPFAIL: lost peer, unavailable device; retryable
 EXIT_PREEMPTED = 143  # stopped by SIGTERM after the last checkpoint, like 128 + SIGTERM
 
@@ -42,6 +44,12 @@ OUT_OF_MEMORY_HINT = (
 )
 
 
+NO_SPACE_HINT = (
+    "no space left on the node's work disk: the node's fault, not the trial's; the last "
+    "complete checkpoint is kept and the trial resumes from it once an operator frees space"
+)
+
+
 def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m training.worker")
     parser.add_argument("--spec", required=True)
@@ -54,6 +62,8 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
 
 def _failure(*, exc: BaseException, spec: TrialSpec) -> tuple[int, str]:
     """(exit code, category) for an exception escaping the trial."""
+    if no_space(exc):  # before the rest: TF reports a full disk as ResourceExhaustedError
+        return EXIT_NO_SPACE, "disk"
     if isinstance(exc, UserCodeError | InvalidInput) or _out_of_memory(exc):
         return EXIT_USER_ERROR, "user"
     if type(exc).__name__ in INFRA_ERRORS:
@@ -80,6 +90,8 @@ def _out_of_memory(exc: BaseException) -> bool:
 
 def failure_message(exc: BaseException) -> str:
     message = str(exc)[:4000]
+    if no_space(exc):
+        return f"{NO_SPACE_HINT} ({message or type(exc).__name__})"
     return f"{OUT_OF_MEMORY_HINT} ({message or type(exc).__name__})" if _out_of_memory(
         exc) else message
 
@@ -108,8 +120,8 @@ def task_main(*, spec_json: str, cluster_json: str, task_type: str, task_index: 
     cluster = ClusterPlan.from_json(cluster_json)
     task = cluster.task(type=task_type, index=task_index)
     events = EventWriter(fd=events_fd, task=task.name, trial_id=spec.trial_id)
-    events.emit("status", phase="started", pid=os.getpid())
     try:
+        events.emit("status", phase="started", pid=os.getpid())
         flag.check()
         from training.trial import trial_run  # imports TensorFlow
 
@@ -117,22 +129,29 @@ def task_main(*, spec_json: str, cluster_json: str, task_type: str, task_index: 
         events.emit("status", phase="finished")
         return EXIT_OK
     except Preempted as exc:
-        events.emit("status", phase="preempted", message=str(exc))
+        with contextlib.suppress(OSError):
+            events.emit("status", phase="preempted", message=str(exc))
         return EXIT_PREEMPTED
     except (Exception, SystemExit) as exc:  # sys.exit() in a user module is a failure too
         code, category = _failure(exc=exc, spec=spec)
-        events.emit("error", category=category, retryable=code == EXIT_INFRA_ERROR,
-                    error_type=type(exc).__name__, message=failure_message(exc),
-                    traceback=traceback_tail(exc))
-        print(traceback_tail(exc), file=sys.stderr)
+        with contextlib.suppress(OSError):
+            print(traceback_tail(exc), file=sys.stderr)
+        # On a full disk the events file may take no more; the exit code still tells.
+        with contextlib.suppress(OSError):
+            events.emit("error", category=category,
+                        retryable=code in (EXIT_INFRA_ERROR, EXIT_NO_SPACE),
+                        error_type=type(exc).__name__, message=failure_message(exc),
+                        traceback=traceback_tail(exc))
         return code
     finally:
-        events.close()
+        with contextlib.suppress(OSError):
+            events.close()
 
 
 if __name__ == "__main__":
     code = main()
-    sys.stdout.flush()
-    sys.stderr.flush()
+    with contextlib.suppress(OSError):  # a full disk under the log: the code still tells
+        sys.stdout.flush()
+        sys.stderr.flush()
     # TF's gRPC and collective threads can block interpreter shutdown; the outcome is decided.
     os._exit(code)

@@ -8,7 +8,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from tfplatform.cluster.models import Allocation, Device, Node
-from tfplatform.cluster.selectors import allocations_visible_ids, node_list
+from tfplatform.cluster.selectors import allocations_visible_ids, node_disk_pressure, node_list
 from tfplatform.cluster.services import node_set_state
 from tfplatform.core.errors import NotFound
 
@@ -48,6 +48,9 @@ class DeviceSerializer(serializers.ModelSerializer):
 
 class NodeSerializer(serializers.ModelSerializer):
     devices = serializers.SerializerMethodField()
+    disk_pressure = serializers.SerializerMethodField(
+        help_text="Too little free space under the node's trial folders: it takes no new trials."
+    )
 
     class Meta:
         model = Node
@@ -60,8 +63,13 @@ class NodeSerializer(serializers.ModelSerializer):
             "memory_bytes",
             "last_heartbeat",
             "trial_runtime",
+            "work_disk_free_bytes",
+            "disk_pressure",
             "devices",
         ]
+
+    def get_disk_pressure(self, node: Node) -> bool:
+        return node_disk_pressure(node=node)
 
     @extend_schema_field(DeviceSerializer(many=True))
     def get_devices(self, node: Node) -> list[dict[str, Any]]:

@@ -1,8 +1,13 @@
-"""What devices this machine has: NVML for real GPUs, plus slots declared in configuration."""
+"""What this machine has: devices (NVML for real GPUs, plus slots declared in configuration),
+memory, and free space on its work disk."""
 
 import logging
 import os
+import shutil
 from dataclasses import dataclass
+from pathlib import Path
+
+from django.conf import settings
 
 from tfplatform.cluster.placement import KIND_CPU, KIND_GPU
 
@@ -70,3 +75,19 @@ def memory_total_bytes() -> int:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError):
         return 0
+
+
+def work_disk_free_bytes() -> int | None:
+    """The least free space under the node's trial folders (work and run); None if neither
+    exists yet."""
+    return disk_free_bytes(paths=[settings.PLATFORM["WORK_DIR"], settings.PLATFORM["RUN_DIR"]])
+
+
+def disk_free_bytes(*, paths: list[Path]) -> int | None:
+    free = []
+    for path in paths:
+        try:
+            free.append(shutil.disk_usage(path).free)
+        except OSError:
+            continue
+    return min(free, default=None)

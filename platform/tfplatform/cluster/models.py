@@ -31,6 +31,9 @@ class Node(models.Model):
     trial_runtime = models.CharField(
         max_length=20, choices=TrialRuntime.choices, default=TrialRuntime.SANDBOX
     )
+    # Free bytes on the disk(s) under its work and run folders, as its last heartbeat measured
+    # them; below PLATFORM_WORK_DISK_MIN_FREE_MB the node gets no new trials (disk pressure).
+    work_disk_free_bytes = models.BigIntegerField(null=True, blank=True)
     registered_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

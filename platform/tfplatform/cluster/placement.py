@@ -59,6 +59,7 @@ class ClusterView:
     device_holder: dict[int, Holder]
     quota_gpus: dict[QuotaKey, int]  # GPUs held per team, and per user without one
     reserved: set[int] = field(default_factory=set)
+    disk_full: dict[str, int] = field(default_factory=dict)  # online nodes left out: free bytes
 
 
 def quota_key(*, team_id: int | None, owner_id: int) -> QuotaKey:
@@ -108,6 +109,15 @@ def pending_reason(*, needs: list[TaskNeed], free: FreeMap) -> str:
         largest = max((len(kinds.get(KIND_GPU, [])) for kinds in free.values()), default=0)
         return f"Needs {gpu_need} GPUs on one node; the largest free block is {largest}."
     return "Waiting for a free CPU slot on a worker node."
+
+
+def disk_full_text(*, disk_full: dict[str, int], min_free_bytes: int) -> str:
+    """Why nodes that are online take no trial: their work disk is (nearly) full."""
+    named = sorted(disk_full.items())[:NODES_NAMED]
+    nodes = ", ".join(f"{host} ({free // 2**20} MB free)" for host, free in named)
+    more = f" and {len(disk_full) - len(named)} more" if len(disk_full) > len(named) else ""
+    return (f"Out of disk space for trials on {nodes}{more}: new trials need "
+            f"{min_free_bytes // 2**20} MB free; an operator must free space there.")
 
 
 def holder_unreserved(*, view: ClusterView, holder: Holder, kinds: set[str]) -> int:

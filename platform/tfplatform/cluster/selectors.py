@@ -34,8 +34,28 @@ def heartbeat_fresh_after() -> CombinedExpression:
     return Now() - timedelta(seconds=settings.PLATFORM["NODE_LOST_SECONDS"])
 
 
-def nodes_schedulable() -> QuerySet[Node]:
+def disk_free_min_bytes() -> int:
+    return int(settings.PLATFORM["WORK_DISK_MIN_FREE_MB"]) * 2**20
+
+
+def nodes_online() -> QuerySet[Node]:
     return Node.objects.filter(state=Node.State.READY, last_heartbeat__gte=heartbeat_fresh_after())
+
+
+def nodes_schedulable() -> QuerySet[Node]:
+    """Online nodes that may take new trials: not under disk pressure (unknown counts as fine)."""
+    return nodes_online().exclude(work_disk_free_bytes__lt=disk_free_min_bytes())
+
+
+def node_disk_pressure(*, node: Node) -> bool:
+    free = node.work_disk_free_bytes
+    return free is not None and free < disk_free_min_bytes()
+
+
+def nodes_disk_full() -> dict[str, int]:
+    """Online nodes under disk pressure: hostname → free bytes under their trial folders."""
+    rows = nodes_online().filter(work_disk_free_bytes__lt=disk_free_min_bytes())
+    return {host: free or 0 for host, free in rows.values_list("hostname", "work_disk_free_bytes")}
 
 
 def devices_free() -> QuerySet[Device]:

@@ -2,6 +2,7 @@
 
 import platform
 from dataclasses import dataclass
+from typing import Any
 
 from django.db import transaction
 from django.db.models.functions import Now
@@ -11,7 +12,7 @@ from tfplatform.cluster.discovery import DeviceInfo
 from tfplatform.cluster.dispatch import scheduler_wake_on_commit
 from tfplatform.cluster.models import Allocation, Device, Node
 from tfplatform.cluster.placement import Placement
-from tfplatform.cluster.selectors import heartbeat_fresh_after
+from tfplatform.cluster.selectors import disk_free_min_bytes, heartbeat_fresh_after
 from tfplatform.core.errors import InvalidInput, InvalidTransition
 
 
@@ -27,6 +28,7 @@ def node_register(
     devices: list[DeviceInfo],
     trial_runtime: str,
     address: str = "127.0.0.1",
+    work_disk_free_bytes: int | None = None,
 ) -> Node:
     """Create or refresh a node and make its device rows match what it reports now.
 
@@ -47,6 +49,7 @@ def node_register(
         node.trial_runtime = trial_runtime
         node.cpu_count = cpu_count
         node.memory_bytes = memory_bytes
+        node.work_disk_free_bytes = work_disk_free_bytes
         node.os_info = f"{platform.platform()} / Python {platform.python_version()}"
         node.last_heartbeat = Now()  # the database's clock, as every heartbeat (selectors)
         if node.state == Node.State.LOST:
@@ -91,14 +94,21 @@ def node_trials_held_mid_run(*, node: Node) -> list[int]:
     )
 
 
-def node_heartbeat(*, hostname: str) -> None:
+def node_heartbeat(*, hostname: str, work_disk_free_bytes: int | None = None) -> None:
+    """The node is alive, and (when measured) has this much free space for trials."""
     with transaction.atomic():
-        Node.objects.filter(hostname=hostname).update(last_heartbeat=Now())
-        revived = Node.objects.filter(hostname=hostname, state=Node.State.LOST).update(
-            state=Node.State.READY
+        nodes = Node.objects.filter(hostname=hostname)
+        relieved = work_disk_free_bytes is not None and (
+            work_disk_free_bytes >= disk_free_min_bytes()
+            and nodes.filter(work_disk_free_bytes__lt=disk_free_min_bytes()).exists()
         )
-        if revived:
-            scheduler_wake_on_commit()  # a lost node is back with its devices
+        fields: dict[str, Any] = {"last_heartbeat": Now()}
+        if work_disk_free_bytes is not None:
+            fields["work_disk_free_bytes"] = work_disk_free_bytes
+        nodes.update(**fields)
+        revived = nodes.filter(state=Node.State.LOST).update(state=Node.State.READY)
+        if revived or relieved:
+            scheduler_wake_on_commit()  # a lost node is back, or space was freed on one
 
 
 def node_set_state(*, node: Node, state: str) -> Node:

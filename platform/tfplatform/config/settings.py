@@ -349,6 +349,9 @@ PLATFORM = {
     "TF_SERVING_INTRA_OP_PARALLELISM": env.int("TF_SERVING_INTRA_OP_PARALLELISM", default=0),
     "TF_SERVING_INTER_OP_PARALLELISM": env.int("TF_SERVING_INTER_OP_PARALLELISM", default=0),
     "HEARTBEAT_SECONDS": env.float("PLATFORM_HEARTBEAT_SECONDS", default=5.0),
+    # A node with less free space under WORK_DIR or RUN_DIR gets no new trials until an operator
+    # frees some (like the kubelet's disk pressure); a trial that fills it fails retryably.
+    "WORK_DISK_MIN_FREE_MB": env.int("PLATFORM_WORK_DISK_MIN_FREE_MB", default=256),
     "NODE_LOST_SECONDS": env.float("PLATFORM_NODE_LOST_SECONDS", default=30.0),
     # The scheduler's own loop is the safety net (lost nodes, drained nodes, a missed wake-up):
     # submissions, ended trials and nodes becoming ready wake a pass at once (scheduler_wake),

@@ -6,6 +6,8 @@ page, or a message and a redirect back), so no view decides what a business erro
 Each class's `code` is stable: clients may branch on it, never on the message.
 """
 
+import errno
+
 
 class PlatformError(Exception):
     status_code = 400
@@ -65,6 +67,23 @@ class Unavailable(PlatformError):
     status_code = 503
     default_message = "The service is temporarily unavailable."
     retry_after_seconds = 5
+
+
+class InsufficientStorage(Unavailable):
+    """The server's own disk is full: nothing the client sent is at fault, nothing was kept."""
+
+    code = "insufficient_storage"
+    status_code = 507
+    default_message = (
+        "The server is out of disk space; nothing was saved. Try again once an operator has "
+        "freed space."
+    )
+    retry_after_seconds = 60
+
+
+def no_space(error: BaseException) -> bool:
+    """An OSError of a full disk or quota (ENOSPC, EDQUOT)."""
+    return isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT)
 
 
 class StorageQuotaExceeded(PayloadTooLarge):

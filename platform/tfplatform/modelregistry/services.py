@@ -31,10 +31,12 @@ from tfplatform.accounts.storage import storage_quota_check
 from tfplatform.core.errors import (
     Conflict,
     Forbidden,
+    InsufficientStorage,
     InvalidInput,
     NotFound,
     PayloadTooLarge,
     Unavailable,
+    no_space,
 )
 from tfplatform.experiments.models import Experiment
 from tfplatform.experiments.services.execution import experiment_work_dir
@@ -188,6 +190,13 @@ def _version_publish(
         )
     except ValueError as error:
         raise InvalidInput(str(error)) from error
+    except OSError as error:
+        if no_space(error):  # the staging copy is gone: the server never saw a number for it
+            raise InsufficientStorage(
+                "The model store is out of disk space; the version was not published. Try again "
+                "once an operator has freed space."
+            ) from error
+        raise
     with transaction.atomic():
         version = ModelVersion.objects.create(
             model=model,

@@ -13,7 +13,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from tfplatform.cluster.models import Device, Node, UtilizationSample
-from tfplatform.cluster.selectors import node_list
+from tfplatform.cluster.selectors import node_disk_pressure, node_list
 from tfplatform.cluster.services import node_set_state
 from tfplatform.cluster.utilization import SAMPLE_SECONDS, utilization_now, utilization_samples
 from tfplatform.experiments.selectors import experiment_state_counts
@@ -64,6 +64,7 @@ def cluster_page(request: HttpRequest) -> HttpResponse:
                 "pill": STATE_PILL.get(node.state, ""),
                 # Heartbeats come every few seconds; "0 minutes ago" would hide a stalled one.
                 "heartbeat_seconds": None if age is None else max(int(age), 0),
+                "disk_full": node_disk_pressure(node=node),
                 # Accelerators first: they are what the queue waits for.
                 "devices": sorted(
                     ((device, holders.get(device.pk)) for device in node.devices.all()),

@@ -8,7 +8,7 @@ from django.shortcuts import render
 from django.template import loader
 
 from tfplatform.core.database import DATABASE_ERRORS
-from tfplatform.core.errors import Unavailable
+from tfplatform.core.errors import InsufficientStorage, Unavailable, no_space
 
 
 def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
@@ -19,8 +19,11 @@ def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpR
 
 def server_error(request: HttpRequest) -> HttpResponse:
     # Django calls this while handling the exception, from a view or a middleware alike.
-    if isinstance(sys.exc_info()[1], DATABASE_ERRORS):
+    error = sys.exc_info()[1]
+    if isinstance(error, DATABASE_ERRORS):
         return _database_unavailable(request=request)
+    if error is not None and no_space(error):  # an upload or a write no service expected
+        return _disk_full(request=request)
     if request.path.startswith("/api/"):
         return JsonResponse({"error": "Internal server error.", "code": "error"}, status=500)
     return render(request, "500.html", status=500)
@@ -37,6 +40,19 @@ def _database_unavailable(*, request: HttpRequest) -> HttpResponse:
     else:
         answer = HttpResponse(loader.render_to_string("503.html"), status=503)
     answer["Retry-After"] = str(Unavailable.retry_after_seconds)
+    return answer
+
+
+def _disk_full(*, request: HttpRequest) -> HttpResponse:
+    """The server's disk is full (507): the operator's to fix, the client's to retry later."""
+    error = InsufficientStorage()
+    if request.path.startswith("/api/"):
+        answer: HttpResponse = JsonResponse({"error": error.message, "code": error.code},
+                                            status=error.status_code)
+    else:
+        answer = render(request, "error.html", {"message": error.message},
+                        status=error.status_code)
+    answer["Retry-After"] = str(error.retry_after_seconds)
     return answer
 
 

@@ -1,3 +1,5 @@
+from typing import Any
+
 import pytest
 from rest_framework.test import APIClient
 
@@ -131,3 +133,20 @@ def test_a_redelivered_trial_message_starts_nothing_twice() -> None:
     trial_execute(trial_id=trial.pk, node_id=node.pk)
     trial.refresh_from_db()
     assert trial.state == "pending" and trial.started_at is None
+
+
+def test_nodes_list_says_how_much_work_disk_each_node_has_and_which_are_full(
+    settings: Any,
+) -> None:
+    settings.PLATFORM = {**settings.PLATFORM, "WORK_DISK_MIN_FREE_MB": 100}
+    NodeFactory(hostname="a-roomy", work_disk_free_bytes=2**30)
+    NodeFactory(hostname="b-crowded", work_disk_free_bytes=2**20)
+    NodeFactory(hostname="c-new", work_disk_free_bytes=None)
+    client = APIClient()
+    client.force_authenticate(UserFactory())
+    nodes = client.get("/api/v1/nodes/").json()["results"]
+    assert [(n["hostname"], n["work_disk_free_bytes"], n["disk_pressure"]) for n in nodes] == [
+        ("a-roomy", 2**30, False),
+        ("b-crowded", 2**20, True),
+        ("c-new", None, False),
+    ]

@@ -2,6 +2,7 @@
 
 import re
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from django.test import Client
@@ -113,6 +114,22 @@ def test_each_node_shows_its_trial_runtime_and_a_node_without_isolation_is_flagg
     assert 'not-isolated" title="Trials on this node run as plain processes' in sections["dev-box"]
     assert ">not isolated</span>" in sections["dev-box"]
     assert html.count(">not isolated</span>") == 1
+
+
+@pytest.mark.django_db
+def test_each_node_shows_its_free_work_disk_and_a_full_one_is_flagged(settings: Any) -> None:
+    settings.PLATFORM = {**settings.PLATFORM, "WORK_DISK_MIN_FREE_MB": 100}
+    roomy = NodeFactory(hostname="roomy", work_disk_free_bytes=3 * 2**30)
+    crowded = NodeFactory(hostname="crowded", work_disk_free_bytes=2 * 2**20)
+    html = staff().get("/cluster/").content.decode()
+    roomy_html, crowded_html = (
+        html.split(f'id="node-{node.pk}"', 1)[1].split("</section>", 1)[0]
+        for node in (roomy, crowded)
+    )
+    assert 'class="work-disk">3.0\xa0GB free</dd>' in roomy_html
+    assert "disk full" not in roomy_html
+    assert 'class="work-disk">2.0\xa0MB free <span class="state state-failed disk-full"' in (
+        crowded_html)
 
 
 @pytest.mark.django_db

@@ -9,12 +9,14 @@ from typing import Any
 from django.conf import settings
 from django.db import close_old_connections, transaction
 
+from tfplatform.cluster.discovery import work_disk_free_bytes
 from tfplatform.cluster.dispatch import scheduler_wake_on_commit
 from tfplatform.cluster.models import Device, Node
 from tfplatform.cluster.placement import PREEMPTED
 from tfplatform.cluster.services import (
     allocations_claim_part,
     allocations_release,
+    node_heartbeat,
     node_trials_held_mid_run,
     nodes_mark_lost,
 )
@@ -166,6 +168,12 @@ def trial_execute(*, trial_id: int, node_id: int | None = None) -> None:
         close_old_connections()
     if recorder is not None:
         database_wait(action=recorder.flush, what=f"recording trial {trial.pk}'s events")
+    if node is not None:
+        # Before the outcome requeues the trial: a disk it filled must keep the scheduler from
+        # sending it straight back (the heartbeat would tell only seconds later).
+        database_wait(action=lambda: node_heartbeat(
+            hostname=node.hostname, work_disk_free_bytes=work_disk_free_bytes()),
+            what=f"reporting node {node.hostname}'s disk")
     if chief_here or outcome.status == Trial.State.FAILED:
         # The chief's part speaks for the gang; any other part only reports its own failure.
         database_wait(action=lambda: trial_outcome_record(trial=trial, outcome=outcome),

@@ -42,6 +42,7 @@ from tfplatform.cluster.placement import (
     Shape,
     TaskNeed,
     backfill_plan,
+    disk_full_text,
     free_map_with,
     gang_place,
     holder_unreserved,
@@ -195,6 +196,7 @@ def _cluster_view() -> ClusterView:
         holders=holders,
         device_holder=device_holder,
         quota_gpus=quota_gpus,
+        disk_full=selectors.nodes_disk_full(),
     )
 
 
@@ -264,6 +266,10 @@ class _Pass:
             view_reserve(view=self.view, placements=placements)
             return waiting_text(view=self.view, placements=placements)
         base = pending_reason(needs=needs, free=self.view.free)
+        if self.view.disk_full:
+            disk = disk_full_text(disk_full=self.view.disk_full,
+                                  min_free_bytes=selectors.disk_free_min_bytes())
+            base = f"{base} {disk}" if self.view.free else disk
         reservation = self._reserve_head(needs=needs)
         if reservation:
             return f"{base} {reservation}"

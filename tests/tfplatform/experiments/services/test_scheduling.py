@@ -4,6 +4,7 @@ import pytest
 
 from tests.factories import DeviceFactory, ExperimentFactory, NodeFactory, TeamFactory, UserFactory
 from tfplatform.cluster.models import Allocation
+from tfplatform.cluster.services import node_heartbeat
 from tfplatform.experiments.models import Experiment, Trial
 from tfplatform.experiments.services.execution import trial_outcome_record
 from tfplatform.experiments.services.scheduling import scheduler_pass
@@ -330,3 +331,29 @@ def test_long_reasons_fit_the_column() -> None:
     head = ExperimentFactory(owner=UserFactory(team=big), workers=5, gpus_per_worker=1)
     scheduler_pass()
     assert 0 < len(reason(head)) <= 300
+
+
+def test_a_node_whose_work_disk_is_full_gets_nothing_and_the_queue_says_why(
+    settings: Any,
+) -> None:
+    settings.PLATFORM = {**settings.PLATFORM, "WORK_DISK_MIN_FREE_MB": 100}
+    full = node_with(cpus=1, hostname="crowded", work_disk_free_bytes=5 * 2**20)
+    experiment = ExperimentFactory()
+    assert scheduler_pass() == 0
+    experiment.refresh_from_db()
+    assert experiment.pending_reason.startswith(
+        "Out of disk space for trials on crowded (5 MB free): new trials need 100 MB free"
+    ), experiment.pending_reason
+
+    node_with(cpus=1, hostname="roomy", work_disk_free_bytes=None)  # not measured yet: fine
+    assert scheduler_pass() == 1
+    assert Allocation.objects.get().node.hostname == "roomy"
+
+    second = ExperimentFactory()
+    assert scheduler_pass() == 0
+    second.refresh_from_db()
+    assert "Waiting for a free CPU slot" in second.pending_reason
+    assert "crowded (5 MB free)" in second.pending_reason
+    node_heartbeat(hostname=full.hostname, work_disk_free_bytes=500 * 2**20)  # space freed
+    assert scheduler_pass() == 1
+    assert {a.node.hostname for a in Allocation.objects.all()} == {"roomy", "crowded"}

@@ -1,6 +1,7 @@
-"""The broker (a Redis of the test's own, keeping nothing on disk) stops mid-training and comes
-back empty: the running trial keeps training and recording, an experiment scheduled meanwhile
-is dispatched once the broker is back, nothing runs twice and nothing is lost."""
+"""The broker stops mid-training and comes back: a Redis of the test's own, keeping nothing on
+disk, comes back empty; a RabbitMQ of the test's own comes back with its durable queues. Either
+way the running trial keeps training and recording, an experiment scheduled meanwhile is
+dispatched once the broker is back, nothing runs twice and nothing is lost."""
 
 import subprocess
 import sys
@@ -27,6 +28,7 @@ class Platform:
     """A worker node and a scheduler on the test's own broker, and a signed-in client."""
 
     folder: Path
+    kind: str = "redis"
     port: int = field(default_factory=live.free_port)
     broker: "subprocess.Popen[bytes] | None" = None
     client: APIClient = field(default_factory=APIClient)
@@ -35,8 +37,17 @@ class Platform:
     def log(self) -> Path:
         return self.folder / "worker.log"
 
+    @property
+    def broker_url(self) -> str:
+        if self.kind == "rabbitmq":
+            return f"amqp://guest:guest@127.0.0.1:{self.port}//"
+        return f"redis://127.0.0.1:{self.port}/0"
+
     def broker_start(self) -> None:
-        self.broker = live.redis_start(port=self.port, log=self.folder / "redis.log")
+        log = self.folder / f"{self.kind}.log"
+        self.broker = (
+            live.rabbitmq_start(port=self.port, folder=self.folder / "rabbitmq", log=log)
+            if self.kind == "rabbitmq" else live.redis_start(port=self.port, log=log))
 
     def broker_stop(self) -> None:
         if self.broker is not None:
@@ -60,11 +71,11 @@ class Platform:
 
 
 @contextmanager
-def platform_on_own_broker(*, folder: Path, cpu_slots: int = 1,
+def platform_on_own_broker(*, folder: Path, cpu_slots: int = 1, kind: str = "redis",
                            **env: str) -> Iterator[Platform]:
-    platform = Platform(folder=folder)
+    platform = Platform(folder=folder, kind=kind)
     platform.broker_start()
-    env |= {"CELERY_BROKER_URL": f"redis://127.0.0.1:{platform.port}/0",
+    env |= {"CELERY_BROKER_URL": platform.broker_url,
             "PLATFORM_WORK_DIR": str(folder / "work")}
     node = f"broker-{folder.name[-8:]}"
     worker = live.worker_start(node=node, log=platform.log, cpu_slots=cpu_slots, **env)
@@ -81,10 +92,11 @@ def platform_on_own_broker(*, folder: Path, cpu_slots: int = 1,
         platform.broker_stop()
 
 
+@pytest.mark.parametrize("kind", ["redis", "rabbitmq"])
 def test_a_broker_restart_mid_training_loses_no_trial_and_runs_none_twice(
-    tmp_path: Path,
+    tmp_path: Path, kind: str
 ) -> None:
-    with platform_on_own_broker(folder=tmp_path, cpu_slots=2,
+    with platform_on_own_broker(folder=tmp_path, cpu_slots=2, kind=kind,
                                 PLATFORM_DISPATCH_RETRY_SECONDS="10") as platform:
         client, log = platform.client, platform.log
         # One example a step: long enough to outlive the outage by many epochs.
@@ -102,7 +114,7 @@ def test_a_broker_restart_mid_training_loses_no_trial_and_runs_none_twice(
         [waiting] = Trial.objects.filter(experiment_id=second)
         assert (waiting.state, waiting.dispatched_at) == ("pending", None)
 
-        platform.broker_start()  # back, and empty
+        platform.broker_start()  # back: Redis empty, RabbitMQ with what it kept
         finished = [platform.wait_finished(first), platform.wait_finished(second)]
 
     for experiment, epochs in zip(finished, (12, 2), strict=True):

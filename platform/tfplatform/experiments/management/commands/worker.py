@@ -9,7 +9,11 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import close_old_connections
 
-from tfplatform.cluster.discovery import devices_discover, memory_total_bytes
+from tfplatform.cluster.discovery import (
+    devices_discover,
+    memory_total_bytes,
+    work_disk_free_bytes,
+)
 from tfplatform.cluster.services import (
     node_heartbeat,
     node_register,
@@ -71,6 +75,7 @@ class Command(BaseCommand):
             devices=devices,
             trial_runtime=settings.PLATFORM["TRIAL_RUNTIME"],
             address=options["address"],
+            work_disk_free_bytes=work_disk_free_bytes(),
         )
         self.stdout.write(f"Node {hostname}: {len(devices)} device(s), queue {node.queue}")
         if not node.isolated:
@@ -152,7 +157,7 @@ def _heartbeat_loop(*, hostname: str, stop: threading.Event) -> None:
     interval = settings.PLATFORM["HEARTBEAT_SECONDS"]
     while not stop.wait(interval):
         try:
-            node_heartbeat(hostname=hostname)
+            node_heartbeat(hostname=hostname, work_disk_free_bytes=work_disk_free_bytes())
         except DATABASE_ERRORS:
             # The database is away: the next beat tries again. An exception here would end
             # the thread, and a node that stops beating is lost once the database is back.
