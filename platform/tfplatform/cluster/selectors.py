@@ -52,12 +52,6 @@ def node_disk_pressure(*, node: Node) -> bool:
     return free is not None and free < disk_free_min_bytes()
 
 
-def nodes_disk_full() -> dict[str, int]:
-    """Online nodes under disk pressure: hostname → free bytes under their trial folders."""
-    rows = nodes_online().filter(work_disk_free_bytes__lt=disk_free_min_bytes())
-    return {host: free or 0 for host, free in rows.values_list("hostname", "work_disk_free_bytes")}
-
-
 def devices_free() -> QuerySet[Device]:
     return Device.objects.annotate(
         held=Count("allocations", filter=Q(allocations__released_at__isnull=True))

@@ -150,8 +150,18 @@ def _queued_experiments() -> list[Experiment]:
 
 
 def _cluster_view() -> ClusterView:
-    """Schedulable nodes, their devices, and who holds what: three queries for the pass."""
-    hostnames = dict(selectors.nodes_schedulable().values_list("pk", "hostname"))
+    """Schedulable nodes, their devices, and who holds what: three queries for the pass.
+
+    A node under disk pressure (selectors.nodes_schedulable) takes nothing new."""
+    # Online nodes in one query: those under disk pressure only explain why the queue waits.
+    minimum = selectors.disk_free_min_bytes()
+    hostnames, disk_full = {}, {}
+    online = selectors.nodes_online().values_list("pk", "hostname", "work_disk_free_bytes")
+    for node, hostname, disk_free in online:
+        if disk_free is not None and disk_free < minimum:
+            disk_full[hostname] = disk_free
+        else:
+            hostnames[node] = hostname
     holders: dict[int, Holder] = {}
     device_holder: dict[int, Holder] = {}
     quota_gpus: dict[QuotaKey, int] = defaultdict(int)
@@ -196,7 +206,7 @@ def _cluster_view() -> ClusterView:
         holders=holders,
         device_holder=device_holder,
         quota_gpus=quota_gpus,
-        disk_full=selectors.nodes_disk_full(),
+        disk_full=disk_full,
     )
 
 
