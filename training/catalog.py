@@ -13,6 +13,7 @@ from typing import Any
 
 from training import arrays
 from training.errors import InvalidInput
+from training.precision import POLICIES, precision_check
 from training.spec import Resources, TrialSpec
 
 ZOO_MODELS: tuple[str, ...] = ("mlp", "cifar10_cnn", "resnet20", "gru")
@@ -36,6 +37,8 @@ HYPERPARAMETERS: dict[str, tuple[type, Any]] = {
     "from_logits": (bool, False),  # user models that end without softmax
     "stop_at_target": (bool, False),
     "augment": (bool, False),  # random flips/crops for image datasets
+    "mixed_precision": (str, ""),  # "", "mixed_float16", "mixed_bfloat16" (precision.py)
+    "jit_compile": (bool, False),  # XLA
     "hidden_units": (int, 128),  # mlp / gru
     "dropout": (float, 0.0),  # mlp / cifar10_cnn
     "recurrent_layers": (int, 1),  # gru
@@ -107,6 +110,11 @@ def hyperparameters_resolve(*, model: str, values: dict[str, Any]) -> dict[str, 
         resolved[name] = value if kind is None else _coerce(name=name, kind=kind, value=value)
     if resolved["optimizer"] not in OPTIMIZERS:
         raise InvalidInput(f"optimizer must be one of {', '.join(OPTIMIZERS)}")
+    if resolved["mixed_precision"] not in POLICIES:
+        raise InvalidInput(
+            f"mixed_precision must be one of {', '.join(repr(p) for p in POLICIES)}, "
+            f"got {resolved['mixed_precision']!r}"
+        )
     for name, (low, high) in BOUNDS.items():
         value = resolved[name]
         # Written so that NaN (which compares False with everything) fails too.
@@ -218,7 +226,9 @@ def spec_validate(*, spec: TrialSpec) -> dict[str, object]:
         raise InvalidInput("a trial needs an id and a work directory")
     model_validate(model=spec.model)
     resources_validate(resources=spec.resources)
-    hyperparameters_resolve(model=spec.model, values=spec.hyperparameters)
+    hparams = hyperparameters_resolve(model=spec.model, values=spec.hyperparameters)
+    precision_check(policy=hparams["mixed_precision"], jit_compile=hparams["jit_compile"],
+                    resources=spec.resources)
     if spec.target_accuracy is not None and not 0 < spec.target_accuracy <= 1:
         raise InvalidInput("target accuracy must be in (0, 1]")
     return dataset_validate(spec=spec)

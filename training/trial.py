@@ -32,6 +32,7 @@ from training.modelling import (
     user_module_load,
 )
 from training.pi import pi_run
+from training.precision import jit_compile_apply, model_precision, precision_apply
 from training.scaling import BatchPlan, batch_plan
 from training.signals import StopFlag
 from training.spec import TrialSpec
@@ -113,10 +114,14 @@ def _train(*, spec: TrialSpec, hparams: dict[str, Any], strategy: Any, plan: Str
     )
     steps = steps_per_epoch(examples=len(data.x_train), global_batch=batch.global_batch_size)
     parameter_servers = plan.name == PARAMETER_SERVER
+    gpus = tf.config.list_physical_devices("GPU")
+    precision = precision_apply(policy=hparams["mixed_precision"], gpus=gpus)
     with strategy.scope():
         model = model_build(spec=spec, hparams=hparams, data=data, module=module)
         platform_compiled = model_compile(model=model, hparams=hparams, batch=batch,
                                           steps_per_epoch=steps, exact_evaluation=parameter_servers)
+        if hparams["jit_compile"]:
+            jit_compile_apply(model=model, replicas=int(strategy.num_replicas_in_sync), gpus=gpus)
         # Optimizer slots must exist before a restore can fill them (legacy optimizers
         # create theirs lazily and restore deferred instead).
         if callable(getattr(model.optimizer, "build", None)):
@@ -128,6 +133,10 @@ def _train(*, spec: TrialSpec, hparams: dict[str, Any], strategy: Any, plan: Str
                         "rate is used as is")
     events.emit("status", phase="batch", **batch.as_dict(), steps_per_epoch=steps,
                 dataset=data.summary(), platform_compiled=platform_compiled)
+    events.emit("status", phase="precision", **precision, **model_precision(model=model),
+                jit_compile=bool(model.jit_compile))
+    for note in precision["notes"] if is_chief else []:
+        events.emit("log", message=f"mixed_precision: {note}")
     events.emit("devices", devices=devices_describe(),
                 placement=placement_describe(strategy=strategy, variables=model.weights))
     state = TrainingState(model=model, work_dir=spec.work_dir, is_chief=is_chief, task=task.name)

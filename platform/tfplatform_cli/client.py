@@ -2,6 +2,7 @@
 
 import socket
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -128,6 +129,32 @@ class Client:
                 timeout=DEPLOY_TIMEOUT,
             )
         )
+
+    def experiment_artifacts(self, experiment_id: int) -> list[dict[str, Any]]:
+        path = f"/experiments/{experiment_id}/artifacts/"
+        return list(self.json("GET", path, not_found=_gone(experiment_id)))
+
+    def experiment_artifact_save(self, experiment_id: int, *, name: str, to: Path) -> int:
+        """Streams one artifact into `to` (whole or not at all); returns its size."""
+        path = f"/experiments/{experiment_id}/artifacts/{quote(name, safe='')}/"
+        response = self.request("GET", path, stream=True)
+        expected = int(response.headers.get("Content-Length") or -1)
+        partial = to.with_name(f".{to.name}.part")
+        written = 0
+        try:
+            with response, partial.open("wb") as handle:
+                for chunk in response.iter_content(chunk_size=1 << 20):
+                    written += handle.write(chunk)
+            if expected >= 0 and written != expected:
+                raise CliError(f"the download stopped after {written} of {expected} bytes")
+            partial.replace(to)
+        except requests.RequestException as error:
+            raise CliError(f"the download stopped: {_reason(error)}") from error
+        except OSError as error:
+            raise CliError(f"cannot write {to}: {error.strerror or error}") from error
+        finally:
+            partial.unlink(missing_ok=True)
+        return written
 
     def model(self, name: str) -> dict[str, Any]:
         path = f"/models/{quote(name, safe='')}/"

@@ -142,6 +142,28 @@ def deploy(args: argparse.Namespace) -> int:
     return 0
 
 
+def artifacts(args: argparse.Namespace) -> int:
+    found = _client(args).experiment_artifacts(args.id)
+    if args.json:
+        _print_json(found)
+    elif not found:
+        print(f"experiment {args.id} has no artifacts (yet: they appear once it has finished)")
+    else:
+        print(render.artifacts_table(found))
+    return 0
+
+
+def download(args: argparse.Namespace) -> int:
+    target = Path(args.output or f"experiment-{args.id}-{args.name}.zip")
+    if target.is_dir():
+        target = target / f"experiment-{args.id}-{args.name}.zip"
+    client = _client(args)
+    client.experiment(args.id)  # "not found" for an experiment, the server's words for a name
+    size = client.experiment_artifact_save(args.id, name=args.name, to=target)
+    print(f"{target} ({render.size(size)})")
+    return 0
+
+
 def predict(args: argparse.Namespace) -> int:
     body = _request_body(args.file)
     answer, version, label = _client(args).predict(

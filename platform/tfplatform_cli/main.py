@@ -79,6 +79,17 @@ def parser_build() -> argparse.ArgumentParser:
                         help="wait for the experiment to finish, then for the version to load")
     deploy.set_defaults(run=commands.deploy)
 
+    listed = add("artifacts", "list a finished experiment's downloads: model, checkpoints, logs")
+    listed.add_argument("id", type=int)
+    listed.add_argument("--json", action="store_true", help="print the API's JSON")
+    listed.set_defaults(run=commands.artifacts)
+    download = add("download", "download one artifact of an experiment as a zip")
+    download.add_argument("id", type=int)
+    download.add_argument("name", help="model, checkpoints or logs (see `tfp artifacts`)")
+    download.add_argument("-o", "--output",
+                          help="file or folder to write (default: experiment-ID-NAME.zip)")
+    download.set_defaults(run=commands.download)
+
     predict = add("predict", "send a TF Serving predict request; prints the JSON answer")
     predict.add_argument("model")
     predict.add_argument("file", help='JSON {"instances": [...]} or {"inputs": ...}; - for stdin')

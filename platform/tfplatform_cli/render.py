@@ -32,6 +32,23 @@ def experiments_table(experiments: list[dict[str, Any]]) -> str:
     return table(headers, rows)
 
 
+def artifacts_table(artifacts: list[dict[str, Any]]) -> str:
+    rows = [[str(a["name"]), size(int(a["size_bytes"])), str(a["files"]), str(a["description"])]
+            for a in artifacts]
+    return table(["NAME", "SIZE", "FILES", "CONTENTS"], rows)
+
+
+def size(count: int) -> str:
+    if count < 1024:
+        return f"{count} bytes"
+    value = count / 1024
+    for unit in ("KiB", "MiB"):
+        if value < 1024:
+            return f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} GiB"
+
+
 def metrics_latest(metrics: list[dict[str, Any]]) -> dict[str, Any]:
     """The newest value of each metric of the latest trial that reported any, and its epoch."""
     if not metrics:

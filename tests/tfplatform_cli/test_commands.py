@@ -5,6 +5,7 @@ cancelled and a failing run fails `--wait`."""
 
 import json
 import re
+import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -269,3 +270,32 @@ def test_wait_makes_a_failed_run_a_failed_command_with_the_reason(
     assert failed.returncode == 1
     assert failed.stderr.splitlines()[-1].startswith(f"error: experiment {failed_id} failed: ")
     assert "wrong output shape" in failed.stderr
+
+
+def test_artifacts_are_listed_and_downloaded_by_their_owner_only(
+    trained: Trained, tmp_path: Path
+) -> None:
+    experiment_id = str(trained.experiment_id)
+    listed = json.loads(trained.alice("artifacts", experiment_id, "--json").stdout)
+    assert [a["name"] for a in listed] == ["model", "checkpoints", "logs"]
+    table = trained.alice("artifacts", experiment_id).stdout.splitlines()
+    assert table[0].split() == ["NAME", "SIZE", "FILES", "CONTENTS"] and len(table) == 4
+
+    downloaded = trained.alice("download", experiment_id, "model", "-o", str(tmp_path))
+    assert downloaded.returncode == 0, downloaded.stderr
+    target = tmp_path / f"experiment-{experiment_id}-model.zip"
+    assert downloaded.stdout.startswith(f"{target} (")
+    [model] = [a for a in listed if a["name"] == "model"]
+    assert target.stat().st_size == model["size_bytes"]
+    with zipfile.ZipFile(target) as archive:
+        assert "model/saved_model.pb" in archive.namelist()
+        assert archive.testzip() is None
+
+    for args in (("artifacts", experiment_id), ("download", experiment_id, "model")):
+        refused = trained.bob(*args)
+        assert (refused.returncode, refused.stderr) == (
+            1, f"error: experiment {experiment_id} not found\n"), args
+    missing = trained.alice("download", experiment_id, "weights", "-o", str(tmp_path / "w.zip"))
+    assert (missing.returncode, missing.stderr) == (
+        1, "error: No artifact 'weights'; there are model, checkpoints, logs.\n")
+    assert not list(tmp_path.glob("*w.zip*"))

@@ -57,7 +57,13 @@ def gpus_discover() -> list[DeviceInfo]:
 
 def devices_discover(*, declared_gpu_slots: int, cpu_slots: int) -> list[DeviceInfo]:
     """Real GPUs if NVML finds any, else declared slots emulated by logical CPU devices."""
-    gpus = gpus_discover()
+    return devices_inventory(gpus=gpus_discover(), declared_gpu_slots=declared_gpu_slots,
+                             cpu_slots=cpu_slots)
+
+
+def devices_inventory(*, gpus: list[DeviceInfo], declared_gpu_slots: int,
+                      cpu_slots: int) -> list[DeviceInfo]:
+    """The node's devices given the GPUs NVML found: declared slots stand in only for none."""
     if not gpus:
         gpus = [
             DeviceInfo(kind=KIND_GPU, index=i, name=f"emulated accelerator slot {i}", emulated=True)

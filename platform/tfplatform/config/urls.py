@@ -34,6 +34,16 @@ api_v1 = [
         name="api-experiment-logs",
     ),
     path(
+        "experiments/<int:experiment_id>/artifacts/",
+        experiments_api.ExperimentArtifactListApi.as_view(),
+        name="api-experiment-artifacts",
+    ),
+    path(
+        "experiments/<int:experiment_id>/artifacts/<str:name>/",
+        experiments_api.ExperimentArtifactApi.as_view(),
+        name="api-experiment-artifact",
+    ),
+    path(
         "experiments/<int:experiment_id>/cancel/",
         experiments_api.ExperimentCancelApi.as_view(),
         name="api-experiment-cancel",

@@ -1,16 +1,20 @@
+from dataclasses import asdict
 from typing import Any
 
 from django.db.models import QuerySet
+from django.http import StreamingHttpResponse
 from django_filters import rest_framework as filters
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import generics, serializers, status
 from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.reverse import reverse
 from rest_framework.views import APIView
 
 from tfplatform.core.permissions import StaffWrites
-from tfplatform.experiments import environments, selectors
+from tfplatform.experiments import artifacts, environments, selectors
 from tfplatform.experiments.models import Experiment
 from tfplatform.experiments.serializers import (
     EnvironmentSerializer,
@@ -102,6 +106,38 @@ class ExperimentLogsApi(APIView):
         experiment = selectors.experiment_get(user=request.user, experiment_id=experiment_id)
         return Response({"logs": selectors.experiment_logs(
             experiment=experiment, tail_lines=query.validated_data.get("tail"))})
+
+
+class ArtifactSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    description = serializers.CharField()
+    filename = serializers.CharField()
+    files = serializers.IntegerField()
+    size_bytes = serializers.IntegerField(help_text="The zip's size, as Content-Length says.")
+    url = serializers.CharField()
+
+
+class ExperimentArtifactListApi(APIView):
+    """What a finished experiment leaves to download (none before it finished)."""
+
+    @extend_schema(responses=ArtifactSerializer(many=True))
+    def get(self, request: Request, experiment_id: int) -> Response:
+        experiment = selectors.experiment_get(user=request.user, experiment_id=experiment_id)
+        found = artifacts.artifacts_list(experiment=experiment)
+        return Response([
+            {**asdict(artifact), "url": reverse(
+                "api-experiment-artifact", args=[experiment.pk, artifact.name], request=request)}
+            for artifact in found
+        ])
+
+
+class ExperimentArtifactApi(APIView):
+    """One artifact as a zip, streamed: `model`, `checkpoints` or `logs`."""
+
+    @extend_schema(responses={(200, "application/zip"): OpenApiTypes.BINARY})
+    def get(self, request: Request, experiment_id: int, name: str) -> StreamingHttpResponse:
+        experiment = selectors.experiment_get(user=request.user, experiment_id=experiment_id)
+        return artifacts.artifact_response(experiment=experiment, name=name)
 
 
 class ExperimentCancelApi(APIView):

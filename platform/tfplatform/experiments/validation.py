@@ -10,9 +10,9 @@ from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
 
 from tfplatform.core.errors import InvalidInput
-from training import catalog
+from training import catalog, precision
 from training import errors as training_errors
-from training.spec import TrialSpec
+from training.spec import Resources, TrialSpec
 
 UPLOADED_MODEL = "upload"
 UPLOADED_DATASET = "upload"
@@ -59,6 +59,21 @@ def resources_check(*, workers: int, gpus_per_worker: int, parameter_servers: in
             f"parameter_servers must be between 0 and {limits['MAX_PARAMETER_SERVERS']}.",
             field="resources",
         )
+
+
+def precision_check(
+    *, hyperparameters: dict[str, Any], workers: int, gpus_per_worker: int, parameter_servers: int
+) -> None:
+    """Mixed precision and XLA only where the resources asked for can use them."""
+    try:
+        precision.precision_check(
+            policy=hyperparameters["mixed_precision"],
+            jit_compile=hyperparameters["jit_compile"],
+            resources=Resources(workers=workers, gpus_per_worker=gpus_per_worker,
+                                parameter_servers=parameter_servers),
+        )
+    except training_errors.InvalidInput as error:
+        raise InvalidInput(str(error), field="hyperparameters") from error
 
 
 def model_check(*, model: str, upload: UploadedFile | None) -> None:

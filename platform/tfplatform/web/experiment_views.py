@@ -4,13 +4,13 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from tfplatform.cluster import selectors as cluster_selectors
 from tfplatform.core.errors import PlatformError
-from tfplatform.experiments import selectors
+from tfplatform.experiments import artifacts, selectors
 from tfplatform.experiments.models import Experiment
 from tfplatform.experiments.services import submission
 from tfplatform.modelregistry import services as model_services
@@ -102,7 +102,18 @@ def _form_field(field: str | None) -> str | None:
 @require_GET
 def experiment_detail_page(request: HttpRequest, experiment_id: int) -> HttpResponse:
     experiment = selectors.experiment_get(user=request.user, experiment_id=experiment_id)
-    return render(request, "experiments/detail.html", _live_context(experiment=experiment))
+    context = {**_live_context(experiment=experiment),
+               "artifacts": artifacts.artifacts_list(experiment=experiment)}
+    return render(request, "experiments/detail.html", context)
+
+
+@login_required
+@require_GET
+def experiment_artifact_download(
+    request: HttpRequest, experiment_id: int, name: str
+) -> StreamingHttpResponse:
+    experiment = selectors.experiment_get(user=request.user, experiment_id=experiment_id)
+    return artifacts.artifact_response(experiment=experiment, name=name)
 
 
 @login_required

@@ -33,6 +33,11 @@ urlpatterns = [
         name="experiment-detail",
     ),
     path(
+        "experiments/<int:experiment_id>/artifacts/<str:name>/",
+        experiments.experiment_artifact_download,
+        name="experiment-artifact",
+    ),
+    path(
         "experiments/<int:experiment_id>/live/",
         experiments.experiment_live_fragment,
         name="experiment-live",

@@ -105,16 +105,35 @@ def test_restarted_worker_releases_what_its_previous_life_held() -> None:
     assert scheduler_pass() == 1  # the freed slot is used again
 
 
-def test_declared_slots_stand_in_for_gpus_when_nvml_finds_none() -> None:
-    from tfplatform.cluster.discovery import devices_discover, gpus_discover
+def test_declared_slots_stand_in_for_gpus_only_when_nvml_finds_none() -> None:
+    from tfplatform.cluster.discovery import DeviceInfo, devices_inventory
 
-    assert gpus_discover() == []  # no NVIDIA driver on this machine
-    devices = devices_discover(declared_gpu_slots=2, cpu_slots=1)
+    devices = devices_inventory(gpus=[], declared_gpu_slots=2, cpu_slots=1)
     assert [(d.kind, d.index, d.emulated) for d in devices] == [
         ("gpu", 0, True),
         ("gpu", 1, True),
         ("cpu", 0, False),
     ]
+    found = [DeviceInfo(kind="gpu", index=0, name="NVIDIA A100", memory_bytes=40 * 2**30,
+                        compute_capability="8.0")]
+    devices = devices_inventory(gpus=found, declared_gpu_slots=2, cpu_slots=1)
+    assert [(d.kind, d.index, d.name.split(" (")[0], d.emulated) for d in devices] == [
+        ("gpu", 0, "NVIDIA A100", False),
+        ("cpu", 0, "CPU slot 0", False),
+    ]
+
+
+def test_discovery_reports_what_this_machine_has_whatever_it_has() -> None:
+    from tfplatform.cluster.discovery import devices_discover, gpus_discover
+
+    # Holds with and without NVIDIA GPUs: the suite never assumes the absence of hardware.
+    real = gpus_discover()
+    assert all(g.kind == "gpu" and not g.emulated and g.memory_bytes > 0 for g in real)
+    devices = devices_discover(declared_gpu_slots=2, cpu_slots=1)
+    gpus = [d for d in devices if d.kind == "gpu"]
+    assert gpus == (real or [d for d in gpus if d.emulated])
+    assert len(gpus) == (len(real) or 2)
+    assert [d.kind for d in devices if d.kind == "cpu"] == ["cpu"]
 
 
 def test_a_redelivered_trial_message_starts_nothing_twice() -> None:

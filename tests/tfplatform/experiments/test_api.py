@@ -82,6 +82,10 @@ def test_gpu_request_gets_gpu_environment() -> None:
         ({"hyperparameters": {"epochs": "many"}}, "hyperparameters"),
         ({"hyperparameters": {"learning_rate": -1}}, "hyperparameters"),
         ({"hyperparameters": ["not", "an", "object"]}, "hyperparameters"),
+        ({"hyperparameters": {"mixed_precision": "float8"}}, "hyperparameters"),
+        ({"hyperparameters": {"mixed_precision": "mixed_float16"}}, "hyperparameters"),
+        ({"hyperparameters": {"jit_compile": True},
+          "resources": {"workers": 2, "parameter_servers": 1}}, "hyperparameters"),
         ({"target_accuracy": 1.5}, "target_accuracy"),
         ({"environment": "no-such-env"}, "environment"),
         ({"colour": "blue"}, "colour"),
@@ -215,3 +219,12 @@ def test_environments_list() -> None:
         e["name"] for e in client_for(UserFactory()).get("/api/v1/environments/").json()["results"]
     ]
     assert names == ["tensorflow-2.21-cpu", "tensorflow-2.21-gpu"]
+
+
+def test_mixed_precision_and_xla_are_kept_with_the_experiment_where_they_can_run() -> None:
+    response = client_for(UserFactory()).post("/api/v1/experiments/", {
+        **VALID, "hyperparameters": {"mixed_precision": "mixed_bfloat16", "jit_compile": True},
+    }, format="json")
+    assert response.status_code == 201, response.json()
+    stored = Experiment.objects.get().hyperparameters
+    assert (stored["mixed_precision"], stored["jit_compile"]) == ("mixed_bfloat16", True)

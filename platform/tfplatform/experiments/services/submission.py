@@ -65,6 +65,12 @@ def experiment_create(*, owner: User, request: ExperimentRequest) -> Experiment:
         gpus_per_worker=request.gpus_per_worker,
         parameter_servers=request.parameter_servers,
     )
+    validation.precision_check(
+        hyperparameters=hyperparameters,
+        workers=request.workers,
+        gpus_per_worker=request.gpus_per_worker,
+        parameter_servers=request.parameter_servers,
+    )
     validation.dataset_check(
         dataset=request.dataset, upload=request.dataset_file, hyperparameters=hyperparameters
     )
