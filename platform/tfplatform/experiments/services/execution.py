@@ -27,6 +27,7 @@ from tfplatform.core.database import (
 )
 from tfplatform.experiments.environments import EnvironmentBuildFailed, environment_build_ensure
 from tfplatform.experiments.models import Experiment, Trial
+from tfplatform.experiments.node_paths import node_paths_hide
 from tfplatform.experiments.services.gangs import trial_cluster_plan
 from tfplatform.experiments.services.recording import TrialEventRecorder
 from tfplatform.experiments.services.transitions import experiment_start, experiment_transition
@@ -193,6 +194,7 @@ def _stop_requested(*, trial_id: int) -> bool:
 def trial_outcome_record(*, trial: Trial, outcome: TrialOutcome) -> None:
     trial.refresh_from_db()
     outcome = _outcome_given_stop(stop_reason=trial.stop_reason, outcome=outcome)
+    outcome = replace(outcome, exit_reason=node_paths_hide(outcome.exit_reason))
     experiment = trial.experiment
     with transaction.atomic():
         finished = trial_finish(

@@ -9,6 +9,7 @@ from django.db import transaction
 
 from tfplatform.core.database import DATABASE_ERRORS, database_connection_reset
 from tfplatform.experiments.models import Metric, Trial
+from tfplatform.experiments.node_paths import node_paths_hide
 from tfplatform.experiments.services.transitions import experiment_set_strategy
 from tfplatform.experiments.services.trials import (
     checkpoint_record,
@@ -134,13 +135,14 @@ class TrialEventRecorder:
         self._log(event, str(event.payload.get("message") or event.payload))
 
     def _on_log(self, event: TrialEvent) -> None:
-        self._log(
-            event, str(event.payload.get("message") or event.payload.get("text") or event.payload)
-        )
+        text = str(event.payload.get("message") or event.payload.get("text") or event.payload)
+        # What the user's code printed stays theirs, paths and all; the platform's lines not.
+        self._log(event, text, own=event.payload.get("stream") == "output")
 
     def _on_result(self, event: TrialEvent) -> None:
         self._log(event, f"result {event.payload}")
 
-    def _log(self, event: TrialEvent, text: str) -> None:
+    def _log(self, event: TrialEvent, text: str, *, own: bool = False) -> None:
         stamp = self._when(event).strftime("%H:%M:%S")
-        self._log_lines.append(f"{stamp} [{event.task or 'trial'}] {text}\n")
+        shown = text if own else node_paths_hide(text)
+        self._log_lines.append(f"{stamp} [{event.task or 'trial'}] {shown}\n")

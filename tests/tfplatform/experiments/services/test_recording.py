@@ -1,6 +1,8 @@
 """The recorder turns a trial's events into rows: metrics, first step, replays after a resume."""
 
+import sys
 import time
+from typing import Any
 
 import pytest
 from django.db import connection
@@ -8,8 +10,9 @@ from django.test.utils import CaptureQueriesContext
 
 from tests.factories import ExperimentFactory, TrialFactory
 from tfplatform.experiments.models import Checkpoint, Metric
+from tfplatform.experiments.services.execution import trial_outcome_record
 from tfplatform.experiments.services.recording import TrialEventRecorder
-from training.spec import TrialEvent
+from training.spec import TrialEvent, TrialOutcome
 
 pytestmark = pytest.mark.django_db
 
@@ -136,3 +139,31 @@ def test_the_runtime_comes_from_the_supervisor_and_the_tensorflow_version_from_a
     ])
     trial.refresh_from_db()
     assert (trial.runtime, trial.tensorflow_version) == ("process", "2.21.0")
+
+
+def test_the_platforms_lines_and_the_failure_reason_name_no_node_path(settings: Any) -> None:
+    work = settings.PLATFORM["WORK_DIR"] / "experiment-7"
+    traceback = (f'File "{settings.ROOT_DIR}/training/callbacks.py", line 151\n'
+                 f'File "{sys.prefix}/lib/python3.11/site-packages/tf_keras/engine.py"\n'
+                 f"{work}/checkpoints/epoch-3.index; No space left on device")
+    trial = TrialFactory(experiment=ExperimentFactory(state="running"), state="running")
+    TrialEventRecorder(trial=trial)([
+        TrialEvent(kind="error", payload={"message": traceback}, task="worker:0"),
+        TrialEvent(kind="result", payload={"export_path": f"{work}/export"}, task="worker:0"),
+        # What the user's own code printed is theirs, paths and all.
+        TrialEvent(kind="log", payload={"message": f"saved to {work}/mine.txt",
+                                        "stream": "output"}, task="worker:0"),
+    ])
+    trial_outcome_record(trial=trial, outcome=TrialOutcome(
+        status="failed", retryable=False, exit_reason=traceback, exit_codes={"worker:0": 74}))
+    trial.refresh_from_db()
+    trial.experiment.refresh_from_db()
+    shown = (trial.logs.replace(f"saved to {work}/mine.txt", ""), trial.exit_reason,
+             trial.experiment.error)
+    for text in shown:
+        assert str(settings.ROOT_DIR) not in text and sys.prefix not in text, text
+    assert 'File "<platform>/training/callbacks.py", line 151' in trial.exit_reason
+    assert "<python>/lib/python3.11/site-packages/tf_keras/engine.py" in trial.exit_reason
+    assert "<work>/experiment-7/checkpoints/epoch-3.index" in trial.experiment.error
+    assert "'export_path': '<work>/experiment-7/export'" in trial.logs
+    assert f"saved to {work}/mine.txt" in trial.logs
