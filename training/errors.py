@@ -7,6 +7,7 @@ or data is at fault, so the supervisor can mark the trial non-retryable.
 
 import errno
 import traceback
+from collections.abc import Iterator
 
 TRACEBACK_LINES = 12
 # errno values, and the text TF puts in its own errors for them (TF maps ENOSPC to
@@ -38,17 +39,22 @@ def traceback_tail(exc: BaseException, *, lines: int = TRACEBACK_LINES) -> str:
     return "\n".join(text[-lines:])
 
 
+def causes(exc: BaseException, *, limit: int = 10) -> Iterator[BaseException]:
+    """The exception and what caused it, nearest first (a cycle is not followed forever)."""
+    seen: BaseException | None = exc
+    for _ in range(limit):
+        if seen is None:
+            return
+        yield seen
+        seen = seen.__cause__ or seen.__context__
+
+
 def no_space(exc: BaseException) -> bool:
     """The disk (or the quota) under the trial's files is full, anywhere in the cause chain: the
     node's fault, whoever's code was writing."""
-    seen: BaseException | None = exc
-    for _ in range(10):  # a cause chain is short; a cycle is not followed forever
-        if seen is None:
-            return False
-        if isinstance(seen, OSError) and seen.errno in NO_SPACE_ERRNOS:
-            return True
-        if type(seen).__module__.startswith("tensorflow") and any(
-                text in str(seen) for text in NO_SPACE_TEXTS):
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
+    return any(
+        (isinstance(seen, OSError) and seen.errno in NO_SPACE_ERRNOS)
+        or (type(seen).__module__.startswith("tensorflow")
+            and any(text in str(seen) for text in NO_SPACE_TEXTS))
+        for seen in causes(exc)
+    )

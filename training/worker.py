@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from training.cluster import ClusterPlan, cluster_plan
-from training.errors import InvalidInput, UserCodeError, no_space, traceback_tail
+from training.errors import InvalidInput, UserCodeError, causes, no_space, traceback_tail
 from training.events import EventWriter
 from training.signals import Preempted, StopFlag, orphan_watch
 from training.spec import TrialSpec
@@ -78,14 +78,8 @@ def _failure(*, exc: BaseException, spec: TrialSpec) -> tuple[int, str]:
 
 def _out_of_memory(exc: BaseException) -> bool:
     """Also when the user's code raised it and it arrives wrapped (UserCodeError)."""
-    seen: BaseException | None = exc
-    for _ in range(10):  # a cause chain is short; a cycle is not followed forever
-        if seen is None:
-            return False
-        if isinstance(seen, MemoryError) or type(seen).__name__ in OUT_OF_MEMORY_ERRORS:
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
+    return any(isinstance(seen, MemoryError) or type(seen).__name__ in OUT_OF_MEMORY_ERRORS
+               for seen in causes(exc))
 
 
 def failure_message(exc: BaseException) -> str:

@@ -6,8 +6,6 @@ page, or a message and a redirect back), so no view decides what a business erro
 Each class's `code` is stable: clients may branch on it, never on the message.
 """
 
-import errno
-
 
 class PlatformError(Exception):
     status_code = 400
@@ -79,11 +77,6 @@ class InsufficientStorage(Unavailable):
         "freed space."
     )
     retry_after_seconds = 60
-
-
-def no_space(error: BaseException) -> bool:
-    """An OSError of a full disk or quota (ENOSPC, EDQUOT)."""
-    return isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT)
 
 
 class StorageQuotaExceeded(PayloadTooLarge):

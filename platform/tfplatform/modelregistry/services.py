@@ -36,7 +36,6 @@ from tfplatform.core.errors import (
     NotFound,
     PayloadTooLarge,
     Unavailable,
-    no_space,
 )
 from tfplatform.experiments.models import Experiment
 from tfplatform.experiments.services.execution import experiment_work_dir
@@ -48,6 +47,7 @@ from tfplatform.modelregistry.server import (
     model_config_write,
     model_server_client,
 )
+from training.errors import no_space
 
 EMPTY_MODEL_CONFIG = "model_config_list {\n}\n"
 SERVED_STATES = (ModelVersion.State.LOADING, ModelVersion.State.AVAILABLE)

@@ -8,7 +8,8 @@ from django.shortcuts import render
 from django.template import loader
 
 from tfplatform.core.database import DATABASE_ERRORS
-from tfplatform.core.errors import InsufficientStorage, Unavailable, no_space
+from tfplatform.core.errors import InsufficientStorage, Unavailable
+from training.errors import no_space
 
 
 def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
