@@ -65,6 +65,9 @@ class TrialSpec:
     # Where built-in datasets that cannot be generated live (cifar-10-batches-py/...).
     datasets_dir: str = ""
     label_column: str = ""  # CSV only
+    # A registered sharded dataset (training/shards.py ShardedSource.to_dict()); when set, it is
+    # what the trial reads and `dataset` is only its name.
+    dataset_source: dict[str, Any] = field(default_factory=dict)
     hyperparameters: dict[str, Any] = field(default_factory=dict)
     resources: Resources = field(default_factory=Resources)
     target_accuracy: float | None = None
