@@ -23,7 +23,7 @@ from training.containers import RUNTIME_IMAGE
 from training.runtime import CONTAINER_RUNTIMES
 
 RESULTS = Path(__file__).resolve().parent / "results"
-ITEMS = ("configurations", "overhead", "inference", "scheduler", "dispatch")
+ITEMS = ("configurations", "overhead", "inference", "scheduler", "dispatch", "input_pipeline")
 STACK_ITEMS = ("configurations", "overhead", "inference")
 
 
@@ -132,6 +132,14 @@ def _dispatch_section(args: argparse.Namespace) -> Section:
                             count=50 if args.quick else 300)
 
 
+def _input_pipeline_section(args: argparse.Namespace) -> Section:
+    from bench.input_pipeline import input_pipeline_measure
+
+    return input_pipeline_measure(rounds=2 if args.quick else 4,
+                                  epochs=_pick(args.epochs, full=6, quick=3, is_quick=args.quick),
+                                  copies=2 if args.quick else 4)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _arguments(argv)
     started = time.monotonic()
@@ -142,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
         sections += _stack_sections(args)
     others: dict[str, Callable[[argparse.Namespace], Section]] = {
         "scheduler": _scheduler_section, "dispatch": _dispatch_section,
+        "input_pipeline": _input_pipeline_section,
     }
     for item, measure in others.items():
         if item in args.items:

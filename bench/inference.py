@@ -112,7 +112,8 @@ def model_export(*, model: BenchModel, directory: Path) -> tuple[Path, Any]:
     built.fit(dataset_train(data=data, batch_size=32, seed=0, augment=False), epochs=2,
               steps_per_epoch=steps, verbose=0)
     exported = export_saved_model(model=built, data=data,
-                                  export_dir=str(directory / model.label), from_logits=False)
+                                  export_dir=str(directory / model.label), classifier=True,
+                                  from_logits=False)
     return Path(exported["path"]), data.x_test[:1]
 
 

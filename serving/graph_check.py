@@ -147,8 +147,10 @@ def meta_graph_findings(meta_graph: Any, *, allowed: frozenset[str]) -> list[Fin
     return findings
 
 
-def saved_model_check(*, path: Path, allowed: frozenset[str] = frozenset()) -> None:
-    """Raises UnsafeGraph with every finding; OSError/ValueError for what is no SavedModel."""
+def saved_model_check(*, path: Path, allowed: frozenset[str] = frozenset()
+                      ) -> dict[str, Any]:
+    """The serving signatures (see `signatures_describe`); raises UnsafeGraph with every
+    finding, OSError/ValueError for what is no SavedModel."""
     from google.protobuf import text_format
     from tensorflow.core.protobuf import saved_model_pb2
 
@@ -167,6 +169,31 @@ def saved_model_check(*, path: Path, allowed: frozenset[str] = frozenset()) -> N
                 for f in meta_graph_findings(meta_graph, allowed=allowed)]
     if findings:
         raise UnsafeGraph(findings)
+    serving = [m for m in saved_model.meta_graphs if "serve" in m.meta_info_def.tags]
+    return signatures_describe(serving[0]) if serving else {}
+
+
+# DataType enum names TensorFlow spells otherwise in Python (DT_FLOAT is tf.float32).
+_DTYPE_NAMES = {"float": "float32", "double": "float64", "half": "float16"}
+
+
+def signatures_describe(meta_graph: Any) -> dict[str, Any]:
+    """{signature: {"inputs"|"outputs": {key: {"dtype": "float32", "shape": [-1, 8]}}}}, what a
+    client needs to call it (shape None: any rank)."""
+    from tensorflow.core.framework import types_pb2
+
+    def tensor(info: Any) -> dict[str, Any]:
+        name = types_pb2.DataType.Name(info.dtype).removeprefix("DT_").lower()
+        shape = info.tensor_shape
+        return {"dtype": _DTYPE_NAMES.get(name, name),
+                "shape": None if shape.unknown_rank else [int(d.size) for d in shape.dim]}
+
+    return {
+        key: {"inputs": {k: tensor(v) for k, v in sorted(sig.inputs.items())},
+              "outputs": {k: tensor(v) for k, v in sorted(sig.outputs.items())}}
+        for key, sig in sorted(meta_graph.signature_def.items())
+        if not key.startswith("__")  # __saved_model_init_op is no signature a client calls
+    }
 
 
 def _protos_only() -> None:
@@ -191,13 +218,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     allowed = frozenset(op.strip() for op in args.allow.split(",") if op.strip())
     try:
-        saved_model_check(path=args.path, allowed=allowed)
+        signatures = saved_model_check(path=args.path, allowed=allowed)
     except UnsafeGraph as unsafe:
         print(json.dumps({"findings": [asdict(f) for f in unsafe.findings[:100]]}))
         return EXIT_FINDINGS
     except (OSError, ValueError) as error:
         print(json.dumps({"error": str(error)}))
         return EXIT_UNREADABLE
+    print(json.dumps({"signatures": signatures}))
     return 0
 
 

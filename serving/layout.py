@@ -88,7 +88,7 @@ def version_path(*, model_path: Path, version: int) -> Path:
 
 def publish_version(
     *, source: Path, model_base: Path, model_name: str, untrusted: bool = False,
-    verify: Callable[[Path], None] | None = None, after: int = 0,
+    verify: Callable[[Path], object] | None = None, after: int = 0,
 ) -> PublishedVersion:
     """Copies a SavedModel directory in as the next version: above every version on disk and
     above `after` (the caller's record of versions whose files are gone), or 1.

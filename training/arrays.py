@@ -29,11 +29,21 @@ class ArrayData:
     y_train: np.ndarray
     x_test: np.ndarray
     y_test: np.ndarray
-    num_classes: int
+    num_classes: int | None  # None: the labels are targets of another task (regression...)
 
     @property
     def input_shape(self) -> tuple[int, ...]:
         return tuple(int(d) for d in self.x_train.shape[1:])
+
+    @property
+    def feature_sample(self) -> np.ndarray:
+        return self.x_train
+
+    def y_spec_integer(self) -> bool:
+        return bool(np.issubdtype(self.y_train.dtype, np.integer))
+
+    def y_dtype_name(self) -> str:
+        return str(self.y_train.dtype)
 
     def summary(self) -> dict[str, object]:
         return {
@@ -115,16 +125,29 @@ def synthetic_images_load(
 
 
 def _labels_check(*, y: np.ndarray, where: str) -> np.ndarray:
+    """Class ids (1-D non-negative integers, as int64) or, for other tasks, numeric targets of
+    any shape (as float32): which one decides whether the data has classes."""
     y = np.asarray(y)
-    if y.ndim == 2 and y.shape[1] == 1:
+    if y.ndim == 2 and y.shape[1] == 1 and _class_ids(y[:, 0]):
         y = y[:, 0]
-    if y.ndim != 1:
-        raise InvalidInput(f"{where} must be a 1-D array of class ids, got shape {y.shape}")
-    if not np.issubdtype(y.dtype, np.number) or not np.all(np.equal(np.mod(y, 1), 0)):
-        raise InvalidInput(f"{where} must hold integer class ids")
-    if len(y) and y.min() < 0:
-        raise InvalidInput(f"{where} has negative class ids")
-    return y.astype(np.int64)
+    if y.ndim == 0 or not np.issubdtype(y.dtype, np.number) or np.issubdtype(
+        y.dtype, np.complexfloating
+    ):
+        raise InvalidInput(
+            f"{where} must be numeric: integer class ids, or targets of shape (N, ...)"
+        )
+    if _class_ids(y):
+        return y.astype(np.int64)
+    if not np.all(np.isfinite(y)):
+        raise InvalidInput(f"{where} holds NaN or infinite values")
+    return y.astype(np.float32)
+
+
+def _class_ids(y: np.ndarray) -> bool:
+    return bool(
+        y.ndim == 1 and np.issubdtype(y.dtype, np.number) and len(y) > 0
+        and np.all(np.isfinite(y)) and np.all(np.equal(np.mod(y, 1), 0)) and y.min() >= 0
+    )
 
 
 def arrays_check(
@@ -149,7 +172,14 @@ def arrays_check(
         )
     if x_train.dtype == np.float64:  # TF trains in float32; halve the memory up front
         x_train, x_test = x_train.astype(np.float32), x_test.astype(np.float32)
-    num_classes = int(max(y_train.max(), y_test.max())) + 1
+    if (y_train.dtype == np.int64) != (y_test.dtype == np.int64):
+        raise InvalidInput("y_train and y_test must both be integer class ids, or both targets")
+    if y_train.shape[1:] != y_test.shape[1:]:
+        raise InvalidInput(
+            f"y_train rows {y_train.shape[1:]} differ from y_test rows {y_test.shape[1:]}"
+        )
+    num_classes = (int(max(y_train.max(), y_test.max())) + 1 if y_train.dtype == np.int64
+                   else None)
     return ArrayData(name, x_train, y_train, x_test, y_test, num_classes=num_classes)
 
 
@@ -238,6 +268,6 @@ def csv_load(
     order = np.random.default_rng(seed).permutation(len(x))
     n_test = min(max(1, round(len(x) * test_fraction)), len(x) - 1)
     test, train = order[:n_test], order[n_test:]
-    return ArrayData(
-        Path(path).name, x[train], y[train], x[test], y[test], num_classes=int(y.max()) + 1
-    )
+    num_classes = int(y.max()) + 1 if y.dtype == np.int64 else None
+    return ArrayData(Path(path).name, x[train], y[train], x[test], y[test],
+                     num_classes=num_classes)

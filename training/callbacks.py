@@ -19,10 +19,12 @@ from collections.abc import Callable
 from typing import Any
 
 from training.checkpoints import Progress, TrainingState
+from training.errors import UserCodeError
 from training.events import EventWriter
 from training.modelling import learning_rate_current
 from training.scaling import BatchPlan
 from training.signals import StopFlag
+from training.target import DEFAULT_METRIC, Target
 from training.tfenv import keras
 
 
@@ -94,14 +96,14 @@ class ThroughputSampler(threading.Thread):
 class EpochReporter(keras.callbacks.Callback):
     def __init__(
         self, *, events: EventWriter, state: TrainingState, progress: Progress, batch: BatchPlan,
-        steps_per_epoch: int, interval_seconds: float, target_accuracy: float | None,
-        stop_at_target: bool, is_chief: bool,
+        steps_per_epoch: int, interval_seconds: float, target: Target, stop_at_target: bool,
+        is_chief: bool,
     ) -> None:
         super().__init__()
         self.events, self.state, self.progress, self.batch = events, state, progress, batch
         self.steps_per_epoch = steps_per_epoch
         self.interval = interval_seconds
-        self.target, self.stop_at_target, self.is_chief = target_accuracy, stop_at_target, is_chief
+        self.target, self.stop_at_target, self.is_chief = target, stop_at_target, is_chief
         self._epoch_start = 0.0
 
     def on_train_begin(self, logs: Any = None) -> None:
@@ -134,19 +136,23 @@ class EpochReporter(keras.callbacks.Callback):
             "learning_rate": learning_rate_current(model=self.model),
             "train_seconds": round(progress.train_seconds, 3),
         }
-        accuracy = metrics.get("val_accuracy")
-        reached_now = (
-            self.target is not None and accuracy is not None and accuracy >= self.target
-            and progress.time_to_target_seconds is None
-        )
+        target = self.target
+        value = metrics.get(target.metric)
+        if value is None:
+            raise UserCodeError(
+                f"the target metric {target.metric} is not among the metrics this model reports "
+                f"({', '.join(sorted(metrics)) or 'none'}): name one of them"
+            )
+        reached_now = target.reached(value=value) and progress.time_to_target_seconds is None
         if reached_now:
             progress.time_to_target_seconds = round(progress.train_seconds, 3)
             record["time_to_target_seconds"] = progress.time_to_target_seconds
-        is_best = accuracy is not None and (
-            progress.best_val_accuracy is None or accuracy > progress.best_val_accuracy
-        )
+        is_best = target.better(new=value, old=progress.best_value)
         if is_best:
-            progress.best_val_accuracy, progress.best_epoch = accuracy, epoch + 1
+            progress.best_metric, progress.best_value = target.metric, value
+            progress.best_epoch = epoch + 1
+            if target.metric == DEFAULT_METRIC:
+                progress.best_val_accuracy = value
         progress.history.append(record)
         path, best_path = self.state.save(progress=progress, best=is_best)
         if self.is_chief:

@@ -15,6 +15,7 @@ from training import arrays
 from training.errors import InvalidInput
 from training.precision import POLICIES, precision_check
 from training.spec import Resources, TrialSpec
+from training.target import target_make
 
 ZOO_MODELS: tuple[str, ...] = ("mlp", "cifar10_cnn", "resnet20", "gru")
 BUILTIN_DATASETS: tuple[str, ...] = ("digits", "cifar10", "synthetic_images")
@@ -43,6 +44,7 @@ HYPERPARAMETERS: dict[str, tuple[type, Any]] = {
     "dropout": (float, 0.0),  # mlp / cifar10_cnn
     "recurrent_layers": (int, 1),  # gru
     "test_fraction": (float, 0.2),  # CSV uploads have no split of their own
+    "shuffle_buffer": (int, 10_000),  # examples; registered sharded datasets (registered.py)
     "synthetic_train_size": (int, 2048),
     "synthetic_test_size": (int, 256),
     "throughput_interval_seconds": (float, 5.0),
@@ -63,6 +65,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "dropout": (0.0, 0.95),
     "recurrent_layers": (1, 16),
     "test_fraction": (0.01, 0.99),
+    "shuffle_buffer": (0, 1_000_000),
     "synthetic_train_size": (1, 100_000),
     "synthetic_test_size": (1, 20_000),
     "throughput_interval_seconds": (0.5, 3_600.0),
@@ -207,7 +210,14 @@ def dataset_validate(*, spec: TrialSpec) -> dict[str, object]:
         return {"name": "cifar10", "input_shape": [32, 32, 3], "input_dtype": "uint8",
                 "num_classes": 10}
     hparams = hyperparameters_resolve(model=spec.model, values=spec.hyperparameters)
-    return dataset_load(spec=spec, hparams=hparams).summary()
+    summary = dataset_load(spec=spec, hparams=hparams).summary()
+    if summary["num_classes"] is None and spec.model in ZOO_MODELS:
+        raise InvalidInput(
+            f"the built-in model {spec.model} is a classifier, so the dataset's labels must be "
+            "integer class ids; for regression or other targets, upload a module that "
+            "compiles its own loss"
+        )
+    return summary
 
 
 def resources_validate(*, resources: Resources) -> None:
@@ -229,6 +239,5 @@ def spec_validate(*, spec: TrialSpec) -> dict[str, object]:
     hparams = hyperparameters_resolve(model=spec.model, values=spec.hyperparameters)
     precision_check(policy=hparams["mixed_precision"], jit_compile=hparams["jit_compile"],
                     resources=spec.resources)
-    if spec.target_accuracy is not None and not 0 < spec.target_accuracy <= 1:
-        raise InvalidInput("target accuracy must be in (0, 1]")
+    target_make(metric=spec.target_metric, mode=spec.target_mode, value=spec.target_value)
     return dataset_validate(spec=spec)

@@ -3,7 +3,7 @@
 Layout (work_dir survives restarts of the same trial):
     checkpoints/epoch-<n>.*        model + optimizer state after n completed epochs (last 2 kept)
     checkpoints/progress-<n>.json  epochs done, cumulative training seconds, per-epoch history
-    best/epoch-<n>.*               the epoch with the best val_accuracy (older bests deleted)
+    best/epoch-<n>.*               the epoch best by the target metric (older bests deleted)
 
 An epoch is saved in this order: its best weights (when it is the best), its progress file (written
 to a temporary name and renamed), its checkpoint, which TF registers in the `checkpoint` index file
@@ -35,6 +35,9 @@ class Progress:
     train_seconds: float = 0.0
     best_val_accuracy: float | None = None
     best_epoch: int = 0
+    # The target metric the best epoch was chosen by (training/target.py), and its value there.
+    best_metric: str = ""
+    best_value: float | None = None
     time_to_target_seconds: float | None = None
     history: list[dict[str, Any]] = field(default_factory=list)
 

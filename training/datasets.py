@@ -21,8 +21,9 @@ AUTOTUNE = tf.data.AUTOTUNE
 
 
 def _prepare(x: Any, y: Any) -> tuple[Any, Any]:
-    # Labels as int32 for sparse cross-entropy; inputs keep the stored dtype on purpose.
-    return x, tf.cast(y, tf.int32)
+    # Class ids as int32 for sparse cross-entropy, other targets as stored; inputs keep the
+    # stored dtype on purpose.
+    return x, (tf.cast(y, tf.int32) if y.dtype.is_integer else y)
 
 
 def _augment(x: Any, y: Any) -> tuple[Any, Any]:

@@ -20,7 +20,8 @@ from types import ModuleType
 from typing import Any
 
 from training import catalog
-from training.arrays import ArrayData, arrays_check
+from training.arrays import ArrayData
+from training.data import Data
 from training.errors import InvalidInput, UserCodeError, traceback_tail
 from training.scaling import BatchPlan
 from training.spec import TrialSpec
@@ -48,55 +49,82 @@ def user_module_load(*, path: str) -> ModuleType:
     return module
 
 
-def model_hparams(*, hparams: dict[str, Any], data: ArrayData) -> dict[str, Any]:
-    return {**hparams, "input_shape": list(data.input_shape), "num_classes": data.num_classes}
+def model_hparams(*, hparams: dict[str, Any], data: Data) -> dict[str, Any]:
+    extra: dict[str, Any] = {"num_classes": data.num_classes}
+    if isinstance(data, ArrayData):
+        extra["input_shape"] = list(data.input_shape)
+        extra["input_specs"] = {"inputs": {"dtype": str(data.x_train.dtype),
+                                           "shape": list(data.input_shape)}}
+    else:
+        specs = data.input_specs()
+        extra["input_specs"] = specs
+        if list(specs) == ["inputs"]:
+            extra["input_shape"] = specs["inputs"]["shape"]
+    return {**hparams, **extra}
 
 
-def user_data_load(*, module: ModuleType, hparams: dict[str, Any]) -> ArrayData | None:
-    build_dataset = getattr(module, catalog.USER_DATASET_ENTRY, None)
-    if build_dataset is None:
-        return None
+def _inputs_check(*, model: Any, data: Data) -> Any:
+    """The model's output for a couple of the dataset's rows, or a UserCodeError saying why not."""
+    if isinstance(data, ArrayData):
+        shape = (None, *data.input_shape)
+        try:
+            if not model.built:
+                model.build(shape)
+            return model.compute_output_shape(shape)
+        except Exception as exc:
+            raise UserCodeError(
+                f"the model cannot take inputs of shape {shape} from dataset "
+                f"{data.name}:\n{traceback_tail(exc)}"
+            ) from exc
+    rows = tf.nest.map_structure(lambda a: tf.constant(a[:2]), data.sample)
     try:
-        result = build_dataset(dict(hparams))
-        if isinstance(result, dict):
-            result = tuple(result[key] for key in ("x_train", "y_train", "x_test", "y_test"))
-        x_train, y_train, x_test, y_test = result
-        return arrays_check(name=f"{module.__name__}.build_dataset", x_train=x_train,
-                            y_train=y_train, x_test=x_test, y_test=y_test)
-    except InvalidInput as exc:
-        raise UserCodeError(f"build_dataset returned unusable arrays: {exc}") from exc
+        outputs = model(rows, training=False)
     except Exception as exc:
-        raise UserCodeError(f"build_dataset failed:\n{traceback_tail(exc)}") from exc
+        raise UserCodeError(
+            f"the model cannot take the inputs of dataset {data.name} "
+            f"({data.input_specs()}):\n{traceback_tail(exc)}"
+        ) from exc
+    return tf.nest.map_structure(lambda t: tf.TensorShape([None, *t.shape[1:]]), outputs)
 
 
-def model_check(*, model: Any, data: ArrayData) -> None:
-    """The model must accept the dataset's rows and emit one score per class."""
+def model_check(*, model: Any, data: Data) -> None:
+    """The model must accept the dataset's rows; one the platform compiles (as a classifier)
+    must also emit one score per class."""
     if not isinstance(model, keras.Model):
         raise UserCodeError(
             f"build_model must return a tf-keras model (import tf_keras as keras), "
             f"got {type(model).__module__}.{type(model).__name__}"
         )
-    try:
-        if not model.built:
-            model.build((None, *data.input_shape))
-        output_shape = model.compute_output_shape((None, *data.input_shape))
-    except Exception as exc:
+    output_shape = _inputs_check(model=model, data=data)
+    if model._is_compiled:
+        return  # the module chose its own loss: any outputs its loss accepts
+    classes = data.num_classes
+    shape = tuple(output_shape) if isinstance(output_shape, tuple | tf.TensorShape) else None
+    if shape is None or len(shape) != 2 or (classes is not None and shape[-1] != classes):
+        wanted = f"(batch, {classes})" if classes is not None else "(batch, classes)"
         raise UserCodeError(
-            f"the model cannot take inputs of shape {(None, *data.input_shape)} from dataset "
-            f"{data.name}:\n{traceback_tail(exc)}"
-        ) from exc
-    shape = tuple(output_shape) if not isinstance(output_shape, list) else None
-    if shape is None or len(shape) != 2 or shape[-1] != data.num_classes:
+            f"wrong output shape: the model outputs {output_shape}, but a model the platform "
+            f"compiles is a classifier of dataset {data.name}'s {classes or 'integer'} classes, "
+            f"so its last layer must output {wanted}; for regression, several outputs or "
+            "another loss, compile the model in build_model with your loss and metrics"
+        )
+    if not data.y_spec_integer():
         raise UserCodeError(
-            f"wrong output shape: the model outputs {output_shape} but dataset {data.name} has "
-            f"{data.num_classes} classes, so the last layer must output (batch, {data.num_classes})"
+            f"dataset {data.name} has {data.y_dtype_name()} labels, but a model the platform "
+            "compiles is a classifier of integer class ids; compile the model in build_model "
+            "with the loss your labels need (e.g. loss='mse', metrics=['mae'] for regression)"
         )
 
 
-def model_build(*, spec: TrialSpec, hparams: dict[str, Any], data: ArrayData,
+def model_build(*, spec: TrialSpec, hparams: dict[str, Any], data: Data,
                 module: ModuleType | None) -> Any:
     """A fresh model; called in the strategy scope for training and outside it for export."""
     if module is None:
+        if data.num_classes is None:
+            raise UserCodeError(
+                f"the built-in model {spec.model} is a classifier, and dataset {data.name} "
+                "names no classes: register it with num_classes, or bring a model module"
+            )
         return ZOO_BUILDERS[spec.model](hparams=hparams, data=data)
     try:
         model = module.build_model(model_hparams(hparams=hparams, data=data))

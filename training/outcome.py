@@ -89,7 +89,8 @@ class OutcomeBuilder:
         elif kind == "result" and task == self.chief:
             self.final_metrics = dict(payload.get("final_metrics", {}))
             for key in ("export_path", "best_checkpoint_path", "epochs_completed",
-                        "resumed_from_epoch", "time_to_target_seconds"):
+                        "resumed_from_epoch", "time_to_target_seconds", "best_metric",
+                        "best_value", "best_epoch"):
                 if payload.get(key) is not None:
                     self.facts[key] = payload[key]
 

@@ -70,7 +70,10 @@ class TrialSpec:
     dataset_source: dict[str, Any] = field(default_factory=dict)
     hyperparameters: dict[str, Any] = field(default_factory=dict)
     resources: Resources = field(default_factory=Resources)
-    target_accuracy: float | None = None
+    # The metric that picks the best epoch and, with a value, the target (training/target.py).
+    target_metric: str = ""
+    target_mode: str = ""
+    target_value: float | None = None
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -116,6 +119,10 @@ class TrialOutcome:
     resumed_from_epoch: int = 0
     final_metrics: dict[str, Any] = field(default_factory=dict)
     time_to_target_seconds: float | None = None
+    # The target metric (training/target.py), its best value and the epoch it came from.
+    best_metric: str = ""
+    best_value: float | None = None
+    best_epoch: int = 0
     devices: list[dict[str, Any]] = field(default_factory=list)
     placement: dict[str, Any] = field(default_factory=dict)
     weights_checksums: dict[str, str] = field(default_factory=dict)

@@ -20,6 +20,7 @@ from training import catalog
 from training.callbacks import EpochReporter, FirstStepReporter, StopAtEpoch, StopAtStep
 from training.checkpoints import Progress, TrainingState
 from training.cluster import ClusterPlan, TaskAddress
+from training.data import Data, data_load, data_train_examples
 from training.datasets import dataset_creator_train, dataset_eval, dataset_train, steps_per_epoch
 from training.devices import devices_describe, physical_gpus_count, placement_describe
 from training.events import EventWriter
@@ -28,15 +29,16 @@ from training.modelling import (
     learning_rate_current,
     model_build,
     model_compile,
-    user_data_load,
     user_module_load,
 )
 from training.pi import pi_run
+from training.pipelines import PipelineData, ProbeContext, pipeline_eval, pipeline_train
 from training.precision import jit_compile_apply, model_precision, precision_apply
 from training.scaling import BatchPlan, batch_plan
 from training.signals import StopFlag
 from training.spec import TrialSpec
 from training.strategy import (
+    MULTI_WORKER,
     PARAMETER_SERVER,
     StrategyPlan,
     parameter_server_task_serve,
@@ -44,6 +46,7 @@ from training.strategy import (
     strategy_finish,
     strategy_plan,
 )
+from training.target import target_make
 from training.tfenv import keras, tf
 
 
@@ -95,24 +98,37 @@ def trial_run(*, spec: TrialSpec, cluster: ClusterPlan, task: TaskAddress, event
             events.emit("result", final_metrics=result, epochs_completed=1)
     else:
         _train(spec=spec, hparams=hparams, strategy=strategy, plan=plan, is_chief=is_chief,
-               task=task, events=events, flag=flag)
+               cluster=cluster, task=task, events=events, flag=flag)
     strategy_finish(plan=plan, is_chief=is_chief)
 
 
+def _input_place(*, plan: StrategyPlan, strategy: Any, cluster: ClusterPlan, task: TaskAddress
+                 ) -> ProbeContext:
+    """Where this task's input pipeline stands, before TF hands out its InputContexts."""
+    replicas = int(strategy.num_replicas_in_sync)
+    if plan.name != MULTI_WORKER:
+        return ProbeContext(num_replicas_in_sync=replicas)
+    workers = sum(1 for t in cluster.tasks if t.type in ("chief", "worker"))
+    return ProbeContext(num_input_pipelines=workers, input_pipeline_id=task.index,
+                        num_replicas_in_sync=replicas)
+
+
 def _train(*, spec: TrialSpec, hparams: dict[str, Any], strategy: Any, plan: StrategyPlan,
-           is_chief: bool, task: TaskAddress, events: EventWriter, flag: StopFlag) -> None:
+           is_chief: bool, cluster: ClusterPlan, task: TaskAddress, events: EventWriter,
+           flag: StopFlag) -> None:
     # Same seed everywhere: identical initial weights even before MWMS broadcasts the chief's.
     keras.utils.set_random_seed(hparams["seed"])
     module = None if spec.model in catalog.ZOO_MODELS else user_module_load(path=spec.model)
-    data = (user_data_load(module=module, hparams=hparams) if module else None) or (
-        catalog.dataset_load(spec=spec, hparams=hparams)
-    )
     batch = batch_plan(
         batch_size=hparams["batch_size"], replicas=int(strategy.num_replicas_in_sync),
         learning_rate=hparams["learning_rate"], scale=hparams["scale_batch_size"],
         warmup_epochs=hparams["warmup_epochs"],
     )
-    steps = steps_per_epoch(examples=len(data.x_train), global_batch=batch.global_batch_size)
+    data = data_load(spec=spec, hparams=hparams, module=module,
+                     global_batch_size=batch.global_batch_size,
+                     probe=_input_place(plan=plan, strategy=strategy, cluster=cluster, task=task))
+    steps = steps_per_epoch(examples=data_train_examples(data=data),
+                            global_batch=batch.global_batch_size)
     parameter_servers = plan.name == PARAMETER_SERVER
     gpus = tf.config.list_physical_devices("GPU")
     precision = precision_apply(policy=hparams["mixed_precision"], gpus=gpus)
@@ -153,9 +169,9 @@ def _train(*, spec: TrialSpec, hparams: dict[str, Any], strategy: Any, plan: Str
                 events.emit("metric", replayed=True, **record)
     flag.check()
     if resumed_from < hparams["epochs"] and not _target_done(progress=progress, hparams=hparams):
-        _fit(model=model, data=data, hparams=hparams, batch=batch, steps=steps, state=state,
-             progress=progress, spec=spec, parameter_servers=parameter_servers, is_chief=is_chief,
-             events=events, flag=flag)
+        _fit(model=model, data=data, strategy=strategy, hparams=hparams, batch=batch, steps=steps,
+             state=state, progress=progress, spec=spec, parameter_servers=parameter_servers,
+             is_chief=is_chief, events=events, flag=flag)
     weights = [np.asarray(w) for w in model.get_weights()]  # a collective under MWMS: all tasks
     events.emit("weights", checksum=weights_checksum([w.numpy() for w in model.trainable_weights]),
                 replica_checksums=replica_checksums(model=model))
@@ -165,7 +181,7 @@ def _train(*, spec: TrialSpec, hparams: dict[str, Any], strategy: Any, plan: Str
     plain = model_build(spec=spec, hparams=hparams, data=data, module=module)
     plain.set_weights(weights)
     exported = export_saved_model(model=plain, data=data, export_dir=f"{spec.work_dir}/export",
-                                  from_logits=hparams["from_logits"])
+                                  classifier=platform_compiled, from_logits=hparams["from_logits"])
     events.emit("export", **exported)
     best = sorted(state.best_dir.glob("*.index"))
     events.emit(
@@ -174,6 +190,7 @@ def _train(*, spec: TrialSpec, hparams: dict[str, Any], strategy: Any, plan: Str
         time_to_target_seconds=progress.time_to_target_seconds, export_path=exported["path"],
         best_checkpoint_path=str(best[0].with_suffix("")) if best else "",
         best_val_accuracy=progress.best_val_accuracy, best_epoch=progress.best_epoch,
+        best_metric=progress.best_metric, best_value=progress.best_value,
         train_seconds=round(progress.train_seconds, 3),
     )
 
@@ -182,19 +199,31 @@ def _target_done(*, progress: Progress, hparams: dict[str, Any]) -> bool:
     return bool(hparams["stop_at_target"] and progress.time_to_target_seconds is not None)
 
 
-def _fit(*, model: Any, data: Any, hparams: dict[str, Any], batch: BatchPlan, steps: int,
-         state: TrainingState, progress: Progress, spec: TrialSpec, parameter_servers: bool,
-         is_chief: bool, events: EventWriter, flag: StopFlag) -> None:
-    if parameter_servers:
+def _fit(*, model: Any, data: Data, strategy: Any, hparams: dict[str, Any], batch: BatchPlan,
+         steps: int, state: TrainingState, progress: Progress, spec: TrialSpec,
+         parameter_servers: bool, is_chief: bool, events: EventWriter, flag: StopFlag) -> None:
+    validation_steps = None
+    if isinstance(data, PipelineData):
+        train = pipeline_train(data=data, strategy=strategy, hparams=hparams,
+                               global_batch=batch.global_batch_size,
+                               parameter_servers=parameter_servers)
+        validation, validation_steps = pipeline_eval(
+            data=data, strategy=strategy, hparams=hparams, global_batch=batch.global_batch_size,
+            parameter_servers=parameter_servers)
+    elif parameter_servers:
         train = dataset_creator_train(data=data, global_batch=batch.global_batch_size,
                                       augment=hparams["augment"])
+        validation = dataset_eval(data=data, batch_size=batch.global_batch_size)
     else:
         train = dataset_train(data=data, batch_size=batch.global_batch_size,
                               seed=hparams["seed"], augment=hparams["augment"])
+        validation = dataset_eval(data=data, batch_size=batch.global_batch_size)
     reporter = EpochReporter(
         events=events, state=state, progress=progress, batch=batch, steps_per_epoch=steps,
         interval_seconds=hparams["throughput_interval_seconds"],
-        target_accuracy=spec.target_accuracy, stop_at_target=hparams["stop_at_target"],
+        target=target_make(metric=spec.target_metric, mode=spec.target_mode,
+                           value=spec.target_value),
+        stop_at_target=hparams["stop_at_target"],
         is_chief=is_chief,
     )
     events.emit("status", phase="training", from_epoch=progress.epochs_completed,
@@ -209,7 +238,7 @@ def _fit(*, model: Any, data: Any, hparams: dict[str, Any], batch: BatchPlan, st
         model.fit(
             train, epochs=hparams["epochs"], initial_epoch=progress.epochs_completed,
             steps_per_epoch=steps,
-            validation_data=dataset_eval(data=data, batch_size=batch.global_batch_size),
+            validation_data=validation, validation_steps=validation_steps,
             callbacks=callbacks, verbose=0,
         )
     finally:

@@ -16,14 +16,15 @@ from typing import Any
 
 import numpy as np
 
-from training.arrays import ArrayData
+from training.data import Data
 from training.tfenv import keras
 
 layers = keras.layers
 
 
-def mlp_build(*, hparams: dict[str, Any], data: ArrayData) -> Any:
-    features: np.ndarray = data.x_train.reshape(len(data.x_train), -1).astype(np.float64)
+def mlp_build(*, hparams: dict[str, Any], data: Data) -> Any:
+    sample = data.feature_sample
+    features: np.ndarray = sample.reshape(len(sample), -1).astype(np.float64)
     inputs = keras.Input(shape=data.input_shape, name="inputs")
     x = layers.Flatten()(inputs) if len(data.input_shape) > 1 else inputs
     x = layers.Normalization(mean=features.mean(axis=0), variance=features.var(axis=0))(x)
@@ -35,7 +36,7 @@ def mlp_build(*, hparams: dict[str, Any], data: ArrayData) -> Any:
     return keras.Model(inputs, outputs, name="mlp")
 
 
-def cifar10_cnn_build(*, hparams: dict[str, Any], data: ArrayData) -> Any:
+def cifar10_cnn_build(*, hparams: dict[str, Any], data: Data) -> Any:
     dropout = hparams["dropout"]
     inputs = keras.Input(shape=data.input_shape, name="inputs")
     x = layers.Rescaling(1.0 / 255)(inputs)
@@ -68,7 +69,7 @@ def _residual_block(x: Any, *, filters: int, strides: int) -> Any:
     return layers.ReLU()(layers.Add()([y, shortcut]))
 
 
-def resnet20_build(*, hparams: dict[str, Any], data: ArrayData) -> Any:
+def resnet20_build(*, hparams: dict[str, Any], data: Data) -> Any:
     del hparams  # the architecture is fixed; depth is what makes it ResNet-20
     inputs = keras.Input(shape=data.input_shape, name="inputs")
     x = layers.Rescaling(1.0 / 255)(inputs)
@@ -82,16 +83,16 @@ def resnet20_build(*, hparams: dict[str, Any], data: ArrayData) -> Any:
     return keras.Model(inputs, outputs, name="resnet20")
 
 
-def gru_build(*, hparams: dict[str, Any], data: ArrayData) -> Any:
+def gru_build(*, hparams: dict[str, Any], data: Data) -> Any:
     steps = data.input_shape[0]
     width = int(np.prod(data.input_shape[1:], dtype=np.int64))
     inputs = keras.Input(shape=data.input_shape, name="inputs")
     x = layers.Reshape((steps, width))(inputs)
-    if data.x_train.dtype == np.uint8:
+    if data.feature_sample.dtype == np.uint8:
         x = layers.Rescaling(1.0 / 255)(x)
     else:
         # One mean/variance per step feature, over every step: the same scaling at every step.
-        values: np.ndarray = data.x_train.reshape(-1, width).astype(np.float64)
+        values: np.ndarray = data.feature_sample.reshape(-1, width).astype(np.float64)
         x = layers.Normalization(mean=values.mean(axis=0), variance=values.var(axis=0))(x)
     for index in range(hparams["recurrent_layers"]):
         last = index == hparams["recurrent_layers"] - 1

@@ -228,8 +228,8 @@ def test_spec_validation_covers_resources_and_target() -> None:
         catalog.spec_validate(spec=_spec(resources=Resources(workers=0)))
     with pytest.raises(InvalidInput, match="1 GPU ids granted for 2 GPU slots"):
         catalog.spec_validate(spec=_spec(resources=Resources(gpus_per_worker=2, gpu_ids=(0,))))
-    with pytest.raises(InvalidInput, match="target accuracy"):
-        catalog.spec_validate(spec=_spec(target_accuracy=1.5))
+    with pytest.raises(InvalidInput, match="a target val_accuracy must be in"):
+        catalog.spec_validate(spec=_spec(target_value=1.5))
     with pytest.raises(InvalidInput, match="unknown dataset 'imagenet'"):
         catalog.spec_validate(spec=_spec(dataset="imagenet"))
 

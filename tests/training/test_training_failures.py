@@ -51,7 +51,7 @@ def test_wrong_output_shape_fails_fast_and_is_not_retryable(
     assert run.outcome.status == "failed" and run.outcome.retryable is False
     assert "worker:0 user code or data error (exit code 65)" in run.outcome.exit_reason
     assert "wrong output shape" in run.outcome.exit_reason
-    assert "10 classes, so the last layer must output (batch, 10)" in run.outcome.exit_reason
+    assert "10 classes, so its last layer must output (batch, 10)" in run.outcome.exit_reason
     assert not run.payloads("metric")  # failed before the first step, not after an epoch
     assert time.monotonic() - start < 60
 

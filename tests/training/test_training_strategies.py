@@ -44,7 +44,7 @@ def trained(
                 work_dir=tmp_path_factory.mktemp(case),
                 model=digits_module,
                 resources=resources,
-                target_accuracy=0.85,
+                target_value=0.85,
             )
             runs[case] = run_trial(spec=spec)
         return runs[case]

@@ -148,7 +148,7 @@ def test_records_round_trip_through_json() -> None:
         dataset="digits",
         work_dir="/w",
         hyperparameters={"epochs": 2},
-        target_accuracy=0.9,
+        target_value=0.9,
         resources=Resources(workers=2, gpus_per_worker=1, gpu_ids=(0, 1)),
     )
     assert TrialSpec.from_json(spec.to_json()) == spec

@@ -87,7 +87,10 @@ class Experiment(models.Model):
     gpus_per_worker = models.PositiveIntegerField(default=0)
     parameter_servers = models.PositiveIntegerField(default=0)
     priority = models.IntegerField(default=0)
-    target_accuracy = models.FloatField(null=True, blank=True)
+    # What judges its epochs (training/target.py): the best epoch and the time to target.
+    target_metric = models.CharField(max_length=100, default="val_accuracy")
+    target_mode = models.CharField(max_length=3, default="max")
+    target_value = models.FloatField(null=True, blank=True)
     max_restarts = models.PositiveIntegerField(default=3)
     state = models.CharField(max_length=20, choices=State.choices, default=State.QUEUED)
     strategy = models.CharField(max_length=60, blank=True)

@@ -1,5 +1,7 @@
 from datetime import datetime
+from typing import Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from tfplatform.core.serializers import (
@@ -22,6 +24,18 @@ class ResourcesSerializer(StrictInputSerializer):
     parameter_servers = serializers.IntegerField(default=0)
 
 
+class TargetSerializer(StrictInputSerializer):
+    metric = serializers.CharField(required=False, allow_blank=True, max_length=100)
+    mode = serializers.ChoiceField(required=False, allow_blank=True, choices=["min", "max"])
+    value = serializers.FloatField(required=False, allow_null=True)
+
+
+class TargetOutputSerializer(serializers.Serializer):
+    metric = serializers.CharField()
+    mode = serializers.CharField()
+    value = serializers.FloatField(allow_null=True)
+
+
 class ExperimentCreateSerializer(StrictInputSerializer):
     name = serializers.CharField(max_length=200)
     model = serializers.CharField(max_length=300)
@@ -29,7 +43,15 @@ class ExperimentCreateSerializer(StrictInputSerializer):
     hyperparameters = JSONObjectField(required=False, default=dict)
     resources = JSONObjectField(required=False, default=dict)
     target_accuracy = serializers.FloatField(
-        required=False, allow_null=True, min_value=0.0, max_value=1.0
+        required=False, allow_null=True, min_value=0.0, max_value=1.0,
+        help_text="Shorthand for target {metric: val_accuracy, mode: max, value}.",
+    )
+    target = JSONObjectField(
+        required=False, default=dict,
+        help_text="The metric that picks the best epoch and, with a value, the target whose "
+                  "time to reach is reported: {metric: val_mae, mode: min, value: 0.5}. The "
+                  "metric defaults to val_accuracy, the mode to min for losses and errors "
+                  "(loss, mae, mse, ...) and max otherwise.",
     )
     max_restarts = serializers.IntegerField(required=False, default=3, min_value=0, max_value=100)
     priority = serializers.IntegerField(required=False, default=0, min_value=-100, max_value=100)
@@ -44,6 +66,23 @@ class ExperimentCreateSerializer(StrictInputSerializer):
         resources = ResourcesSerializer(data=value)
         resources.is_valid(raise_exception=True)
         return dict(resources.validated_data)
+
+    def validate_target(self, value: dict[str, Any]) -> dict[str, Any]:
+        target = TargetSerializer(data=value)
+        target.is_valid(raise_exception=True)
+        return dict(target.validated_data)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        """As the service's keywords: target_metric, target_mode, target_value."""
+        target = attrs.pop("target", {})
+        accuracy = attrs.pop("target_accuracy", None)
+        if target and accuracy is not None:
+            raise serializers.ValidationError(
+                {"target": ["Give target or target_accuracy, not both."]}
+            )
+        if accuracy is not None:
+            target = {"metric": "val_accuracy", "mode": "max", "value": accuracy}
+        return {**attrs, **{f"target_{key}": value for key, value in target.items()}}
 
 
 class EnvironmentBuildSerializer(serializers.ModelSerializer):
@@ -111,6 +150,10 @@ class ExperimentSerializer(serializers.ModelSerializer):
     resources = serializers.SerializerMethodField()
     first_step_at = serializers.SerializerMethodField()
     trials = TrialSerializer(many=True)
+    target = serializers.SerializerMethodField()
+    target_accuracy = serializers.SerializerMethodField(
+        help_text="The target value when the target metric is val_accuracy, else null."
+    )
 
     class Meta:
         model = Experiment
@@ -125,6 +168,7 @@ class ExperimentSerializer(serializers.ModelSerializer):
             "resources",
             "environment",
             "priority",
+            "target",
             "target_accuracy",
             "max_restarts",
             "strategy",
@@ -143,6 +187,14 @@ class ExperimentSerializer(serializers.ModelSerializer):
         """The first trial's first training step: how long the submitter waited to see training."""
         steps = [t.first_step_at for t in experiment.trials.all() if t.first_step_at]
         return min(steps, default=None)
+
+    @extend_schema_field(TargetOutputSerializer)
+    def get_target(self, experiment: Experiment) -> dict[str, Any]:
+        return {"metric": experiment.target_metric, "mode": experiment.target_mode,
+                "value": experiment.target_value}
+
+    def get_target_accuracy(self, experiment: Experiment) -> float | None:
+        return experiment.target_value if experiment.target_metric == "val_accuracy" else None
 
     def get_resources(self, experiment: Experiment) -> dict[str, int]:
         return {

@@ -13,6 +13,7 @@ from tfplatform.core.errors import InvalidInput
 from training import catalog, precision
 from training import errors as training_errors
 from training.spec import Resources, TrialSpec
+from training.target import Target, target_make
 
 UPLOADED_MODEL = "upload"
 UPLOADED_DATASET = "upload"
@@ -59,6 +60,14 @@ def resources_check(*, workers: int, gpus_per_worker: int, parameter_servers: in
             f"parameter_servers must be between 0 and {limits['MAX_PARAMETER_SERVERS']}.",
             field="resources",
         )
+
+
+def target_check(*, metric: str, mode: str, value: float | None) -> Target:
+    """The target with its mode chosen when not given; a field error names what is wrong."""
+    try:
+        return target_make(metric=metric, mode=mode, value=value)
+    except training_errors.InvalidInput as error:
+        raise InvalidInput(str(error), field="target") from error
 
 
 def precision_check(

@@ -39,6 +39,7 @@ class ModelVersionSerializer(serializers.ModelSerializer):
             "public",
             "source_experiment",
             "error",
+            "signatures",
             "created_at",
         ]
 
@@ -62,6 +63,7 @@ class RegisteredModelSerializer(serializers.ModelSerializer):
                 "state": v.state,
                 "error": v.error,
                 "source_experiment": v.source_experiment_id,
+                "signatures": v.signatures,
                 "created_at": v.created_at,
             }
             for v in model.versions.order_by("-version")

@@ -49,6 +49,8 @@ class ModelVersion(models.Model):
     path = models.CharField(max_length=500)
     # What its files take on disk (its owner's storage quota); 0 once they are removed.
     size_bytes = models.BigIntegerField(default=0)
+    # Its serving signatures as read at publish: inputs and outputs with dtype and shape.
+    signatures = models.JSONField(default=dict, blank=True)
     state = models.CharField(max_length=20, choices=State.choices, default=State.PENDING)
     error = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)

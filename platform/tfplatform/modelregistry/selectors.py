@@ -54,6 +54,14 @@ def model_label_versions(*, model: RegisteredModel) -> dict[str, int]:
     return dict(ModelLabel.objects.filter(model=model).values_list("label", "version__version"))
 
 
+def model_signature_version(*, model: RegisteredModel) -> ModelVersion | None:
+    """The version whose signature the model page shows: the stable one, else the newest
+    that has one."""
+    versions = model.versions.exclude(signatures={})
+    stable = versions.filter(labels__label=ModelLabel.Name.STABLE).first()
+    return stable or versions.order_by("-version").first()
+
+
 @dataclass(frozen=True)
 class ModelRoute:
     """What inference needs of a model the caller may use: where its traffic goes."""

@@ -16,6 +16,7 @@ import sys
 import tempfile
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
@@ -140,10 +141,10 @@ def model_name_check(*, name: str) -> None:
 GRAPH_CHECK_SECONDS = 300
 
 
-def saved_model_verify(path: Path) -> None:
+def saved_model_verify(path: Path) -> dict[str, Any]:
     """Refuses a SavedModel whose graphs touch files, run Python or expose the saver
     (serving/graph_check.py), read in a process of its own: it is hostile input, and reading it
-    takes TensorFlow, which the web process does not load."""
+    takes TensorFlow, which the web process does not load. Returns its serving signatures."""
     allowed = ",".join(settings.PLATFORM["MODEL_ALLOWED_OPS"])
     try:
         done = subprocess.run(
@@ -153,12 +154,13 @@ def saved_model_verify(path: Path) -> None:
         )
     except subprocess.TimeoutExpired as error:
         raise InvalidInput("The SavedModel could not be checked in time.") from error
-    if done.returncode == 0:
-        return
     try:
         report = json.loads(done.stdout or "{}")
     except ValueError:
         report = {}
+    if done.returncode == 0:
+        signatures = report.get("signatures") if isinstance(report, dict) else None
+        return signatures if isinstance(signatures, dict) else {}
     if done.returncode == graph_check.EXIT_FINDINGS and report.get("findings"):
         ops = sorted({str(finding["op"]) for finding in report["findings"]})
         raise InvalidInput(
@@ -181,10 +183,11 @@ def _version_publish(
     with transaction.atomic():
         model = _model_for_writer(user=user, name=name)
     storage_quota_check(user=user, adding=layout.tree_bytes(root=source))
+    signatures: dict[str, Any] = {}
     try:
         published = layout.publish_version(
             source=source, model_base=model_base_path(), model_name=name, untrusted=untrusted,
-            verify=saved_model_verify,
+            verify=lambda path: signatures.update(saved_model_verify(path)),
             # An undeployed version's files are gone but its row stays: never its number again.
             after=model.versions.aggregate(n=Max("version"))["n"] or 0,
         )
@@ -205,6 +208,7 @@ def _version_publish(
             path=str(published.path),
             state=ModelVersion.State.LOADING,
             size_bytes=layout.tree_bytes(root=published.path),
+            signatures=signatures,
         )
         # Loading can take minutes (two of the server's waits): the model loader does it, and
         # the version says LOADING until then; no web worker is held.

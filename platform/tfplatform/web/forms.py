@@ -62,11 +62,19 @@ class ExperimentForm(ResourcesForm):
     )
     learning_rate = forms.FloatField(min_value=1e-9, max_value=10.0)
     optimizer = forms.ChoiceField(choices=[(name, name) for name in catalog.OPTIMIZERS])
-    target_accuracy = forms.FloatField(
-        min_value=0.0,
-        max_value=1.0,
+    target_metric = forms.CharField(
+        max_length=100,
         required=False,
-        help_text="Validation accuracy whose time to reach is reported, e.g. 0.95.",
+        help_text="The metric that picks the best epoch: val_accuracy unless you name another "
+        "your model reports (val_mae, val_loss...).",
+    )
+    target_mode = forms.ChoiceField(
+        choices=[("", "auto (min for losses and errors)"), ("max", "max"), ("min", "min")],
+        required=False,
+    )
+    target_value = forms.FloatField(
+        required=False,
+        help_text="The value whose time to reach is reported, e.g. 0.95 for val_accuracy.",
     )
     max_restarts = forms.IntegerField(
         min_value=0, max_value=100, initial=3, help_text="Retries after infrastructure failures."
@@ -91,7 +99,9 @@ class ExperimentForm(ResourcesForm):
             "gpus_per_worker": data["gpus_per_worker"],
             "parameter_servers": data["parameter_servers"],
             "priority": data["priority"],
-            "target_accuracy": data.get("target_accuracy"),
+            "target_metric": data.get("target_metric") or "",
+            "target_mode": data.get("target_mode") or "",
+            "target_value": data.get("target_value"),
             "max_restarts": data["max_restarts"],
             "environment": data.get("environment"),
             "model_file": data.get("model_file"),

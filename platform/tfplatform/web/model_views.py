@@ -36,6 +36,7 @@ def model_detail_page(request: HttpRequest, name: str) -> HttpResponse:
         "labels": labels,
         "can_change": model_services.model_can_change(user=request.user, model=model),  # type: ignore[arg-type]
         "loading": model_selectors.model_loading(model=model),
+        "signature_version": model_selectors.model_signature_version(model=model),
     }
     return render(request, "models/detail.html", context)
 

@@ -87,6 +87,12 @@ def test_gpu_request_gets_gpu_environment() -> None:
         ({"hyperparameters": {"jit_compile": True},
           "resources": {"workers": 2, "parameter_servers": 1}}, "hyperparameters"),
         ({"target_accuracy": 1.5}, "target_accuracy"),
+        ({"target": {"metric": "val_mae", "mode": "lowest"}}, "mode"),
+        ({"target": {"metric": "val mae; drop"}}, "target"),
+        ({"target": {"metric": "val_accuracy", "value": 3}}, "target"),
+        ({"target": {"metric": "val_mae", "value": "NaN"}}, "target"),
+        ({"target": {"metric": "val_mae", "colour": 1}}, "colour"),
+        ({"target": "val_mae"}, "target"),
         ({"environment": "no-such-env"}, "environment"),
         ({"colour": "blue"}, "colour"),
     ],
@@ -100,6 +106,23 @@ def test_bad_input_is_400_with_field_error(change: dict[str, object], field: str
     assert "error" in body
     assert field in str(body), body
     assert Experiment.objects.count() == 0
+
+
+def test_target_names_any_metric_and_its_mode() -> None:
+    body = {key: value for key, value in VALID.items() if key != "target_accuracy"}
+    client = client_for(UserFactory())
+    response = client.post("/api/v1/experiments/", {
+        **body, "target": {"metric": "val_mae", "value": 0.5}}, format="json")
+    assert response.status_code == 201, response.json()
+    # The mode of an error metric is min unless given.
+    assert response.json()["target"] == {"metric": "val_mae", "mode": "min", "value": 0.5}
+    assert response.json()["target_accuracy"] is None
+    response = client.post("/api/v1/experiments/", VALID, format="json")
+    assert response.json()["target"] == {"metric": "val_accuracy", "mode": "max", "value": 0.9}
+    assert response.json()["target_accuracy"] == 0.9
+    response = client.post("/api/v1/experiments/", {
+        **VALID, "target": {"metric": "val_loss"}}, format="json")
+    assert response.status_code == 400 and "not both" in str(response.json())
 
 
 @pytest.mark.parametrize("field", ["owner", "state", "id", "team", "strategy"])

@@ -91,7 +91,9 @@ def test_owner_restarts_with_the_same_configuration_and_uploads() -> None:
         "gpus_per_worker",
         "parameter_servers",
         "priority",
-        "target_accuracy",
+        "target_metric",
+        "target_mode",
+        "target_value",
         "max_restarts",
         "environment",
     )

@@ -61,6 +61,32 @@ def version_loaded(client: APIClient, name: str, version: int,
         time.sleep(0.1)
 
 
+def experiment_trained(client: APIClient, *, log: Path, module_name: str, module: bytes,
+                       **fields: Any) -> Any:
+    """An experiment of an uploaded module, submitted through the API and trained to the end
+    by the live worker node; fields are the form's (JSON objects as JSON text)."""
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from tests import live
+    from tfplatform.experiments.models import Experiment
+
+    created = client.post(
+        "/api/v1/experiments/",
+        {"model": "upload", "dataset": "digits",
+         "model_file": SimpleUploadedFile(module_name, module), **fields},
+        format="multipart",
+    )
+    assert created.status_code == 201, created.content
+    experiment_id = created.json()["id"]
+    live.wait_for(
+        lambda: Experiment.objects.get(pk=experiment_id).state in ("completed", "failed"),
+        timeout=240, what="training", log=log,
+    )
+    experiment = Experiment.objects.get(pk=experiment_id)
+    assert experiment.state == "completed", experiment.error
+    return experiment
+
+
 def predict(client: APIClient, url: str, body: Any) -> Any:
     data = body if isinstance(body, bytes) else json.dumps(body)
     return client.post(url, data=data, content_type="application/json")

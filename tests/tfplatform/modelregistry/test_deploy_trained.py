@@ -8,14 +8,11 @@ import numpy as np
 import pytest
 import requests
 from django.conf import settings
-from django.core.files.uploadedfile import SimpleUploadedFile
 from rest_framework.test import APIClient
 
 from serving.client import ModelServerClient
-from tests import live
 from tests.factories import UserFactory
-from tests.tfplatform.modelregistry.conftest import version_loaded
-from tfplatform.experiments.models import Experiment
+from tests.tfplatform.modelregistry.conftest import experiment_trained, version_loaded
 from tfplatform.modelregistry.services import experiment_export_dir
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
@@ -41,27 +38,11 @@ def test_trained_model_deploys_and_answers_like_keras_everywhere(
     owner = UserFactory()
     client = APIClient()
     client.force_authenticate(owner)
-    created = client.post(
-        "/api/v1/experiments/",
-        {
-            "name": "deployable",
-            "model": "upload",
-            "dataset": "digits",
-            "model_file": SimpleUploadedFile("digits_model.py", MODULE),
-            "hyperparameters": json.dumps({"epochs": 3, "batch_size": 32, "learning_rate": 0.01}),
-        },
-        format="multipart",
+    experiment = experiment_trained(
+        client, log=log, module_name="digits_model.py", module=MODULE, name="deployable",
+        hyperparameters=json.dumps({"epochs": 3, "batch_size": 32, "learning_rate": 0.01}),
     )
-    assert created.status_code == 201, created.content
-    experiment_id = created.json()["id"]
-    live.wait_for(
-        lambda: Experiment.objects.get(pk=experiment_id).state in ("completed", "failed"),
-        timeout=240,
-        what="training",
-        log=log,
-    )
-    experiment = Experiment.objects.get(pk=experiment_id)
-    assert experiment.state == "completed", experiment.error
+    experiment_id = experiment.pk
     results = client.get(f"/api/v1/experiments/{experiment_id}/").json()["results"]
     assert results["exported"] is True
     # Nothing of the node's file layout in what the API shows.

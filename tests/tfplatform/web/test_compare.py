@@ -24,7 +24,7 @@ def logged_in(user: object) -> Client:
 
 def trained(*, owner: object, name: str, rate: float, epochs: int = 3, **shape: int) -> Experiment:
     """A completed experiment whose metrics came through the recorder, as a real run's do."""
-    experiment = ExperimentFactory(owner=owner, name=name, target_accuracy=0.7, **shape)
+    experiment = ExperimentFactory(owner=owner, name=name, target_value=0.7, **shape)
     for state in ("scheduled", "running"):
         experiment = experiment_transition(experiment=experiment, to=state)
     epochs_report(
@@ -119,7 +119,7 @@ def test_csv_has_one_row_per_visible_experiment() -> None:
     assert rows[0]["configuration"] == "CPU" and rows[1]["configuration"] == "2 GPUs, 1 node"
     assert rows[1]["strategy"] == "MirroredStrategy"
     assert rows[1]["images_per_sec_median"] == "302" and rows[1]["speedup"] == "2.9608"
-    assert rows[0]["val_accuracy"] == "0.75" and rows[0]["target_accuracy"] == "0.7"
+    assert rows[0]["val_accuracy"] == "0.75" and rows[0]["target_value"] == "0.7"
     assert rows[1]["global_batch_size"] == "64"
 
 

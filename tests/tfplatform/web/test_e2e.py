@@ -65,7 +65,7 @@ def test_launch_watch_deploy_predict_then_a_stranger_sees_nothing(
     page.fill("#id_epochs", str(EPOCHS))
     page.fill("#id_batch_size", str(BATCH_SIZE))
     page.fill("#id_learning_rate", "0.01")
-    page.fill("#id_target_accuracy", "0.8")
+    page.fill("#id_target_value", "0.8")
     page.fill("#id_workers", "2")  # one CPU slot: the hint says so, live
     page.wait_for_function("document.querySelector('#fit').textContent.includes('Never fits')")
     page.fill("#id_workers", "1")

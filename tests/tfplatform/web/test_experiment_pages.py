@@ -83,7 +83,7 @@ def test_running_detail_shows_devices_strategy_progress_and_log() -> None:
 
 def test_finished_detail_offers_restart_and_deploy_and_stops_polling() -> None:
     experiment = finished(
-        ExperimentFactory(name="done", target_accuracy=0.9),
+        ExperimentFactory(name="done", target_value=0.9),
         results={
             "exported": True,
             "final_metrics": {"accuracy": 0.93, "val_accuracy": 0.91, "loss": 0.2},

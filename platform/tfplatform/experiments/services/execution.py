@@ -114,7 +114,9 @@ def trial_spec_build(*, trial: Trial) -> TrialSpec:
             parameter_servers=experiment.parameter_servers,
             gpu_ids=gpu_ids,
         ),
-        target_accuracy=experiment.target_accuracy,
+        target_metric=experiment.target_metric,
+        target_mode=experiment.target_mode,
+        target_value=experiment.target_value,
     )
 
 

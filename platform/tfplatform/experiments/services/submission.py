@@ -47,7 +47,10 @@ class ExperimentRequest:
     gpus_per_worker: int = 0
     parameter_servers: int = 0
     priority: int = 0
-    target_accuracy: float | None = None
+    # Empty metric: val_accuracy; empty mode: from the metric's name (training/target.py).
+    target_metric: str = ""
+    target_mode: str = ""
+    target_value: float | None = None
     max_restarts: int = 3
     environment: Environment | None = None
     model_file: UploadedFile | None = None
@@ -74,6 +77,9 @@ def experiment_create(*, owner: User, request: ExperimentRequest) -> Experiment:
     validation.dataset_check(
         dataset=request.dataset, upload=request.dataset_file, hyperparameters=hyperparameters
     )
+    target = validation.target_check(
+        metric=request.target_metric, mode=request.target_mode, value=request.target_value
+    )
     environment = request.environment or environment_default(gpu=request.gpus_per_worker > 0)
     if environment is not None and request.gpus_per_worker > 0 and not environment.gpu_capable:
         raise InvalidInput(
@@ -93,7 +99,9 @@ def experiment_create(*, owner: User, request: ExperimentRequest) -> Experiment:
             gpus_per_worker=request.gpus_per_worker,
             parameter_servers=request.parameter_servers,
             priority=request.priority,
-            target_accuracy=request.target_accuracy,
+            target_metric=target.metric,
+            target_mode=target.mode,
+            target_value=target.value,
             max_restarts=request.max_restarts,
             pending_reason="Waiting for the scheduler.",
         )
@@ -149,7 +157,9 @@ def experiment_restart(*, user: User, experiment: Experiment) -> Experiment:
                 gpus_per_worker=experiment.gpus_per_worker,
                 parameter_servers=experiment.parameter_servers,
                 priority=experiment.priority,
-                target_accuracy=experiment.target_accuracy,
+                target_metric=experiment.target_metric,
+                target_mode=experiment.target_mode,
+                target_value=experiment.target_value,
                 max_restarts=experiment.max_restarts,
                 environment=experiment.environment,
                 model_file=_upload_reopen(
