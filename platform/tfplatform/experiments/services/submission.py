@@ -72,7 +72,8 @@ def experiment_create(*, owner: User, request: ExperimentRequest) -> Experiment:
         parameter_servers=request.parameter_servers,
     )
     validation.dataset_check(
-        dataset=request.dataset, upload=request.dataset_file, hyperparameters=hyperparameters
+        dataset=request.dataset, upload=request.dataset_file, hyperparameters=hyperparameters,
+        owner=owner,
     )
     environment = request.environment or environment_default(gpu=request.gpus_per_worker > 0)
     if environment is not None and request.gpus_per_worker > 0 and not environment.gpu_capable:
