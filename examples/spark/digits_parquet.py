@@ -1,6 +1,6 @@
 """Spark as a data source: a Spark job writes Parquet shards, the platform trains on them.
 
-    python examples/spark/digits_parquet.py --root var/data      # a folder in PLATFORM_DATASET_ROOTS
+    python examples/spark/digits_parquet.py --root var/data    # a PLATFORM_DATASET_ROOTS folder
         [--server http://127.0.0.1:8000] [--name digits-spark] [--no-submit]
 
 The job (local mode here; the same code on a cluster with `--master`) writes scikit-learn's

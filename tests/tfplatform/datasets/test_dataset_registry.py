@@ -12,9 +12,8 @@ from rest_framework.test import APIClient
 
 from tests.factories import DatasetFactory, TeamFactory, UserFactory
 from tfplatform.datasets.models import Dataset
-from tfplatform.experiments.models import Experiment
+from tfplatform.experiments.models import Experiment, Trial
 from tfplatform.experiments.services.execution import trial_spec_build
-from tfplatform.experiments.models import Trial
 from training.sandbox import trial_paths
 
 pytestmark = pytest.mark.django_db
