@@ -4,6 +4,7 @@ from django.utils import timezone
 
 from tfplatform.accounts.models import Team, User
 from tfplatform.cluster.models import Device, Node
+from tfplatform.datasets.models import Dataset
 from tfplatform.experiments.models import Environment, Experiment, Metric
 from tfplatform.modelregistry.models import ModelVersion, RegisteredModel
 
@@ -115,3 +116,25 @@ class ModelVersionFactory(factory.django.DjangoModelFactory):
     version = factory.Sequence(lambda n: n + 1)
     path = factory.LazyAttribute(lambda o: f"/models/{o.model.name}/{o.version}")
     state = ModelVersion.State.AVAILABLE
+
+
+class DatasetFactory(factory.django.DjangoModelFactory):
+    """A registration as the service stores it; the folder need not exist unless read."""
+
+    class Meta:
+        model = Dataset
+
+    owner = factory.SubFactory(UserFactory)
+    team = factory.LazyAttribute(lambda o: o.owner.team)
+    name = factory.Sequence(lambda n: f"shards-{n}")
+    format = "parquet"
+    train_uri = "/srv/data/train"
+    validation_uri = "/srv/data/validation"
+    features = factory.LazyFunction(lambda: {"pixels": {"dtype": "float32", "shape": [64]}})
+    feature_order = factory.LazyFunction(lambda: ["pixels"])
+    label = "label"
+    label_spec = factory.LazyFunction(lambda: {"dtype": "int64", "shape": []})
+    train_examples = 100
+    validation_examples = 20
+    num_classes = 10
+    size_bytes = 4096

@@ -14,6 +14,7 @@ from typing import Any
 from training import arrays
 from training.errors import InvalidInput
 from training.precision import POLICIES, precision_check
+from training.shard_schema import ShardedSource
 from training.spec import Resources, TrialSpec
 from training.target import target_make
 
@@ -201,6 +202,8 @@ def dataset_validate(*, spec: TrialSpec) -> dict[str, object]:
     """Loads uploads (and cifar10 when its directory is configured) to check them; a summary."""
     if spec.model in DIAGNOSTIC_JOBS:
         return {}
+    if spec.dataset_source:  # registered shards: checked at registration, never loaded here
+        return ShardedSource.from_dict(spec.dataset_source).summary()
     if spec.model.endswith(".py") and USER_DATASET_ENTRY in user_module_validate(path=spec.model):
         return {"name": f"{Path(spec.model).stem}.{USER_DATASET_ENTRY}"}  # known only at run time
     if spec.dataset == "cifar10":

@@ -11,7 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from training.pipelines import DatasetContext, PipelineData, Where, pipelines_probe
-from training.shards import ShardedSource, shards_dataset
+from training.shard_schema import ShardedSource
+from training.shards import shards_dataset
 
 
 def registered_pipelines(*, source: dict[str, Any], hparams: dict[str, Any],

@@ -18,6 +18,7 @@ from pathlib import Path
 from training.cluster import ClusterPlan
 from training.confine import DEVICES, NVIDIA_SHARED_DEVICES, Confinement
 from training.runtime import BWRAP, TaskPython, repo_root
+from training.shard_schema import ShardedSource, local_roots
 from training.spec import TrialSpec
 
 # Read by resolvers, TLS and the dynamic linker; nothing of /etc that holds secrets.
@@ -93,8 +94,12 @@ def sandbox_command(*, python: TaskPython, exposure: Exposure) -> list[str]:
 
 
 def trial_paths(*, spec: TrialSpec) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(write, read): the trial's own work dir; its uploads, dataset file and built-in data."""
+    """(write, read): the trial's own work dir; its uploads, dataset file and built-in data,
+    and a registered dataset's local folders (checked against the dataset roots when it was
+    registered and again when the trial was built)."""
     read = [p for p in (spec.model, spec.dataset) if p.startswith("/")]
+    if spec.dataset_source:
+        read += local_roots(source=ShardedSource.from_dict(spec.dataset_source))
     if spec.datasets_dir:
         read.append(spec.datasets_dir)
     return (spec.work_dir,), tuple(read)

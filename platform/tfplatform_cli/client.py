@@ -85,11 +85,18 @@ class Client:
         self.request("DELETE", f"/auth/tokens/{which}/", not_found=f"no token {which} of yours")
 
     def experiments(self, *, state: str | None, owner: str | None) -> list[dict[str, Any]]:
+        return self._every("/experiments/", {"state": state, "owner": owner})
+
+    def datasets(self) -> list[dict[str, Any]]:
+        return self._every("/datasets/", {})
+
+    def _every(self, path: str, filters: dict[str, str | None]) -> list[dict[str, Any]]:
+        """Every page of a listing."""
         params: dict[str, Any] = {"limit": PAGE_SIZE, "offset": 0}
-        params |= {k: v for k, v in {"state": state, "owner": owner}.items() if v}
+        params |= {k: v for k, v in filters.items() if v}
         found: list[dict[str, Any]] = []
         while True:
-            page = self.json("GET", "/experiments/", params=params)
+            page = self.json("GET", path, params=params)
             found.extend(page["results"])
             params["offset"] += PAGE_SIZE
             if not page["results"] or params["offset"] >= page["count"]:

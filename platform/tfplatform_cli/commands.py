@@ -91,6 +91,17 @@ def experiments_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def datasets_list(args: argparse.Namespace) -> int:
+    datasets = _client(args).datasets()
+    if args.json:
+        _print_json(datasets)
+    elif not datasets:
+        print("No registered datasets.")
+    else:
+        print(render.datasets_table(datasets))
+    return 0
+
+
 def status(args: argparse.Namespace) -> int:
     client = _client(args)
     experiment = client.experiment(args.id)

@@ -58,6 +58,10 @@ def parser_build() -> argparse.ArgumentParser:
     listing.add_argument("--json", action="store_true", help="print the API's JSON")
     listing.set_defaults(run=commands.experiments_list)
 
+    datasets = add("datasets", "list the registered datasets you can use as `dataset`")
+    datasets.add_argument("--json", action="store_true", help="print the API's JSON")
+    datasets.set_defaults(run=commands.datasets_list)
+
     status = add("status", "state, strategy, pending reason and latest metrics of an experiment")
     status.add_argument("id", type=int)
     status.add_argument("--json", action="store_true", help="print the API's JSON")

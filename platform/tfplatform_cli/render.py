@@ -38,6 +38,14 @@ def artifacts_table(artifacts: list[dict[str, Any]]) -> str:
     return table(["NAME", "SIZE", "FILES", "CONTENTS"], rows)
 
 
+def datasets_table(datasets: list[dict[str, Any]]) -> str:
+    rows = [[str(d["name"]), str(d["format"]), str(d["train_examples"]),
+             str(d["validation_examples"]), str(d["num_classes"] or "-"),
+             size(int(d["size_bytes"])), str(d["owner"]), str(d["train"])] for d in datasets]
+    return table(["NAME", "FORMAT", "TRAIN", "VALIDATION", "CLASSES", "SIZE", "OWNER", "URI"],
+                 rows)
+
+
 def size(count: int) -> str:
     if count < 1024:
         return f"{count} bytes"

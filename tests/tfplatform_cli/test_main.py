@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests import live
-from tests.factories import PASSWORD, EnvironmentFactory, UserFactory
+from tests.factories import PASSWORD, DatasetFactory, EnvironmentFactory, UserFactory
 from tests.tfplatform_cli.conftest import Tfp
 from tfplatform.accounts.models import ApiToken
 from tfplatform.accounts.tokens import api_token_digest
@@ -199,3 +199,18 @@ def test_the_client_needs_neither_django_nor_the_platform(tmp_path: Path) -> Non
         [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True
     ).stdout
     assert out == "[]\n"
+
+
+def test_datasets_lists_only_what_the_user_can_use(
+    live_server: Any, tfp: Callable[[str], Tfp]
+) -> None:
+    alice, bob = UserFactory(username="alice"), UserFactory(username="bob")
+    DatasetFactory(owner=alice, name="alices-shards", size_bytes=3 * 2**20)
+    user, other = tfp("alice"), tfp("bob")
+    assert login(user, live_server.url, alice.username).returncode == 0
+    assert login(other, live_server.url, bob.username).returncode == 0
+    shown = user("datasets")
+    assert shown.returncode == 0
+    assert "alices-shards" in shown.stdout and "3.0 MiB" in shown.stdout
+    assert json.loads(user("datasets", "--json").stdout)[0]["format"] == "parquet"
+    assert other("datasets").stdout == "No registered datasets.\n"

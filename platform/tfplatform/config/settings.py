@@ -77,6 +77,7 @@ INSTALLED_APPS = [
     "tfplatform.core",
     "tfplatform.accounts",
     "tfplatform.cluster",
+    "tfplatform.datasets",
     "tfplatform.experiments",
     "tfplatform.modelregistry",
     "tfplatform.web",
@@ -299,6 +300,10 @@ PLATFORM = {
     "MODEL_IMPORT_DIR": Path(env.str("PLATFORM_MODEL_IMPORT_DIR",
                                      default=str(VAR_DIR / "import"))),
     "DATASETS_DIR": Path(env.str("DATASETS_DIR", default=str(VAR_DIR / "datasets"))),
+    # The only folders a registered (sharded) dataset may live in: its folder is shown,
+    # read-only, to the trials that use it. Staff choose them; comma-separated.
+    "DATASET_ROOTS": [Path(root) for root in env.list(
+        "PLATFORM_DATASET_ROOTS", default=[str(VAR_DIR / "data")])],
     # Modules and datasets referenced by path must live here (staff put them in place).
     "SHARED_DIR": Path(env.str("PLATFORM_SHARED_DIR", default=str(VAR_DIR / "shared"))),
     "WORK_DIR": Path(env.str("PLATFORM_WORK_DIR", default=str(VAR_DIR / "work"))),

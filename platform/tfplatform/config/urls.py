@@ -9,6 +9,7 @@ from tfplatform.accounts.api import (
     TokenRevokeCurrentApi,
 )
 from tfplatform.cluster.api import NodeListApi, NodeStateApi
+from tfplatform.datasets.api import DatasetDetailApi, DatasetListCreateApi
 from tfplatform.experiments import api as experiments_api
 from tfplatform.modelregistry import api as models_api
 
@@ -63,6 +64,8 @@ api_v1 = [
         experiments_api.EnvironmentDetailApi.as_view(),
         name="api-environment",
     ),
+    path("datasets/", DatasetListCreateApi.as_view(), name="api-datasets"),
+    path("datasets/<int:dataset_id>/", DatasetDetailApi.as_view(), name="api-dataset"),
     path("nodes/", NodeListApi.as_view(), name="api-nodes"),
     path(
         "nodes/<int:node_id>/<str:action>/",

@@ -9,9 +9,13 @@ from typing import Any
 from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
 
+from tfplatform.accounts.models import User
 from tfplatform.core.errors import InvalidInput
+from tfplatform.datasets.selectors import dataset_for_name
+from tfplatform.datasets.services import dataset_source_for_trials
 from training import catalog, precision
 from training import errors as training_errors
+from training.shard_schema import ShardedSource
 from training.spec import Resources, TrialSpec
 from training.target import Target, target_make
 
@@ -115,8 +119,11 @@ def model_check(*, model: str, upload: UploadedFile | None) -> None:
 
 
 def dataset_check(
-    *, dataset: str, upload: UploadedFile | None, hyperparameters: dict[str, Any]
+    *, dataset: str, upload: UploadedFile | None, hyperparameters: dict[str, Any],
+    owner: User | None = None,
 ) -> None:
+    """A built-in name, an upload, a file in the shared folder, or (with `owner`) the name of a
+    registered dataset the owner can see, its folders checked again."""
     if dataset == UPLOADED_DATASET:
         if upload is None:
             raise InvalidInput("dataset 'upload' needs a dataset_file.", field="dataset_file")
@@ -133,12 +140,24 @@ def dataset_check(
         path = shared_path_check(value=dataset, field="dataset", suffixes=(".npz", ".csv"))
         _dataset_file_check(path=path, hyperparameters=hyperparameters, field="dataset")
         return
-    if dataset not in catalog.BUILTIN_DATASETS:
+    if dataset in catalog.BUILTIN_DATASETS:
+        return
+    if owner is None or registered_source(owner=owner, name=dataset) is None:
         raise InvalidInput(
             f"Unknown dataset '{dataset}'. Choose one of: "
-            f"{', '.join(catalog.BUILTIN_DATASETS)}, or 'upload'.",
+            f"{', '.join(catalog.BUILTIN_DATASETS)}, 'upload', or a registered dataset "
+            "(GET /api/v1/datasets/).",
             field="dataset",
         )
+
+
+def registered_source(*, owner: User, name: str) -> ShardedSource | None:
+    """The registered dataset `name` as its trials will read it; None when it names none the
+    owner can see (deleted since, or never registered)."""
+    if name in catalog.BUILTIN_DATASETS or name == UPLOADED_DATASET or name.startswith("/"):
+        return None
+    dataset = dataset_for_name(user=owner, name=name)
+    return dataset_source_for_trials(dataset=dataset) if dataset is not None else None
 
 
 def _size_check(*, upload: UploadedFile, field: str) -> None:

@@ -22,6 +22,7 @@ from schemathesis.checks import (
 from schemathesis.generation import GenerationMode
 
 from tests.factories import (
+    DatasetFactory,
     ExperimentFactory,
     ModelVersionFactory,
     RegisteredModelFactory,
@@ -48,11 +49,14 @@ def tenants(live_server: Any) -> dict[str, Any]:
     model = RegisteredModelFactory(name=f"{MARKER}-model", owner=alice)
     version = ModelVersionFactory(model=model, version=1, path=f"/models/{MARKER}/1")
     ModelLabel.objects.create(model=model, label="stable", version=version)
+    dataset = DatasetFactory(owner=alice, name=f"{MARKER}-dataset",
+                             train_uri=f"/srv/{MARKER}/train")
     alices_token, _ = api_token_issue(user=alice, name=f"{MARKER}-token")
     return {"bob": bob, "alice": alice,
             # What B's requests name to reach A's objects.
             "paths": {"experiment_id": experiment.id, "name": model.name, "version": 1,
-                      "label": "stable", "token_id": alices_token.pk}}
+                      "label": "stable", "token_id": alices_token.pk,
+                      "dataset_id": dataset.pk}}
 
 
 def _alice_unchanged(tenants: dict[str, Any]) -> tuple[Any, ...]:
@@ -64,7 +68,8 @@ def _alice_unchanged(tenants: dict[str, Any]) -> tuple[Any, ...]:
             list(ModelVersion.objects.filter(model__owner=tenants["alice"]).values_list(
                 "version", "state", "path")),
             list(ModelLabel.objects.values_list("label", "version__version")),
-            list(tenants["alice"].api_tokens.values_list("pk", "digest")))
+            list(tenants["alice"].api_tokens.values_list("pk", "digest")),
+            list(tenants["alice"].datasets.values_list("pk", "name", "train_uri")))
 
 
 def _operation_fuzz(*, operation: Any, mode: GenerationMode, base_url: str, user: Any,

@@ -25,6 +25,7 @@ from tfplatform.core.database import (
     database_connection_reset,
     database_wait,
 )
+from tfplatform.core.errors import InvalidInput
 from tfplatform.experiments.environments import EnvironmentBuildFailed, environment_build_ensure
 from tfplatform.experiments.models import Experiment, Trial
 from tfplatform.experiments.node_paths import node_paths_hide
@@ -40,6 +41,8 @@ from tfplatform.experiments.services.trials import (
     trial_set_placement,
     trial_start,
 )
+from tfplatform.experiments.validation import registered_source
+from training.catalog import BUILTIN_DATASETS
 from training.cluster import LOCALHOST
 from training.containers import RUNTIME_IMAGE, ContainerSettings
 from training.runtime import CONTAINER_RUNTIMES, Runtime, runtime_for
@@ -107,6 +110,7 @@ def trial_spec_build(*, trial: Trial) -> TrialSpec:
         work_dir=str(experiment_work_dir(experiment_id=experiment.pk)),
         datasets_dir=str(settings.PLATFORM["DATASETS_DIR"]),
         label_column=label_column,
+        dataset_source=_dataset_source(experiment=experiment),
         hyperparameters=hyperparameters,
         resources=Resources(
             workers=experiment.workers,
@@ -118,6 +122,18 @@ def trial_spec_build(*, trial: Trial) -> TrialSpec:
         target_mode=experiment.target_mode,
         target_value=experiment.target_value,
     )
+
+
+def _dataset_source(*, experiment: Experiment) -> dict[str, Any]:
+    """A registered dataset, looked up by name when the trial starts (its folders checked
+    again); a dataset deleted since submission fails the trial with the reason."""
+    if experiment.dataset_file:
+        return {}
+    source = registered_source(owner=experiment.owner, name=experiment.dataset)
+    if source is None and experiment.dataset not in BUILTIN_DATASETS and \
+            not experiment.dataset.startswith("/"):
+        raise InvalidInput(f"Dataset '{experiment.dataset}' is no longer registered.")
+    return source.to_dict() if source is not None else {}
 
 
 def trial_execute(*, trial_id: int, node_id: int | None = None) -> None:

@@ -145,7 +145,7 @@ def _warm_exposure() -> Exposure:
     """What a warm sandbox shows before its trial is known; its order narrows it (confine.py)."""
     work = Path(settings.PLATFORM["WORK_DIR"])
     read = [Path(settings.MEDIA_ROOT), settings.PLATFORM["DATASETS_DIR"],
-            settings.PLATFORM["SHARED_DIR"]]
+            settings.PLATFORM["SHARED_DIR"], *settings.PLATFORM["DATASET_ROOTS"]]
     # A sandbox mounts only what exists when it starts: an uploads folder made by the first
     # upload would stay invisible to every host started before it.
     for path in (work, *read):

@@ -1,0 +1,71 @@
+from typing import Any
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from training.shard_schema import ShardedSource
+
+
+class Dataset(models.Model):
+    """A sharded file dataset registered once and chosen by name (training/shard_schema.py).
+
+    Visible to its owner, the owner's team and staff; its name is unique within the team (or,
+    for a user without one, among the owner's own).
+    """
+
+    class Format(models.TextChoices):
+        TFRECORD = "tfrecord"
+        PARQUET = "parquet"
+        CSV = "csv"
+
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="datasets"
+    )
+    # Copied from the owner at registration, like an experiment's.
+    team = models.ForeignKey(
+        "accounts.Team", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    name = models.CharField(max_length=100)
+    format = models.CharField(max_length=20, choices=Format.choices)
+    train_uri = models.CharField(max_length=1000)
+    validation_uri = models.CharField(max_length=1000)
+    # name -> {"dtype", "shape"}; feature_order keeps their order (JSON objects may not).
+    features = models.JSONField(default=dict)
+    feature_order = models.JSONField(default=list)
+    label = models.CharField(max_length=200)
+    label_spec = models.JSONField(default=dict)
+    pack = models.BooleanField(default=False)
+    csv_columns = models.JSONField(default=list, blank=True)
+    csv_header = models.BooleanField(default=True)
+    train_examples = models.BigIntegerField()
+    validation_examples = models.BigIntegerField()
+    num_classes = models.PositiveIntegerField(null=True, blank=True)
+    size_bytes = models.BigIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["team", "name"], condition=Q(team__isnull=False),
+                                    name="dataset_name_unique_in_team"),
+            models.UniqueConstraint(fields=["owner", "name"], condition=Q(team__isnull=True),
+                                    name="dataset_name_unique_for_owner"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def source(self) -> ShardedSource:
+        return ShardedSource.from_dict(self.source_fields())
+
+    def source_fields(self) -> dict[str, Any]:
+        return {
+            "name": self.name, "format": self.format, "train": self.train_uri,
+            "validation": self.validation_uri, "features": self.features,
+            "feature_order": self.feature_order, "label": self.label,
+            "label_spec": self.label_spec, "train_examples": self.train_examples,
+            "validation_examples": self.validation_examples, "num_classes": self.num_classes,
+            "size_bytes": self.size_bytes, "pack": self.pack, "csv_columns": self.csv_columns,
+            "csv_header": self.csv_header,
+        }

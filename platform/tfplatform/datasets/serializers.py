@@ -1,0 +1,75 @@
+from rest_framework import serializers
+
+from tfplatform.core.serializers import JSONObjectField, StrictInputSerializer
+from tfplatform.datasets.models import Dataset
+from training.shard_schema import DTYPES, FORMATS
+
+URI_HELP = ("A folder of shards, a glob or one file: an absolute path inside the dataset roots "
+            "(PLATFORM_DATASET_ROOTS), or gs://, s3://, hdfs:// where the nodes can read them.")
+SPEC_HELP = (f'{{"dtype": one of {", ".join(DTYPES)}, "shape": [sizes]}}; '
+             '[] for one value per example.')
+
+
+class DatasetSerializer(serializers.ModelSerializer):
+    owner = serializers.CharField(source="owner.username", read_only=True)
+    train = serializers.CharField(source="train_uri")
+    validation = serializers.CharField(source="validation_uri")
+    features = serializers.DictField(child=serializers.DictField())
+    feature_order = serializers.ListField(child=serializers.CharField())
+    label_spec = serializers.DictField()
+    csv_columns = serializers.ListField(child=serializers.CharField())
+
+    class Meta:
+        model = Dataset
+        fields = [
+            "id", "name", "owner", "format", "train", "validation", "features", "feature_order",
+            "label", "label_spec", "pack", "csv_columns", "csv_header", "train_examples",
+            "validation_examples", "num_classes", "size_bytes", "created_at",
+        ]
+        read_only_fields = fields
+
+
+class DatasetCreateSerializer(StrictInputSerializer):
+    name = serializers.RegexField(
+        r"^[A-Za-z0-9][A-Za-z0-9._\-]{0,99}$", max_length=100,
+        help_text="Unique in your team (or among your own); chosen by it as an experiment's "
+                  "`dataset`.",
+    )
+    format = serializers.ChoiceField(choices=FORMATS)
+    train = serializers.CharField(max_length=1000, help_text=URI_HELP)
+    validation = serializers.CharField(max_length=1000, help_text=URI_HELP)
+    # A serializer's own `label` attribute is its title; DRF's metaclass takes this as a field.
+    label = serializers.CharField(  # type: ignore[assignment]
+        max_length=200, help_text="The label's column or feature."
+    )
+    features = JSONObjectField(
+        required=False,
+        help_text=f"name -> {SPEC_HELP} Parquet and CSV: every other column when left out.",
+    )
+    feature_order = serializers.ListField(
+        child=serializers.CharField(max_length=200), required=False, max_length=10_000,
+        help_text="The features' order (packing, model inputs); default: as given.",
+    )
+    label_spec = JSONObjectField(required=False, help_text=SPEC_HELP + " Parquet: its column's.")
+    pack = serializers.BooleanField(
+        default=False, help_text="Concatenate every feature into one float32 vector."
+    )
+    num_classes = serializers.IntegerField(
+        required=False, allow_null=True, min_value=2, max_value=1_000_000,
+        help_text="Classes of an integer label; Parquet: its largest value + 1 by default. "
+                  "Left out for regression.",
+    )
+    train_examples = serializers.IntegerField(
+        required=False, min_value=0, max_value=2**62,
+        help_text="Required for TFRecord and CSV; Parquet: counted from the files' metadata.",
+    )
+    validation_examples = serializers.IntegerField(required=False, min_value=0, max_value=2**62)
+    size_bytes = serializers.IntegerField(
+        required=False, min_value=0, max_value=2**62,
+        help_text="Remote URIs only; local files are measured.",
+    )
+    csv_columns = serializers.ListField(
+        child=serializers.CharField(max_length=200), required=False, max_length=10_000,
+        help_text="CSV: every column in file order; default: the first shard's header.",
+    )
+    csv_header = serializers.BooleanField(default=True)
