@@ -13,6 +13,7 @@ the other epochs' examples per second, so both sides meet the same machine at th
 
 from __future__ import annotations
 
+import itertools
 import statistics
 import tempfile
 import time
@@ -57,12 +58,12 @@ def _epoch_rates(*, train: Any, data: Any, hparams: dict[str, Any], steps: int, 
     model_compile(model=model, hparams=hparams, batch=batch, steps_per_epoch=steps,
                   exact_evaluation=False)
     marks: list[float] = []
-    timer = keras.callbacks.LambdaCallback(on_epoch_end=lambda *_: marks.append(time.perf_counter()))
-    start = time.perf_counter()
+    timer = keras.callbacks.LambdaCallback(
+        on_epoch_end=lambda *_: marks.append(time.perf_counter()))
     model.fit(train, epochs=epochs, steps_per_epoch=steps, callbacks=[timer], verbose=0)
-    ends = [start, *marks]
     examples = steps * hparams["batch_size"]
-    return [examples / (b - a) for a, b in zip(ends[1:-1], ends[2:], strict=True)]
+    # From the end of the first epoch (which traces the step function) on.
+    return [examples / (b - a) for a, b in itertools.pairwise(marks)]
 
 
 def input_pipeline_measure(*, rounds: int, epochs: int, copies: int) -> Section:
