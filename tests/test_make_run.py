@@ -78,6 +78,17 @@ def test_make_run_serves_ui_and_api_and_trains_then_stops_cleanly(tmp_path: Path
 
         body = live.wait_for(finished, timeout=300, what="training to finish", log=log)
         assert isinstance(body, dict) and body["state"] == "completed", body
+        # Its TensorBoard, signed in: a process of the web app's, stopped with it below.
+        browser = requests.Session()
+        browser.get(f"{base}/login/", timeout=10)
+        browser.post(f"{base}/login/", timeout=10, data={
+            "username": "admin", "password": PASSWORD,
+            "csrfmiddlewaretoken": browser.cookies["csrftoken"]})
+        board = browser.get(str(body["tensorboard_url"]), timeout=120)
+        assert board.status_code == 200 and "<tb-webapp>" in board.text, board.text[-2000:]
+        runs = browser.get(f"{board.url}data/runs", timeout=30).json()
+        assert runs == [f"{body['id']}-make-run-smoke/train",
+                        f"{body['id']}-make-run-smoke/validation"], runs
         # The embedded model server answers the platform's token only.
         model_server = f"http://127.0.0.1:{rest}/v1/models/none"
         assert requests.get(model_server, timeout=10).status_code == 401

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from training import arrays
+from training.board import board_check, profile_steps_parse
 from training.errors import InvalidInput
 from training.precision import POLICIES, precision_check
 from training.shard_schema import ShardedSource
@@ -41,6 +42,8 @@ HYPERPARAMETERS: dict[str, tuple[type, Any]] = {
     "augment": (bool, False),  # random flips/crops for image datasets
     "mixed_precision": (str, ""),  # "", "mixed_float16", "mixed_bfloat16" (precision.py)
     "jit_compile": (bool, False),  # XLA
+    "tensorboard_histograms": (bool, False),  # weight histograms per epoch (board.py)
+    "profile_steps": (str, ""),  # "" | "N" | "start,stop": a profiler trace of those steps
     "hidden_units": (int, 128),  # mlp / gru
     "dropout": (float, 0.0),  # mlp / cifar10_cnn
     "recurrent_layers": (int, 1),  # gru
@@ -119,6 +122,7 @@ def hyperparameters_resolve(*, model: str, values: dict[str, Any]) -> dict[str, 
             f"mixed_precision must be one of {', '.join(repr(p) for p in POLICIES)}, "
             f"got {resolved['mixed_precision']!r}"
         )
+    profile_steps_parse(value=resolved["profile_steps"])
     for name, (low, high) in BOUNDS.items():
         value = resolved[name]
         # Written so that NaN (which compares False with everything) fails too.
@@ -242,5 +246,6 @@ def spec_validate(*, spec: TrialSpec) -> dict[str, object]:
     hparams = hyperparameters_resolve(model=spec.model, values=spec.hyperparameters)
     precision_check(policy=hparams["mixed_precision"], jit_compile=hparams["jit_compile"],
                     resources=spec.resources)
+    board_check(profile_steps=hparams["profile_steps"], resources=spec.resources)
     target_make(metric=spec.target_metric, mode=spec.target_mode, value=spec.target_value)
     return dataset_validate(spec=spec)

@@ -83,6 +83,20 @@ def test_same_module_trains_under_every_strategy(case: str, trained: Callable[[s
     assert all(code == 0 for code in outcome.exit_codes.values()), outcome.exit_codes
 
 
+@pytest.mark.parametrize("case", list(CASES))
+def test_the_chief_alone_leaves_tensorboard_scalars_under_every_strategy(
+    case: str, trained: Callable[[str], Any]
+) -> None:
+    from tests.training.test_training_board import board_scalars
+
+    work = Path(trained(case).outcome.export_path).parent
+    assert set(board_scalars(work / "tensorboard" / "train")["epoch_loss"]) == {0, 1, 2, 3}
+    assert set(board_scalars(work / "tensorboard" / "validation")["epoch_loss"]) == {0, 1, 2, 3}
+    # Other workers wrote into scratch folders, removed when training ended.
+    assert sorted(p.name for p in (work / "tensorboard").iterdir()) == ["train", "validation"]
+    assert not list(work.glob("tmp/**/events.out.tfevents.*"))
+
+
 @pytest.mark.parametrize("case", SYNCHRONOUS)
 def test_synchronous_strategies_end_with_identical_weights(
     case: str, trained: Callable[[str], Any]

@@ -310,6 +310,12 @@ PLATFORM = {
     # The supervisor's own files of each attempt (spec, events, task logs): never mounted
     # writable into a trial, so a trial cannot plant a symlink the supervisor then follows.
     "RUN_DIR": Path(env.str("PLATFORM_RUN_DIR", default=str(VAR_DIR / "runs"))),
+    # TensorBoard processes the web app runs for experiments (experiments/boards.py): their
+    # records, how long one may go without a request, how many at once, and Landlock for them.
+    "BOARD_DIR": Path(env.str("PLATFORM_TENSORBOARD_DIR", default=str(VAR_DIR / "tensorboard"))),
+    "BOARD_IDLE_SECONDS": env.float("PLATFORM_TENSORBOARD_IDLE_SECONDS", default=900.0),
+    "BOARD_MAX": env.int("PLATFORM_TENSORBOARD_MAX", default=8),
+    "BOARD_CONFINE": env.bool("PLATFORM_TENSORBOARD_CONFINE", default=True),
     # Per-node virtualenvs of environments (sandbox runtime), one per content hash.
     "ENVIRONMENTS_DIR": Path(
         env.str("PLATFORM_ENVIRONMENTS_DIR", default=str(VAR_DIR / "environments"))

@@ -71,7 +71,7 @@ class ExperimentDetailApi(APIView):
     @extend_schema(responses=ExperimentDetailSerializer)
     def get(self, request: Request, experiment_id: int) -> Response:
         experiment = selectors.experiment_get(user=request.user, experiment_id=experiment_id)
-        return Response(ExperimentDetailSerializer(experiment).data)
+        return Response(ExperimentDetailSerializer(experiment, context={"request": request}).data)
 
 
 class ExperimentMetricsApi(generics.ListAPIView):

@@ -3,6 +3,7 @@ from typing import Any
 
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
+from rest_framework.reverse import reverse
 
 from tfplatform.core.serializers import (
     JSONObjectField,
@@ -209,11 +210,20 @@ class ExperimentDetailSerializer(ExperimentSerializer):
         help_text="False when a trial ran on a node without isolation (process runtime)."
     )
 
+    tensorboard_url = serializers.SerializerMethodField(
+        help_text="Opens this experiment's TensorBoard (in a browser signed in to the platform)."
+    )
+
     class Meta(ExperimentSerializer.Meta):
-        fields = [*ExperimentSerializer.Meta.fields, "isolated"]
+        fields = [*ExperimentSerializer.Meta.fields, "isolated", "tensorboard_url"]
 
     def get_isolated(self, experiment: Experiment) -> bool:
         return not experiment_unisolated_nodes(experiment=experiment)
+
+    def get_tensorboard_url(self, experiment: Experiment) -> str:
+        # The page is the web app's (a layer above): reached by its name, never imported.
+        url = reverse("experiment-tensorboard", request=self.context.get("request"))
+        return f"{url}?ids={experiment.pk}"
 
 
 class MetricsQuerySerializer(serializers.Serializer):

@@ -13,7 +13,7 @@ from tfplatform.accounts.models import User
 from tfplatform.core.errors import InvalidInput
 from tfplatform.datasets.selectors import dataset_for_name
 from tfplatform.datasets.services import dataset_source_for_trials
-from training import catalog, precision
+from training import board, catalog, precision
 from training import errors as training_errors
 from training.shard_schema import ShardedSource
 from training.spec import Resources, TrialSpec
@@ -85,6 +85,15 @@ def precision_check(
             resources=Resources(workers=workers, gpus_per_worker=gpus_per_worker,
                                 parameter_servers=parameter_servers),
         )
+    except training_errors.InvalidInput as error:
+        raise InvalidInput(str(error), field="hyperparameters") from error
+
+
+def board_check(*, hyperparameters: dict[str, Any], parameter_servers: int) -> None:
+    """A profiler trace only where step-level callbacks may run (not beside parameter servers)."""
+    try:
+        board.board_check(profile_steps=hyperparameters["profile_steps"],
+                          resources=Resources(parameter_servers=parameter_servers))
     except training_errors.InvalidInput as error:
         raise InvalidInput(str(error), field="hyperparameters") from error
 

@@ -52,6 +52,14 @@ def compare_ids(request: HttpRequest) -> list[int]:
     return ids
 
 
+def compare_ids_named(request: HttpRequest, *, what: str) -> list[int]:
+    """`compare_ids`, at least one."""
+    ids = compare_ids(request)
+    if not ids:
+        raise BadIds(f"Name the experiments to {what}: ids=3,7,12.")
+    return ids
+
+
 @login_required
 @require_GET
 def compare_page(request: HttpRequest) -> HttpResponse:
@@ -76,9 +84,7 @@ def compare_page(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_GET
 def compare_csv(request: HttpRequest) -> HttpResponse:
-    ids = compare_ids(request)
-    if not ids:
-        raise BadIds("Name the experiments to compare: ids=3,7,12.")
+    ids = compare_ids_named(request, what="compare")
     comparison = selectors.experiments_compare(user=request.user, ids=ids)
     response = HttpResponse(content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = 'attachment; filename="experiments-compare.csv"'

@@ -4,6 +4,7 @@ from django.views.generic import RedirectView
 
 from tfplatform.web import (
     account_views,
+    board_views,
     cluster_views,
     compare_views,
     environment_views,
@@ -27,6 +28,11 @@ urlpatterns = [
     path("experiments/new/fit/", experiments.experiment_fit_fragment, name="experiment-fit"),
     path("experiments/compare/", compare_views.compare_page, name="experiment-compare"),
     path("experiments/compare.csv", compare_views.compare_csv, name="experiment-compare-csv"),
+    path("experiments/tensorboard/", board_views.board_open_page, name="experiment-tensorboard"),
+    path("tensorboard/<str:key>", board_views.board_proxy_view, name="tensorboard-root"),
+    path("tensorboard/<str:key>/", board_views.board_proxy_view, name="tensorboard"),
+    path("tensorboard/<str:key>/<path:rest>", board_views.board_proxy_view,
+         name="tensorboard-path"),
     path(
         "experiments/<int:experiment_id>/",
         experiments.experiment_detail_page,

@@ -14,6 +14,7 @@ import pytest
 from tests import live
 from tests.factories import PASSWORD, UserFactory
 from tests.tfplatform.web.conftest import ARTIFACTS
+from tests.tfplatform.web.test_tensorboard import board_page_check
 from tfplatform.experiments.models import Experiment
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser, pytest.mark.slow]
@@ -101,6 +102,10 @@ def test_launch_watch_deploy_predict_then_a_stranger_sees_nothing(
     assert "epoch 3 / 3" in page.inner_text("#live")
     assert "No output yet." not in page.inner_text("#logs")
     shot(page, "04-experiment-completed")
+    # Its TensorBoard through the platform: the scalars the trial's chief wrote, every epoch.
+    board_page_check(page=page, base=base, experiment_id=experiment_id, points=EPOCHS,
+                     shot="04-tensorboard")
+    page.goto(detail_url)
 
     # Restart runs the same configuration as a new experiment; cancel stops it again.
     page.click("#restart")
@@ -121,6 +126,8 @@ def test_launch_watch_deploy_predict_then_a_stranger_sees_nothing(
     page.wait_for_selector("#comparison")
     assert "CPU" in page.inner_text(f"#row-{experiment_id}")
     assert page.evaluate("Chart.getChart('compare-chart').data.datasets[0].data[0]") > 0
+    board_ids = page.get_attribute("#tensorboard", "href").split("?ids=")[1].split(",")
+    assert sorted(board_ids) == sorted([str(experiment_id), str(rerun_id)])
     shot(page, "06-compare")
 
     page.goto(detail_url)
@@ -153,6 +160,8 @@ def test_launch_watch_deploy_predict_then_a_stranger_sees_nothing(
     assert "digits e2e" not in stranger.inner_text("main")
     assert stranger.goto(detail_url).status == 404
     assert stranger.goto(f"{detail_url}charts.json").status == 404
+    assert stranger.goto(f"{base}/experiments/tensorboard/?ids={experiment_id}").status == 404
+    assert stranger.goto(f"{base}/tensorboard/{experiment_id}/").status == 404
     stranger.goto(f"{base}/models/")
     assert "digits-e2e" not in stranger.inner_text("main")
     csv = stranger.request.get(f"{base}/experiments/compare.csv?ids={experiment_id}")

@@ -74,6 +74,8 @@ def experiment_create(*, owner: User, request: ExperimentRequest) -> Experiment:
         gpus_per_worker=request.gpus_per_worker,
         parameter_servers=request.parameter_servers,
     )
+    validation.board_check(hyperparameters=hyperparameters,
+                           parameter_servers=request.parameter_servers)
     validation.dataset_check(
         dataset=request.dataset, upload=request.dataset_file, hyperparameters=hyperparameters,
         owner=owner,
