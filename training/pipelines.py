@@ -30,6 +30,8 @@ from training.tfenv import keras, tf
 
 SPLITS = ("train", "validation")
 FEATURE_ROWS = 1024
+# ... and at most this much of them: rows of a large dataset can be large (images, volumes).
+FEATURE_BYTES = 32 * 2**20
 
 
 @dataclass(frozen=True)
@@ -211,12 +213,18 @@ def pipelines_probe(*, name: str, build: Builder, hparams: dict[str, Any], globa
         result = _result_check(result=build(ctx), name=name)
         counts = {**(counts or {}), **{k: v for k, v in result.items() if k not in SPLITS}}
         x_spec, y_spec = (_unbatched(s) for s in result["train"].element_spec)
-        wanted = -(-FEATURE_ROWS // ctx.per_replica_batch_size)
-        batches = [x for x, _ in result["train"].take(wanted)]
+        batches, rows, size = [], 0, 0
+        for x, _ in result["train"]:
+            batch = tf.nest.map_structure(np.asarray, x)
+            batches.append(batch)
+            rows += len(tf.nest.flatten(batch)[0])
+            size += sum(part.nbytes for part in tf.nest.flatten(batch))
+            if rows >= FEATURE_ROWS or size >= FEATURE_BYTES:
+                break
         if not batches:
             raise UserCodeError(f"{name}: the train dataset yields nothing")
         sample = tf.nest.map_structure(lambda *parts: np.concatenate(parts)[:FEATURE_ROWS],
-                                       *[tf.nest.map_structure(np.asarray, b) for b in batches])
+                                       *batches)
     except UserCodeError:
         raise
     except Exception as exc:

@@ -36,8 +36,10 @@ from training.tfenv import tf
 AUTOTUNE = tf.data.AUTOTUNE
 # Rows per Parquet record batch: memory held per open file is about this many examples.
 PARQUET_BATCH_ROWS = 1024
-# Serialized TFRecord examples parsed per call (parse_example on a batch is far cheaper).
+# Serialized TFRecord examples parsed per call (parse_example on a batch is far cheaper), and at
+# most about this many bytes of them: each of the interleaved files holds a batch raw and parsed.
 TFRECORD_PARSE_BATCH = 256
+TFRECORD_PARSE_BYTES = 4 * 2**20
 # Files read at once when interleaving a shuffled split.
 CYCLE_LENGTH = 4
 
@@ -134,7 +136,9 @@ def _example(source: ShardedSource, columns: dict[str, Any]) -> tuple[Any, Any]:
 def _tfrecord(source: ShardedSource, path: Any) -> Any:
     spec = {name: tf.io.FixedLenFeature(column["shape"], tf.as_dtype(column["dtype"]))
             for name, column in _columns(source).items()}
-    records = tf.data.TFRecordDataset(path).batch(TFRECORD_PARSE_BATCH)
+    example_bytes = source.size_bytes // max(1, source.train_examples + source.validation_examples)
+    batch = max(1, min(TFRECORD_PARSE_BATCH, TFRECORD_PARSE_BYTES // max(1, example_bytes)))
+    records = tf.data.TFRecordDataset(path).batch(batch)
     return records.map(lambda batch: tf.io.parse_example(batch, spec)).unbatch()
 
 

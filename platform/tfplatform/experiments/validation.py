@@ -129,7 +129,7 @@ def model_check(*, model: str, upload: UploadedFile | None) -> None:
 
 def dataset_check(
     *, dataset: str, upload: UploadedFile | None, hyperparameters: dict[str, Any],
-    owner: User | None = None,
+    owner: User | None = None, parameter_servers: int = 0,
 ) -> None:
     """A built-in name, an upload, a file in the shared folder, or (with `owner`) the name of a
     registered dataset the owner can see, its folders checked again."""
@@ -151,11 +151,21 @@ def dataset_check(
         return
     if dataset in catalog.BUILTIN_DATASETS:
         return
-    if owner is None or registered_source(owner=owner, name=dataset) is None:
+    source = registered_source(owner=owner, name=dataset) if owner is not None else None
+    if source is None:
         raise InvalidInput(
             f"Unknown dataset '{dataset}'. Choose one of: "
             f"{', '.join(catalog.BUILTIN_DATASETS)}, 'upload', or a registered dataset "
             "(GET /api/v1/datasets/).",
+            field="dataset",
+        )
+    if source.format == "parquet" and parameter_servers:
+        # pyarrow reads it inside the pipeline's own Python process; parameter-server training
+        # ships the pipeline's graph to workers, where that Python is not.
+        raise InvalidInput(
+            f"Dataset '{dataset}' is Parquet, which parameter-server training cannot read: "
+            "train it without parameter servers, or register a TFRecord or CSV copy (Spark "
+            "writes those too).",
             field="dataset",
         )
 

@@ -182,3 +182,6 @@ def test_an_experiment_on_a_registered_dataset_carries_its_source_to_the_trial(
     assert spec.dataset == "mine" and spec.dataset_source["train"] == str(folder)
     assert spec.dataset_source["feature_order"] == ["x1", "x2"]
     assert str(folder) in trial_paths(spec=spec)[1]  # shown to the trial, read-only
+    with_servers = {**submit, "resources": {"workers": 2, "parameter_servers": 1}}
+    refused = _client(owner).post("/api/v1/experiments/", with_servers, format="json")
+    assert refused.status_code == 400 and "parameter-server" in refused.json()["dataset"][0]

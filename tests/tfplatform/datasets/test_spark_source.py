@@ -85,3 +85,48 @@ def test_a_spark_jobs_parquet_is_registered_and_read_by_two_pipelines_file_by_fi
     # that together are every training example once.
     assert counts == [sum(rows[f] for f in files[i::2]) for i in range(2)]
     assert sum(counts) == body["train_examples"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_experiment_trains_on_the_spark_jobs_parquet_through_the_platform(
+    spark_output: tuple[Path, Any], settings: Any, tmp_path: Path
+) -> None:
+    """The modern TensorFlowOnSpark path: Spark writes, the platform registers and trains."""
+    from tests import live
+    from tfplatform.cluster.models import Node
+    from tfplatform.experiments.models import Experiment
+
+    root, example = spark_output
+    work = tmp_path / "work"
+    settings.PLATFORM = {**settings.PLATFORM, "DATASET_ROOTS": [root], "WORK_DIR": work}
+    folder = root / "digits-spark"
+    client = APIClient()
+    client.force_authenticate(UserFactory())
+    paths = {split: str(folder / split) for split in ("train", "validation")}
+    registered = client.post("/api/v1/datasets/", example.registration(
+        name="digits-spark", paths=paths), format="json")
+    assert registered.status_code == 201, registered.json()
+    log = tmp_path / "worker.log"
+    node = f"spark-{tmp_path.name[-12:]}"
+    worker = live.worker_start(node=node, log=log, PLATFORM_WORK_DIR=str(work),
+                               PLATFORM_DATASET_ROOTS=str(root))
+    try:
+        live.wait_for(lambda: Node.objects.filter(hostname=node).exists(), timeout=60,
+                      what="node registration", log=log)
+        created = client.post("/api/v1/experiments/", {
+            "name": "digits from spark", "model": "mlp", "dataset": "digits-spark",
+            "hyperparameters": {"epochs": 3, "batch_size": 32, "learning_rate": 0.01},
+            "target_accuracy": 0.8,
+        }, format="json")
+        assert created.status_code == 201, created.json()
+        experiment_id = created.json()["id"]
+        live.wait_for(
+            lambda: Experiment.objects.get(pk=experiment_id).state in ("completed", "failed"),
+            timeout=240, what="training", log=log,
+        )
+    finally:
+        live.stop(worker)
+    experiment = Experiment.objects.get(pk=experiment_id)
+    assert experiment.state == "completed", experiment.error
+    assert experiment.results["final_metrics"]["val_accuracy"] >= 0.8
+    assert experiment.results["time_to_target_seconds"] is not None

@@ -78,7 +78,7 @@ def experiment_create(*, owner: User, request: ExperimentRequest) -> Experiment:
                            parameter_servers=request.parameter_servers)
     validation.dataset_check(
         dataset=request.dataset, upload=request.dataset_file, hyperparameters=hyperparameters,
-        owner=owner,
+        owner=owner, parameter_servers=request.parameter_servers,
     )
     target = validation.target_check(
         metric=request.target_metric, mode=request.target_mode, value=request.target_value
