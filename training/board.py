@@ -21,6 +21,7 @@ front); `board_callbacks` runs in the trial.
 
 from __future__ import annotations
 
+import importlib.util
 from typing import Any
 
 from training.errors import InvalidInput
@@ -66,6 +67,12 @@ def board_check(*, profile_steps: str, resources: Resources) -> None:
             "stopped at step boundaries, and parameter-server training allows no step-level "
             "callbacks; profile the same model without parameter servers"
         )
+
+
+def board_available() -> bool:
+    """Whether this Python can write summaries: TensorFlow leaves them to the tensorboard
+    package, which an environment's own image may not have."""
+    return importlib.util.find_spec("tensorboard") is not None
 
 
 def board_callbacks(*, work_dir: str, hparams: dict[str, Any], is_chief: bool) -> list[Any]:

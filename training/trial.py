@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from training import catalog
-from training.board import board_callbacks
+from training.board import board_available, board_callbacks
 from training.callbacks import EpochReporter, FirstStepReporter, StopAtEpoch, StopAtStep
 from training.checkpoints import Progress, TrainingState
 from training.cluster import ClusterPlan, TaskAddress
@@ -234,7 +234,11 @@ def _fit(*, model: Any, data: Data, strategy: Any, hparams: dict[str, Any], batc
     callbacks = [stopper, reporter]
     if is_chief and not parameter_servers:
         callbacks.append(FirstStepReporter(events=events))
-    callbacks += board_callbacks(work_dir=spec.work_dir, hparams=hparams, is_chief=is_chief)
+    if board_available():
+        callbacks += board_callbacks(work_dir=spec.work_dir, hparams=hparams, is_chief=is_chief)
+    elif is_chief:
+        events.emit("log", message="TensorBoard: this environment has no tensorboard package, "
+                    "so the trial writes no event files (add tensorboard to its packages)")
     flag.immediate = parameter_servers
     try:
         model.fit(

@@ -122,7 +122,7 @@ def trained(tmp_path_factory: pytest.TempPathFactory, shards: tuple[Path, dict[s
             spec = make_spec(
                 work_dir=tmp_path_factory.mktemp(case), model=str(module),
                 datasets_dir=str(datasets_dir), resources=CASES[case],
-                hyperparameters={"epochs": 3, **counts},
+                hyperparameters={"epochs": 2, **counts},
             )
             runs[case] = run_trial(spec=spec)
         return runs[case]

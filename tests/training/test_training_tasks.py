@@ -1,5 +1,7 @@
-"""Any Keras task: modules that compile their own loss and metrics (regression, several outputs),
-judged by the target metric they name, exported with a signature of their own outputs."""
+"""Any Keras task: modules that compile their own loss and metrics (several outputs, a custom
+train_step), judged by the target metric they name, exported with a signature of their own outputs.
+The regression example is trained to its target, deployed and queried through the platform in
+tests/tfplatform/modelregistry/test_deploy_regression.py."""
 
 from __future__ import annotations
 
@@ -52,6 +54,34 @@ def build_model(hparams):
                   metrics={"kind": ["accuracy"], "value": ["mae"]})
     return model
 '''
+# A custom train_step (gradients clipped by global norm) on digits, compiled by the module.
+CUSTOM_STEP_MODULE = '''
+import tensorflow as tf
+import tf_keras as keras
+
+
+class Clipped(keras.Model):
+    def train_step(self, data):
+        x, y = data
+        with tf.GradientTape() as tape:
+            predicted = self(x, training=True)
+            loss = self.compiled_loss(y, predicted, regularization_losses=self.losses)
+        gradients = tape.gradient(loss, self.trainable_variables)
+        gradients, _ = tf.clip_by_global_norm(gradients, 1.0)
+        self.optimizer.apply_gradients(zip(gradients, self.trainable_variables))
+        self.compiled_metrics.update_state(y, predicted)
+        return {m.name: m.result() for m in self.metrics}
+
+
+def build_model(hparams):
+    inputs = keras.Input(shape=hparams["input_shape"])
+    hidden = keras.layers.Dense(32, activation="relu")(keras.layers.Rescaling(1 / 16)(inputs))
+    outputs = keras.layers.Dense(hparams["num_classes"], activation="softmax")(hidden)
+    model = Clipped(inputs, outputs)
+    model.compile(optimizer=keras.optimizers.Adam(0.01), loss="sparse_categorical_crossentropy",
+                  metrics=["accuracy"])
+    return model
+'''
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +89,8 @@ def modules(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     root = tmp_path_factory.mktemp("task_modules")
     paths = {}
     regression = (EXAMPLES / "regression.py").read_text()
-    for name, text in (("regression", regression), ("multi_output", MULTI_OUTPUT_MODULE)):
+    for name, text in (("regression", regression), ("multi_output", MULTI_OUTPUT_MODULE),
+                       ("custom_step", CUSTOM_STEP_MODULE)):
         (root / f"{name}.py").write_text(text)
         paths[name] = str(root / f"{name}.py")
     return paths
@@ -71,32 +102,6 @@ def _saved_model_call(path: str, **inputs: np.ndarray) -> dict[str, np.ndarray]:
     signature = tf.saved_model.load(path).signatures["serving_default"]
     return {k: v.numpy() for k, v in signature(**{k: tf.constant(v)
                                                   for k, v in inputs.items()}).items()}
-
-
-def test_regression_reaches_a_minimised_target_and_exports_its_own_output(
-    tmp_path: Path, modules: dict[str, str], run_trial: Callable[..., Any],
-    make_spec: Callable[..., Any]
-) -> None:
-    spec = make_spec(work_dir=tmp_path / "regression", model=modules["regression"],
-                     target_metric="val_mae", target_value=0.5,
-                     hyperparameters={"epochs": 30, "stop_at_target": True})
-    run = run_trial(spec=spec)
-    assert run.outcome.status == "completed", run.outcome.exit_reason
-    result = run.payloads("result")[0]
-    assert result["best_metric"] == "val_mae"
-    assert result["time_to_target_seconds"] is not None
-    assert result["final_metrics"]["val_mae"] <= 0.5
-    assert result["epochs_completed"] < 30  # stopped at the target
-    history = [m["val_mae"] for m in run.payloads("metric")]
-    assert result["best_value"] == min(history)
-    batch = run.phase("batch")[0]
-    assert batch["platform_compiled"] is False
-    export = run.payloads("export")[0]
-    assert export["outputs"] == {"outputs": {"dtype": "float32", "shape": [-1, 1]}}
-    # The SavedModel predicts what the module's function predicts.
-    x = np.random.default_rng(5).normal(size=(3, 8)).astype("float32")
-    served = _saved_model_call(export["path"], inputs=x)["outputs"]
-    assert np.all(np.abs(served[:, 0] - (x @ np.linspace(-1.0, 1.0, 8) + 3.0)) < 2.0)
 
 
 def test_named_inputs_and_outputs_train_and_export_by_name(
@@ -117,6 +122,23 @@ def test_named_inputs_and_outputs_train_and_export_by_name(
     served = _saved_model_call(export["path"], a=np.zeros((2, 4), "float32"),
                                b=np.ones((2, 1), "int64"))
     assert served["kind"].shape == (2, 2) and served["value"].shape == (2, 1)
+
+
+def test_a_custom_train_step_trains_on_two_replicas(
+    tmp_path: Path, modules: dict[str, str], run_trial: Callable[..., Any],
+    make_spec: Callable[..., Any]
+) -> None:
+    from training.spec import Resources
+
+    spec = make_spec(work_dir=tmp_path / "custom", model=modules["custom_step"],
+                     resources=Resources(gpus_per_worker=2), hyperparameters={"epochs": 3})
+    run = run_trial(spec=spec)
+    assert run.outcome.status == "completed", run.outcome.exit_reason
+    assert run.outcome.strategy == "MirroredStrategy" and run.outcome.replicas == 2
+    assert run.outcome.final_metrics["val_accuracy"] > 0.85
+    assert len(set(run.payloads("weights")[0]["replica_checksums"])) == 1
+    assert run.payloads("export")[0]["outputs"] == {
+        "outputs": {"dtype": "float32", "shape": [-1, 10]}}
 
 
 def test_a_target_metric_the_model_does_not_report_fails_as_a_user_error(

@@ -34,7 +34,7 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 # In everything of A's that B could be shown: names, hyperparameters, paths.
 MARKER = "alice-private-7f3a9c"
-EXAMPLES_PER_OPERATION = 60
+EXAMPLES_PER_OPERATION = 40
 CHECKS = [not_a_server_error, response_schema_conformance, status_code_conformance,
           negative_data_rejection]
 
