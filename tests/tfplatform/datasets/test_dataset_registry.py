@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from rest_framework.test import APIClient
 
-from tests.factories import DatasetFactory, TeamFactory, UserFactory
+from tests.factories import DatasetFactory, ExperimentFactory, TeamFactory, UserFactory
 from tfplatform.datasets.models import Dataset
 from tfplatform.experiments.models import Experiment, Trial
 from tfplatform.experiments.services.execution import trial_spec_build
@@ -185,3 +185,10 @@ def test_an_experiment_on_a_registered_dataset_carries_its_source_to_the_trial(
     with_servers = {**submit, "resources": {"workers": 2, "parameter_servers": 1}}
     refused = _client(owner).post("/api/v1/experiments/", with_servers, format="json")
     assert refused.status_code == 400 and "parameter-server" in refused.json()["dataset"][0]
+
+
+def test_a_job_that_reads_no_dataset_looks_none_up() -> None:
+    for experiment in (ExperimentFactory(model="pi", dataset=""),
+                       ExperimentFactory(model="pi", dataset="digits")):
+        trial = Trial.objects.create(experiment=experiment)
+        assert trial_spec_build(trial=trial).dataset_source == {}

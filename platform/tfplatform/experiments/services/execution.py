@@ -42,7 +42,7 @@ from tfplatform.experiments.services.trials import (
     trial_start,
 )
 from tfplatform.experiments.validation import registered_source
-from training.catalog import BUILTIN_DATASETS
+from training.catalog import BUILTIN_DATASETS, DIAGNOSTIC_JOBS
 from training.cluster import LOCALHOST
 from training.containers import RUNTIME_IMAGE, ContainerSettings
 from training.runtime import CONTAINER_RUNTIMES, Runtime, runtime_for
@@ -127,8 +127,8 @@ def trial_spec_build(*, trial: Trial) -> TrialSpec:
 def _dataset_source(*, experiment: Experiment) -> dict[str, Any]:
     """A registered dataset, looked up by name when the trial starts (its folders checked
     again); a dataset deleted since submission fails the trial with the reason."""
-    if experiment.dataset_file:
-        return {}
+    if experiment.dataset_file or not experiment.dataset or experiment.model in DIAGNOSTIC_JOBS:
+        return {}  # an upload, or a job that reads no dataset (pi)
     source = registered_source(owner=experiment.owner, name=experiment.dataset)
     if source is None and experiment.dataset not in BUILTIN_DATASETS and \
             not experiment.dataset.startswith("/"):
