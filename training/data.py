@@ -65,7 +65,7 @@ def user_data_load(*, module: ModuleType, hparams: dict[str, Any], global_batch_
         raise UserCodeError(f"build_dataset failed:\n{traceback_tail(exc)}") from exc
     if _holds_datasets(result):
         return pipelines_probe(name=name, build=build_dataset, hparams=hparams,
-                               global_batch_size=global_batch_size, where=where)
+                               global_batch_size=global_batch_size, where=where, built=result)
     try:
         if isinstance(result, dict):
             result = tuple(result[key] for key in ("x_train", "y_train", "x_test", "y_test"))

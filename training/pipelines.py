@@ -204,13 +204,15 @@ def _result_check(*, result: Any, name: str) -> dict[str, Any]:
 
 
 def pipelines_probe(*, name: str, build: Builder, hparams: dict[str, Any], global_batch_size: int,
-                    where: Where, counts: dict[str, Any] | None = None) -> PipelineData:
-    """Builds this worker's pipelines once, before training, to learn their specs and sizes;
-    a size found from a cardinality is this pipeline's share times the pipelines."""
+                    where: Where, counts: dict[str, Any] | None = None,
+                    built: Any = None) -> PipelineData:
+    """Builds this worker's pipelines once, before training, to learn their specs and sizes
+    (`built`: what `build` already returned for this worker's context); a size found from a
+    cardinality is this pipeline's share times the pipelines."""
     ctx = context_make(hparams=hparams, input_context=where.probe,
                        global_batch_size=global_batch_size, where=where)
     try:
-        result = _result_check(result=build(ctx), name=name)
+        result = _result_check(result=build(ctx) if built is None else built, name=name)
         counts = {**(counts or {}), **{k: v for k, v in result.items() if k not in SPLITS}}
         x_spec, y_spec = (_unbatched(s) for s in result["train"].element_spec)
         batches, rows, size = [], 0, 0
