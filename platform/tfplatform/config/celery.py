@@ -9,4 +9,6 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tfplatform.config.settings")
 
 app = Celery("tfplatform")
 app.config_from_object("django.conf:settings", namespace="CELERY")
-app.autodiscover_tasks(["tfplatform.experiments", "tfplatform.modelregistry"])
+app.autodiscover_tasks(
+    ["tfplatform.experiments", "tfplatform.modelregistry", "tfplatform.searches"]
+)

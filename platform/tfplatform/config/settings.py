@@ -80,6 +80,7 @@ INSTALLED_APPS = [
     "tfplatform.datasets",
     "tfplatform.experiments",
     "tfplatform.modelregistry",
+    "tfplatform.searches",
     "tfplatform.web",
 ]
 

@@ -12,6 +12,7 @@ from tfplatform.cluster.api import NodeListApi, NodeStateApi
 from tfplatform.datasets.api import DatasetDetailApi, DatasetListCreateApi
 from tfplatform.experiments import api as experiments_api
 from tfplatform.modelregistry import api as models_api
+from tfplatform.searches import api as searches_api
 
 api_v1 = [
     path("auth/token/", TokenObtainApi.as_view(), name="api-token"),
@@ -66,6 +67,14 @@ api_v1 = [
     ),
     path("datasets/", DatasetListCreateApi.as_view(), name="api-datasets"),
     path("datasets/<int:dataset_id>/", DatasetDetailApi.as_view(), name="api-dataset"),
+    path("searches/", searches_api.SearchListCreateApi.as_view(), name="api-searches"),
+    path("searches/<int:search_id>/", searches_api.SearchDetailApi.as_view(), name="api-search"),
+    path("searches/<int:search_id>/cancel/", searches_api.SearchCancelApi.as_view(),
+         name="api-search-cancel"),
+    path("searches/<int:search_id>/deploy-best/", searches_api.SearchDeployBestApi.as_view(),
+         name="api-search-deploy-best"),
+    path("searches/<int:search_id>/trials.csv", searches_api.SearchCsvApi.as_view(),
+         name="api-search-csv"),
     path("nodes/", NodeListApi.as_view(), name="api-nodes"),
     path(
         "nodes/<int:node_id>/<str:action>/",

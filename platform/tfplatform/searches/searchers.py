@@ -25,7 +25,7 @@ from optuna.samplers import RandomSampler
 from optuna.trial import TrialState, create_trial
 from sklearn.model_selection import ParameterGrid
 
-from training.errors import InvalidInput
+from tfplatform.core.errors import InvalidInput
 
 SEARCHERS = ("grid", "random", "adaptive")
 MAX_GRID_POINTS = 10_000

@@ -1,5 +1,6 @@
 """An experiment's state machine: the only writes of an experiment's state and outcome."""
 
+from functools import partial
 from typing import Any
 
 from django.db import transaction
@@ -8,6 +9,7 @@ from django.utils import timezone
 
 from tfplatform.core.errors import InvalidTransition
 from tfplatform.experiments.models import Experiment
+from tfplatform.experiments.signals import experiment_finished
 
 State = Experiment.State
 
@@ -50,6 +52,7 @@ def experiment_transition(
         if to in TERMINAL_STATES:
             current.finished_at = now
             current.pending_reason = ""
+            transaction.on_commit(partial(_finished_send, experiment_id=current.pk))
         recorded = {
             "pending_reason": pending_reason,
             "error": error,
@@ -60,6 +63,31 @@ def experiment_transition(
         for name, value in recorded.items():
             if value is not None:
                 setattr(current, name, value)
+        current.save()
+    experiment.refresh_from_db()
+    return experiment
+
+
+def _finished_send(*, experiment_id: int) -> None:
+    experiment_finished.send(sender=Experiment, experiment_id=experiment_id)
+
+
+def experiment_continue(*, experiment: Experiment, epochs: int, reason: str) -> Experiment:
+    """A completed experiment trains on to `epochs` epochs: queued again, its next trial resumes
+    from its last checkpoint (a search's promoted trial). Only this path reopens a completed
+    experiment; nothing reopens a failed or canceled one."""
+    with transaction.atomic():
+        current = Experiment.objects.select_for_update().get(pk=experiment.pk)
+        done = int(current.hyperparameters.get("epochs", 0))
+        if current.state != State.COMPLETED:
+            raise InvalidTransition(
+                f"Only a completed experiment can train on; this one is {current.state}.")
+        if epochs <= done:
+            raise InvalidTransition(f"It has already trained {done} epochs.")
+        current.hyperparameters = {**current.hyperparameters, "epochs": epochs}
+        current.state = State.QUEUED
+        current.finished_at = None
+        current.pending_reason = reason[:300]
         current.save()
     experiment.refresh_from_db()
     return experiment

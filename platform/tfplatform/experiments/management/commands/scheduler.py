@@ -15,6 +15,7 @@ from tfplatform.experiments.selectors import experiment_state_counts
 from tfplatform.experiments.services.execution import nodes_lost_handle
 from tfplatform.experiments.services.scheduling import scheduler_pass, trials_dispatch_overdue
 from tfplatform.experiments.services.submission import uploads_leftovers_remove
+from tfplatform.experiments.signals import scheduler_passed
 
 logger = logging.getLogger(__name__)
 TIDY_SECONDS = 300.0
@@ -49,6 +50,7 @@ class Command(BaseCommand):
                 scheduled = scheduler_pass()
                 if scheduled:
                     logger.info("Scheduled %d experiment(s)", scheduled)
+                scheduler_passed.send_robust(sender=self.__class__)
                 resent = trials_dispatch_overdue()
                 if resent:
                     logger.warning("Dispatched %d trial(s) again that no node took up", resent)

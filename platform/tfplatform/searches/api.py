@@ -1,0 +1,116 @@
+import csv
+import io
+from typing import Any
+
+from django.db.models import QuerySet
+from django.http import HttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import generics, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from tfplatform.modelregistry.api import ModelVersionSerializer
+from tfplatform.searches import selectors, services
+from tfplatform.searches.models import Search
+from tfplatform.searches.serializers import (
+    SearchCreateSerializer,
+    SearchDeploySerializer,
+    SearchDetailSerializer,
+    SearchSerializer,
+)
+
+
+def search_detail_data(*, search: Search) -> dict[str, Any]:
+    context = {
+        "trials": list(selectors.search_trials(search=search)),
+        "values": selectors.search_trial_values(search=search),
+        "best": selectors.search_best_trial(search=search),
+    }
+    return SearchDetailSerializer(search, context=context).data
+
+
+class SearchListCreateApi(generics.ListAPIView):
+    """Hyperparameter searches you can see: yours, your team's (staff: all). Each trial is an
+    experiment of its own (`trials[].experiment`), scheduled like any other."""
+
+    serializer_class = SearchSerializer
+    filter_backends: list[Any] = []
+
+    def get_queryset(self) -> QuerySet[Search]:
+        return selectors.search_list(user=self.request.user).select_related("environment")
+
+    @extend_schema(request=SearchCreateSerializer, responses={201: SearchDetailSerializer})
+    def post(self, request: Request) -> Response:
+        serializer = SearchCreateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data: dict[str, Any] = dict(serializer.validated_data)
+        resources = data.pop("resources", {})
+        search = services.search_create(
+            owner=request.user,  # type: ignore[arg-type]
+            request=services.SearchRequest(**data, **resources),
+        )
+        return Response(search_detail_data(search=search), status=status.HTTP_201_CREATED)
+
+
+class SearchDetailApi(APIView):
+    @extend_schema(responses=SearchDetailSerializer)
+    def get(self, request: Request, search_id: int) -> Response:
+        search = selectors.search_get(user=request.user, search_id=search_id)
+        return Response(search_detail_data(search=search))
+
+
+class SearchCancelApi(APIView):
+    @extend_schema(request=None, responses={202: SearchDetailSerializer})
+    def post(self, request: Request, search_id: int) -> Response:
+        """Ends the search and cancels its queued and training trials."""
+        search = selectors.search_get(user=request.user, search_id=search_id)
+        search = services.search_cancel(user=request.user, search=search)  # type: ignore[arg-type]
+        return Response(search_detail_data(search=search), status=status.HTTP_202_ACCEPTED)
+
+
+class SearchDeployBestApi(APIView):
+    @extend_schema(request=SearchDeploySerializer, responses={202: ModelVersionSerializer})
+    def post(self, request: Request, search_id: int) -> Response:
+        """Publishes the best completed trial's model as a new version of `model_name`."""
+        search = selectors.search_get(user=request.user, search_id=search_id)
+        serializer = SearchDeploySerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        version = services.search_best_deploy(
+            user=request.user,  # type: ignore[arg-type]
+            search=search, model_name=serializer.validated_data["model_name"],
+        )
+        return Response(ModelVersionSerializer(version).data, status=status.HTTP_202_ACCEPTED)
+
+
+class SearchCsvApi(APIView):
+    @extend_schema(responses={(200, "text/csv"): OpenApiResponse(OpenApiTypes.STR)})
+    def get(self, request: Request, search_id: int) -> HttpResponse:
+        """The trials table as CSV: one row per trial, a column per hyperparameter."""
+        search = selectors.search_get(user=request.user, search_id=search_id)
+        return HttpResponse(search_csv(search=search), content_type="text/csv; charset=utf-8",
+                            headers={"Content-Disposition":
+                                     f'attachment; filename="search-{search.pk}.csv"'})
+
+
+def search_csv(*, search: Search) -> str:
+    data = search_detail_data(search=search)
+    names = list(search.space)
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(["trial", "experiment", *names, "state", "outcome", "rung", "epochs",
+                     f"best_{search.metric}", "best_epoch", "best_trial"])
+    for row in data["trials"]:
+        writer.writerow([row["index"], row["experiment"],
+                         *[_cell(row["params"].get(name)) for name in names], row["state"],
+                         row["outcome"], row["rung"], row["epochs"], row["best_value"],
+                         row["best_epoch"], row["index"] == data["best_trial"]])
+    return out.getvalue()
+
+
+def _cell(value: Any) -> Any:
+    # A spreadsheet must not run a value as a formula (=, +, -, @ first).
+    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@"):
+        return "'" + value
+    return value

@@ -1,0 +1,48 @@
+"""Reading searches: only those the user may see (owner, team, staff), and their trials."""
+
+from django.contrib.auth.models import AnonymousUser
+from django.db.models import QuerySet
+
+from tfplatform.accounts.models import User
+from tfplatform.accounts.visibility import visible_to
+from tfplatform.core.errors import NotFound
+from tfplatform.experiments.models import Experiment, Metric
+from tfplatform.searches.models import Search, SearchTrial
+
+
+def search_list(*, user: User | AnonymousUser) -> QuerySet[Search]:
+    return visible_to(queryset=Search.objects.all(), user=user).select_related("owner")
+
+
+def search_get(*, user: User | AnonymousUser, search_id: int) -> Search:
+    # Someone else's search is "not found", never "forbidden": ids reveal nothing.
+    search = search_list(user=user).filter(pk=search_id).first()
+    if search is None:
+        raise NotFound("Search not found.")
+    return search
+
+
+def search_trials(*, search: Search) -> QuerySet[SearchTrial]:
+    return search.trials.select_related("experiment", "search").order_by("index")
+
+
+def search_best_trial(*, search: Search) -> SearchTrial | None:
+    """The trial with the best value of the search's metric among those whose experiment
+    completed (so it has an exported model); ties go to the earlier trial."""
+    order = "-best_value" if search.mode == "max" else "best_value"
+    return (search_trials(search=search)
+            .filter(best_value__isnull=False, experiment__state=Experiment.State.COMPLETED)
+            .order_by(order, "index").first())
+
+
+def search_trial_values(*, search: Search) -> dict[int, dict[int, float]]:
+    """Per trial (experiment id), its metric by epoch so far: the live table and the chart
+    read these while trials still train."""
+    rows = (Metric.objects.filter(trial__experiment__search_trial__search=search,
+                                  name=search.metric, epoch__isnull=False, epoch__gte=1)
+            .order_by("recorded_at", "id")
+            .values_list("trial__experiment_id", "epoch", "value"))
+    values: dict[int, dict[int, float]] = {}
+    for experiment_id, epoch, value in rows:
+        values.setdefault(experiment_id, {})[int(epoch or 0)] = float(value)
+    return values

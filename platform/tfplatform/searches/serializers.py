@@ -1,0 +1,133 @@
+from typing import Any
+
+from rest_framework import serializers
+
+from tfplatform.core.serializers import JSONObjectField, StrictInputSerializer, TextSlugRelatedField
+from tfplatform.experiments.models import Environment
+from tfplatform.experiments.serializers import ResourcesSerializer
+from tfplatform.searches.models import Search, SearchTrial
+from tfplatform.searches.searchers import SEARCHERS
+
+
+class SearchCreateSerializer(StrictInputSerializer):
+    name = serializers.CharField(max_length=200)
+    model = serializers.CharField(max_length=300)
+    dataset = serializers.CharField(max_length=300)
+    searcher = serializers.ChoiceField(choices=list(SEARCHERS))
+    space = JSONObjectField(
+        help_text="Per hyperparameter, a list of values {values: [...]} or a range {low, high, "
+                  "type?: int|float, log?: bool, step?: int}; e.g. {learning_rate: {low: 1e-4, "
+                  "high: 0.1, log: true}, hidden_units: {values: [32, 64, 128]}}.")
+    metric = serializers.CharField(required=False, default="val_accuracy", max_length=100)
+    mode = serializers.ChoiceField(required=False, default="", allow_blank=True,
+                                   choices=["min", "max"])
+    max_trials = serializers.IntegerField(
+        required=False, allow_null=True, default=None, min_value=1,
+        help_text="Grid: every point when absent; random and adaptive: 10.")
+    max_concurrent = serializers.IntegerField(required=False, default=2, min_value=1)
+    max_epochs = serializers.IntegerField(
+        required=False, allow_null=True, default=None, min_value=1,
+        help_text="Every trial's epochs (adaptive: the last rung's); the hyperparameters' epochs "
+                  "when absent.")
+    grace_period = serializers.IntegerField(
+        required=False, default=1, min_value=1,
+        help_text="Adaptive: the epochs every trial trains before the first rung.")
+    reduction_factor = serializers.IntegerField(
+        required=False, default=3, min_value=2,
+        help_text="Adaptive: the best 1/reduction_factor of a rung go on, to reduction_factor "
+                  "times as many epochs.")
+    seed = serializers.IntegerField(required=False, default=0, min_value=0)
+    hyperparameters = JSONObjectField(required=False, default=dict)
+    resources = JSONObjectField(required=False, default=dict)
+    max_restarts = serializers.IntegerField(required=False, default=3, min_value=0, max_value=100)
+    priority = serializers.IntegerField(required=False, default=0, min_value=-100, max_value=100)
+    environment = TextSlugRelatedField(
+        slug_field="name", queryset=Environment.objects.all(), required=False, allow_null=True,
+        max_length=Environment._meta.get_field("name").max_length or 100,
+    )
+
+    def validate_resources(self, value: dict[str, int]) -> dict[str, int]:
+        resources = ResourcesSerializer(data=value)
+        resources.is_valid(raise_exception=True)
+        return dict(resources.validated_data)
+
+
+class SearchTrialSerializer(serializers.ModelSerializer):
+    experiment = serializers.IntegerField(source="experiment_id")
+    state = serializers.CharField(source="experiment.state",
+                                  help_text="Its experiment's state.")
+    outcome = serializers.CharField(
+        help_text="'' while it trains or waits; stopped (not promoted at a rung), finished, "
+                  "failed or canceled.")
+    epochs = serializers.SerializerMethodField(help_text="Epochs it has trained so far.")
+    best_value = serializers.SerializerMethodField(
+        help_text="The best value of the search's metric so far, and its epoch.")
+    best_epoch = serializers.SerializerMethodField()
+    pending_reason = serializers.CharField(source="experiment.pending_reason")
+
+    class Meta:
+        model = SearchTrial
+        fields = ["index", "experiment", "params", "state", "outcome", "rung", "rung_values",
+                  "epochs", "best_value", "best_epoch", "pending_reason"]
+
+    def _values(self, member: SearchTrial) -> dict[int, float]:
+        return dict(self.context.get("values", {}).get(member.experiment_id, {}))
+
+    def _best(self, member: SearchTrial) -> tuple[int, float] | None:
+        values = self._values(member)
+        if not values:
+            return None
+        pick = max if member.search.mode == "max" else min
+        epoch = pick(values, key=lambda e: values[e])
+        return epoch, values[epoch]
+
+    def get_epochs(self, member: SearchTrial) -> int:
+        return max(self._values(member), default=0)
+
+    def get_best_value(self, member: SearchTrial) -> float | None:
+        best = self._best(member)
+        return best[1] if best else None
+
+    def get_best_epoch(self, member: SearchTrial) -> int | None:
+        best = self._best(member)
+        return best[0] if best else None
+
+
+class SearchSerializer(serializers.ModelSerializer):
+    owner = serializers.CharField(source="owner.username")
+    environment = serializers.CharField(source="environment.name", allow_null=True,
+                                        default=None)
+    resources = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Search
+        fields = ["id", "name", "owner", "state", "end_reason", "searcher", "space", "metric",
+                  "mode", "max_trials", "max_concurrent", "max_epochs", "grace_period",
+                  "reduction_factor", "seed", "model", "dataset", "environment",
+                  "hyperparameters", "resources", "priority", "max_restarts", "created_at",
+                  "finished_at"]
+
+    def get_resources(self, search: Search) -> dict[str, int]:
+        return {"workers": search.workers, "gpus_per_worker": search.gpus_per_worker,
+                "parameter_servers": search.parameter_servers}
+
+
+class SearchDetailSerializer(SearchSerializer):
+    trials = serializers.SerializerMethodField()
+    best_trial = serializers.SerializerMethodField(
+        help_text="The index of the completed trial with the best value (deploy-best's).")
+
+    class Meta(SearchSerializer.Meta):
+        fields = [*SearchSerializer.Meta.fields, "trials", "best_trial"]
+
+    def get_trials(self, search: Search) -> list[dict[str, Any]]:
+        return SearchTrialSerializer(self.context["trials"], many=True,
+                                     context=self.context).data  # type: ignore[return-value]
+
+    def get_best_trial(self, search: Search) -> int | None:
+        best = self.context.get("best")
+        return best.index if best is not None else None
+
+
+class SearchDeploySerializer(StrictInputSerializer):
+    model_name = serializers.CharField(max_length=100)
