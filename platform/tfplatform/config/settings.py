@@ -245,6 +245,8 @@ SPECTACULAR_SETTINGS = {
     # Experiment and ExperimentDetail share the experiment's states: one enum, its usual name.
     "ENUM_NAME_OVERRIDES": {
         "ExperimentStateEnum": "tfplatform.experiments.models.Experiment.State",
+        "SearchStateEnum": "tfplatform.searches.models.Search.State",
+        "SearcherEnum": "tfplatform.searches.models.Search.Searcher",
     },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +31,9 @@ from tfplatform.core.errors import InvalidInput
 SEARCHERS = ("grid", "random", "adaptive")
 MAX_GRID_POINTS = 10_000
 MAX_CHOICES = 100
+# Wider than any hyperparameter's bounds; keeps draws finite and ints within float precision.
+MAX_MAGNITUDE = 1e12
+NAME_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,99}")
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -59,6 +63,9 @@ class Dimension:
         if self.kind == "choice":
             return list(self.values)
         if self.kind == "int" and self.step is not None and not self.log:
+            if (self.high - self.low) // self.step + 1 > MAX_GRID_POINTS:
+                raise InvalidInput(f"space.{self.name}: its step gives more than "
+                                   f"{MAX_GRID_POINTS} grid values.", field="space")
             return list(range(int(self.low), int(self.high) + 1, self.step))
         raise InvalidInput(
             f"A grid search needs a list of values for '{self.name}' (or an int range with a "
@@ -83,6 +90,10 @@ def space_parse(*, space: Any) -> list[Dimension]:
     if not isinstance(space, dict) or not space:
         raise InvalidInput("space must map at least one hyperparameter to its range.",
                            field="space")
+    for name in space:
+        if not NAME_PATTERN.fullmatch(str(name)):
+            raise InvalidInput(f"space: {str(name)[:40]!r} is not a hyperparameter name "
+                               "(letters, digits and _, up to 100).", field="space")
     return [_dimension_parse(name=str(name), entry=entry) for name, entry in space.items()]
 
 
@@ -103,6 +114,13 @@ def _dimension_parse(*, name: str, entry: Any) -> Dimension:
         if any(not isinstance(v, str | int | float | bool) or v is None for v in values):
             raise InvalidInput(f"{where}.values may hold only strings, numbers and booleans.",
                                field="space")
+        if any(isinstance(v, int | float) and not isinstance(v, bool) and not (
+                math.isfinite(v) and abs(v) <= MAX_MAGNITUDE) for v in values):
+            raise InvalidInput(f"{where}.values: numbers must be within ±{MAX_MAGNITUDE:g}.",
+                               field="space")
+        if any(isinstance(v, str) and len(v) > 200 for v in values):
+            raise InvalidInput(f"{where}.values: strings of at most 200 characters.",
+                               field="space")
         if len(set(map(repr, values))) != len(values):
             raise InvalidInput(f"{where}.values repeats a value.", field="space")
         return Dimension(name=name, kind="choice", values=tuple(values))
@@ -110,6 +128,9 @@ def _dimension_parse(*, name: str, entry: Any) -> Dimension:
     numbers = all(isinstance(v, int | float) and not isinstance(v, bool) for v in (low, high))
     if not numbers or not all(math.isfinite(float(v)) for v in (low, high)):  # type: ignore[arg-type]
         raise InvalidInput(f"{where} needs numbers low and high (or a list of values).",
+                           field="space")
+    if any(abs(float(v)) > MAX_MAGNITUDE for v in (low, high)):  # type: ignore[arg-type]
+        raise InvalidInput(f"{where}: low and high must be within ±{MAX_MAGNITUDE:g}.",
                            field="space")
     kind = entry.get("type") or ("int" if isinstance(low, int) and isinstance(high, int)
                                  else "float")

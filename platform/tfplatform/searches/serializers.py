@@ -6,14 +6,13 @@ from tfplatform.core.serializers import JSONObjectField, StrictInputSerializer, 
 from tfplatform.experiments.models import Environment
 from tfplatform.experiments.serializers import ResourcesSerializer
 from tfplatform.searches.models import Search, SearchTrial
-from tfplatform.searches.searchers import SEARCHERS
 
 
 class SearchCreateSerializer(StrictInputSerializer):
     name = serializers.CharField(max_length=200)
     model = serializers.CharField(max_length=300)
     dataset = serializers.CharField(max_length=300)
-    searcher = serializers.ChoiceField(choices=list(SEARCHERS))
+    searcher = serializers.ChoiceField(choices=Search.Searcher.choices)
     space = JSONObjectField(
         help_text="Per hyperparameter, a list of values {values: [...]} or a range {low, high, "
                   "type?: int|float, log?: bool, step?: int}; e.g. {learning_rate: {low: 1e-4, "
@@ -22,21 +21,22 @@ class SearchCreateSerializer(StrictInputSerializer):
     mode = serializers.ChoiceField(required=False, default="", allow_blank=True,
                                    choices=["min", "max"])
     max_trials = serializers.IntegerField(
-        required=False, allow_null=True, default=None, min_value=1,
+        required=False, allow_null=True, default=None, min_value=1, max_value=1_000,
         help_text="Grid: every point when absent; random and adaptive: 10.")
-    max_concurrent = serializers.IntegerField(required=False, default=2, min_value=1)
+    max_concurrent = serializers.IntegerField(required=False, default=2, min_value=1,
+                                              max_value=64)
     max_epochs = serializers.IntegerField(
-        required=False, allow_null=True, default=None, min_value=1,
+        required=False, allow_null=True, default=None, min_value=1, max_value=10_000,
         help_text="Every trial's epochs (adaptive: the last rung's); the hyperparameters' epochs "
                   "when absent.")
     grace_period = serializers.IntegerField(
-        required=False, default=1, min_value=1,
+        required=False, default=1, min_value=1, max_value=10_000,
         help_text="Adaptive: the epochs every trial trains before the first rung.")
     reduction_factor = serializers.IntegerField(
-        required=False, default=3, min_value=2,
+        required=False, default=3, min_value=2, max_value=100,
         help_text="Adaptive: the best 1/reduction_factor of a rung go on, to reduction_factor "
                   "times as many epochs.")
-    seed = serializers.IntegerField(required=False, default=0, min_value=0)
+    seed = serializers.IntegerField(required=False, default=0, min_value=0, max_value=2**31 - 1)
     hyperparameters = JSONObjectField(required=False, default=dict)
     resources = JSONObjectField(required=False, default=dict)
     max_restarts = serializers.IntegerField(required=False, default=3, min_value=0, max_value=100)

@@ -173,10 +173,12 @@ def _rung_end(*, search: Search, member: SearchTrial, values: dict[int, float]) 
         # It stopped early (stop_at_target) or never reported the metric: nothing to rank.
         member.outcome = Outcome.STOPPED
         return
+    # Judged on the rungs before this one: the pruner records this rung's value itself.
+    deciding = _record(member, values=values)
     member.rung_values = {**member.rung_values, str(member.rung): value}
     others = [_record(m) for m in search.trials.exclude(pk=member.pk) if m.rung_values]
     promoted = searchers.rung_promote(
-        deciding=_record(member, values=values), others=others,
+        deciding=deciding, others=others,
         dimensions=searchers.space_parse(space=search.space), rungs=_rungs(search=search),
         maximize=search.mode == "max",
     )

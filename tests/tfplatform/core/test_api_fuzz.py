@@ -29,6 +29,7 @@ from tests.factories import (
     UserFactory,
 )
 from tfplatform.accounts.tokens import api_token_issue
+from tfplatform.searches.services import SearchRequest, search_create
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -52,11 +53,14 @@ def tenants(live_server: Any) -> dict[str, Any]:
     dataset = DatasetFactory(owner=alice, name=f"{MARKER}-dataset",
                              train_uri=f"/srv/{MARKER}/train")
     alices_token, _ = api_token_issue(user=alice, name=f"{MARKER}-token")
+    search = search_create(owner=alice, request=SearchRequest(
+        name=f"{MARKER}-search", searcher="random", model="mlp", dataset="digits",
+        space={"learning_rate": {"low": 0.001, "high": 0.1}}, max_trials=3))
     return {"bob": bob, "alice": alice,
             # What B's requests name to reach A's objects.
             "paths": {"experiment_id": experiment.id, "name": model.name, "version": 1,
                       "label": "stable", "token_id": alices_token.pk,
-                      "dataset_id": dataset.pk}}
+                      "dataset_id": dataset.pk, "search_id": search.pk}}
 
 
 def _alice_unchanged(tenants: dict[str, Any]) -> tuple[Any, ...]:
@@ -69,7 +73,9 @@ def _alice_unchanged(tenants: dict[str, Any]) -> tuple[Any, ...]:
                 "version", "state", "path")),
             list(ModelLabel.objects.values_list("label", "version__version")),
             list(tenants["alice"].api_tokens.values_list("pk", "digest")),
-            list(tenants["alice"].datasets.values_list("pk", "name", "train_uri")))
+            list(tenants["alice"].datasets.values_list("pk", "name", "train_uri")),
+            list(tenants["alice"].searches.values_list("pk", "name", "state", "max_trials")),
+            list(Experiment.objects.filter(owner=tenants["alice"]).values_list("pk", "state")))
 
 
 def _operation_fuzz(*, operation: Any, mode: GenerationMode, base_url: str, user: Any,
@@ -143,6 +149,6 @@ def test_b_can_neither_read_nor_change_what_a_owns(
                   _operation_fuzz(operation=operation, mode=GenerationMode.POSITIVE,
                                   base_url=live_server.url, user=tenants["bob"],
                                   path_parameters=ours)]
-    assert aimed >= 12  # every experiment and model operation
+    assert aimed >= 16  # every experiment, model and search operation
     assert not found, "\n".join(found)
     assert _alice_unchanged(tenants) == before

@@ -4,7 +4,7 @@ import pytest
 
 from tests.factories import ExperimentFactory
 from tfplatform.core.errors import InvalidTransition
-from tfplatform.experiments.services.transitions import experiment_transition
+from tfplatform.experiments.services.transitions import experiment_continue, experiment_transition
 
 pytestmark = pytest.mark.django_db
 
@@ -51,3 +51,27 @@ def test_a_transition_records_only_what_it_names_and_refuses_any_other_field() -
         "failed", "boom", {"exported": False}
     )
     assert experiment.strategy == "default"  # not named: left as it was
+
+
+@pytest.mark.parametrize(("start", "epochs", "message"), [
+    ("failed", 5, "Only a completed experiment"),
+    ("canceled", 5, "Only a completed experiment"),
+    ("running", 5, "Only a completed experiment"),
+    ("completed", 2, "already trained 2 epochs"),
+])
+def test_only_a_completed_experiment_trains_on_and_only_further(start: str, epochs: int,
+                                                                message: str) -> None:
+    experiment = ExperimentFactory(state=start)  # trained 2 epochs (the factory's)
+    with pytest.raises(InvalidTransition, match=message):
+        experiment_continue(experiment=experiment, epochs=epochs, reason="more")
+    experiment.refresh_from_db()
+    assert experiment.state == start and experiment.hyperparameters["epochs"] == 2
+
+
+def test_a_continued_experiment_is_queued_again_for_more_epochs() -> None:
+    experiment = ExperimentFactory(state="completed")
+    experiment_continue(experiment=experiment, epochs=6, reason="Promoted to rung 1")
+    assert experiment.state == "queued" and experiment.finished_at is None
+    assert experiment.hyperparameters["epochs"] == 6
+    assert experiment.hyperparameters["learning_rate"] == 0.01  # the rest as it was
+    assert experiment.pending_reason == "Promoted to rung 1"
