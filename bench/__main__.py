@@ -1,6 +1,6 @@
 """`make bench` / `python -m bench`: run the benchmarks, write bench/results/<date>.md and plots.
 
-    python -m bench                                  # everything (under 20 minutes)
+    python -m bench                                  # everything (about 20 minutes)
     python -m bench --only inference,scheduler       # a subset, written as <date>-<items>.md
     python -m bench --quick --results /tmp/bench     # reduced sizes, for development
 """
