@@ -1,6 +1,6 @@
 """`make bench` / `python -m bench`: run the benchmarks, write bench/results/<date>.md and plots.
 
-    python -m bench                                  # everything (under 20 minutes)
+    python -m bench                                  # everything (about 20 minutes)
     python -m bench --only inference,scheduler       # a subset, written as <date>-<items>.md
     python -m bench --quick --results /tmp/bench     # reduced sizes, for development
 """
@@ -23,7 +23,8 @@ from training.containers import RUNTIME_IMAGE
 from training.runtime import CONTAINER_RUNTIMES
 
 RESULTS = Path(__file__).resolve().parent / "results"
-ITEMS = ("configurations", "overhead", "inference", "scheduler", "dispatch", "input_pipeline")
+ITEMS = ("configurations", "overhead", "inference", "scheduler", "dispatch", "input_pipeline",
+         "search")
 STACK_ITEMS = ("configurations", "overhead", "inference")
 
 
@@ -47,6 +48,10 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--requests", type=int, default=None,
                         help="item 3 requests per client thread per round (default 150)")
     parser.add_argument("--inference-rounds", type=int, default=None, help="default 5")
+    parser.add_argument("--search-budget", type=int, default=None,
+                        help="item 7 epochs per search (default 36; quick: 12)")
+    parser.add_argument("--search-seeds", type=int, default=None,
+                        help="item 7 seeds, each searched both ways (default 3; quick: 1)")
     parser.add_argument("--broker", choices=("redis", "filesystem"), default="redis",
                         help="the stack's Celery broker (Redis: BENCH_STACK_REDIS_URL)")
     parser.add_argument("--databases", default="sqlite,postgresql",
@@ -140,6 +145,20 @@ def _input_pipeline_section(args: argparse.Namespace) -> Section:
                                   copies=2 if args.quick else 4)
 
 
+def _search_section(args: argparse.Namespace) -> Section:
+    from bench.search import search_measure
+
+    # Rungs at 1, 3 and 9 epochs; 36 epochs are four full random trials, a few minutes for all
+    # seeds, yet room for adaptive search to stop some (Optuna promotes only a rung's best until
+    # the rung holds 6 trials).
+    seeds = _pick(args.search_seeds, full=3, quick=1, is_quick=args.quick)
+    return search_measure(
+        seeds=list(range(seeds)),
+        budget=_pick(args.search_budget, full=36, quick=12, is_quick=args.quick),
+        grace_period=1, reduction_factor=3, max_epochs=9,
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _arguments(argv)
     started = time.monotonic()
@@ -150,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
         sections += _stack_sections(args)
     others: dict[str, Callable[[argparse.Namespace], Section]] = {
         "scheduler": _scheduler_section, "dispatch": _dispatch_section,
-        "input_pipeline": _input_pipeline_section,
+        "input_pipeline": _input_pipeline_section, "search": _search_section,
     }
     for item, measure in others.items():
         if item in args.items:
