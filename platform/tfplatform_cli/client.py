@@ -163,6 +163,31 @@ class Client:
             partial.unlink(missing_ok=True)
         return written
 
+    def searches(self) -> list[dict[str, Any]]:
+        return self._every("/searches/", {})
+
+    def search_create(self, *, fields: Mapping[str, Any]) -> dict[str, Any]:
+        return dict(self.json("POST", "/searches/", json=dict(fields)))
+
+    def search(self, search_id: int) -> dict[str, Any]:
+        return dict(self.json("GET", f"/searches/{search_id}/", not_found=_search_gone(search_id)))
+
+    def search_cancel(self, search_id: int) -> dict[str, Any]:
+        path = f"/searches/{search_id}/cancel/"
+        return dict(self.json("POST", path, not_found=_search_gone(search_id)))
+
+    def search_best_deploy(self, search_id: int, *, model_name: str) -> dict[str, Any]:
+        return dict(self.json(
+            "POST", f"/searches/{search_id}/deploy-best/", json={"model_name": model_name},
+            not_found=_search_gone(search_id), timeout=DEPLOY_TIMEOUT,
+        ))
+
+    def search_csv(self, search_id: int) -> str:
+        path = f"/searches/{search_id}/trials.csv"
+        response = self.request("GET", path, not_found=_search_gone(search_id))
+        response.encoding = "utf-8"  # the server says so; requests would guess otherwise
+        return response.text
+
     def model(self, name: str) -> dict[str, Any]:
         path = f"/models/{quote(name, safe='')}/"
         return dict(self.json("GET", path, not_found=f"model {name} not found"))
@@ -196,6 +221,10 @@ class Client:
 def _gone(experiment_id: int) -> str:
     # Someone else's experiment is "not found" as well: the API reveals nothing about it.
     return f"experiment {experiment_id} not found"
+
+
+def _search_gone(search_id: int) -> str:
+    return f"search {search_id} not found"
 
 
 def _reason(error: BaseException) -> str:

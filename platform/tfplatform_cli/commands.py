@@ -50,7 +50,7 @@ def logout(args: argparse.Namespace) -> int:
 
 
 def tokens_list(args: argparse.Namespace) -> int:
-    found = _client(args).tokens()
+    found = client_for(args).tokens()
     if args.json:
         _print_json(found)
         return 0
@@ -62,14 +62,14 @@ def tokens_list(args: argparse.Namespace) -> int:
 
 
 def token_revoke(args: argparse.Namespace) -> int:
-    _client(args).token_revoke(args.id)
+    client_for(args).token_revoke(args.id)
     print(f"token {args.id} revoked")
     return 0
 
 
 def submit(args: argparse.Namespace) -> int:
     submission = spec_load(Path(args.file))
-    client = _client(args)
+    client = client_for(args)
     if submission.files:
         created = client.experiment_create(fields=submission.form_fields(), files=submission.files)
     else:
@@ -81,7 +81,7 @@ def submit(args: argparse.Namespace) -> int:
 
 
 def experiments_list(args: argparse.Namespace) -> int:
-    experiments = _client(args).experiments(state=args.state, owner=args.owner)
+    experiments = client_for(args).experiments(state=args.state, owner=args.owner)
     if args.json:
         _print_json(experiments)
     elif not experiments:
@@ -92,7 +92,7 @@ def experiments_list(args: argparse.Namespace) -> int:
 
 
 def datasets_list(args: argparse.Namespace) -> int:
-    datasets = _client(args).datasets()
+    datasets = client_for(args).datasets()
     if args.json:
         _print_json(datasets)
     elif not datasets:
@@ -103,7 +103,7 @@ def datasets_list(args: argparse.Namespace) -> int:
 
 
 def status(args: argparse.Namespace) -> int:
-    client = _client(args)
+    client = client_for(args)
     experiment = client.experiment(args.id)
     latest = render.metrics_latest(client.experiment_metrics(args.id))
     if args.json:
@@ -114,7 +114,7 @@ def status(args: argparse.Namespace) -> int:
 
 
 def logs(args: argparse.Namespace) -> int:
-    client = _client(args)
+    client = client_for(args)
     if args.follow:
         experiment_follow(client, args.id, logs=True)
         return 0
@@ -125,7 +125,7 @@ def logs(args: argparse.Namespace) -> int:
 
 
 def cancel(args: argparse.Namespace) -> int:
-    experiment = _client(args).experiment_cancel(args.id)
+    experiment = client_for(args).experiment_cancel(args.id)
     if experiment["state"] == "canceled":
         print(f"experiment {args.id} canceled")
     else:
@@ -134,7 +134,7 @@ def cancel(args: argparse.Namespace) -> int:
 
 
 def deploy(args: argparse.Namespace) -> int:
-    client = _client(args)
+    client = client_for(args)
     experiment = client.experiment(args.id)
     if args.wait and experiment["state"] not in FINISHED:
         experiment = experiment_follow(client, args.id, logs=False)
@@ -154,7 +154,7 @@ def deploy(args: argparse.Namespace) -> int:
 
 
 def artifacts(args: argparse.Namespace) -> int:
-    found = _client(args).experiment_artifacts(args.id)
+    found = client_for(args).experiment_artifacts(args.id)
     if args.json:
         _print_json(found)
     elif not found:
@@ -168,7 +168,7 @@ def download(args: argparse.Namespace) -> int:
     target = Path(args.output or f"experiment-{args.id}-{args.name}.zip")
     if target.is_dir():
         target = target / f"experiment-{args.id}-{args.name}.zip"
-    client = _client(args)
+    client = client_for(args)
     client.experiment(args.id)  # "not found" for an experiment, the server's words for a name
     size = client.experiment_artifact_save(args.id, name=args.name, to=target)
     print(f"{target} ({render.size(size)})")
@@ -177,7 +177,7 @@ def download(args: argparse.Namespace) -> int:
 
 def predict(args: argparse.Namespace) -> int:
     body = _request_body(args.file)
-    answer, version, label = _client(args).predict(
+    answer, version, label = client_for(args).predict(
         args.model, body=body, version=args.version, label=args.label
     )
     _print_json(answer)
@@ -193,7 +193,7 @@ def model_name_default(experiment: dict[str, Any]) -> str:
     return slug or f"experiment-{experiment['id']}"
 
 
-def _client(args: argparse.Namespace) -> Client:
+def client_for(args: argparse.Namespace) -> Client:
     server = config.server_resolve(args.server)
     return Client(server=server, token=config.token_resolve(server))
 

@@ -1,10 +1,12 @@
-"""Watching an experiment until it finishes: new log lines as they arrive, state changes."""
+"""Watching an experiment until it finishes (new log lines, state changes) or a search until it
+ends (its trials' changes)."""
 
 import sys
 import time
 from typing import Any
 
 from tfplatform_cli.client import Client
+from tfplatform_cli.search_render import trial_event
 
 FINISHED = ("completed", "failed", "canceled")
 POLL_SECONDS = 1.0
@@ -78,4 +80,25 @@ def version_wait(client: Client, *, name: str, version: int,
                      {"version": version, "state": "unloaded", "error": "it was undeployed"})
         if entry["state"] not in LOADING_STATES or time.monotonic() > deadline:
             return entry
+        time.sleep(POLL_SECONDS)
+
+
+def search_follow(client: Client, search_id: int) -> dict[str, Any]:
+    """Poll until the search ends; print each trial's changes (state, rung, outcome) on stdout,
+    the search's own state on stderr. The trials come with the search in one answer, so the
+    last lines printed are the trials as the search ended."""
+    shown: dict[int, tuple[str, str, int]] = {}
+    first = True
+    while True:
+        search = client.search(search_id)
+        if first and search["state"] == "running":
+            print(f"search {search_id} running", file=sys.stderr, flush=True)
+        first = False
+        for trial in search["trials"]:
+            key = (str(trial["state"]), str(trial["outcome"]), int(trial["rung"]))
+            if shown.get(trial["index"]) != key:
+                print(trial_event(search, trial, first=trial["index"] not in shown), flush=True)
+                shown[trial["index"]] = key
+        if search["state"] != "running":
+            return search
         time.sleep(POLL_SECONDS)

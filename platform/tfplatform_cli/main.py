@@ -4,7 +4,7 @@ import argparse
 import os
 import sys
 
-from tfplatform_cli import commands
+from tfplatform_cli import commands, search_commands
 from tfplatform_cli.errors import CliError
 
 DESCRIPTION = """\
@@ -101,7 +101,57 @@ def parser_build() -> argparse.ArgumentParser:
     which.add_argument("--version", type=int, help="ask this version")
     which.add_argument("--label", help="ask the version with this label (stable, canary)")
     predict.set_defaults(run=commands.predict)
+
+    search = add("search", "hyperparameter searches: many experiments over a search space")
+    _search_parsers(search.add_subparsers(dest="search_command", required=True,
+                                          metavar="SUBCOMMAND"), common=common)
     return parser
+
+
+def _search_parsers(sub: "argparse._SubParsersAction[argparse.ArgumentParser]", *,
+                    common: argparse.ArgumentParser) -> None:
+    def add(name: str, summary: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=summary, description=summary, parents=[common])
+
+    submit = add("submit", "submit a search from a YAML or JSON spec; prints its id")
+    submit.add_argument(
+        "file",
+        help="an experiment spec (name, model, dataset, hyperparameters, resources, ...) with a "
+        "`search:` section (searcher, space, metric, mode, max_trials, max_concurrent, "
+        "max_epochs, grace_period, reduction_factor, seed), or all of them at the top level",
+    )
+    submit.add_argument("--follow", "--wait", action="store_true",
+                        help="follow its trials until it ends (as `tfp search follow`)")
+    submit.set_defaults(run=search_commands.submit)
+
+    listing = add("list", "list the searches you can see")
+    listing.add_argument("--json", action="store_true", help="print the API's JSON")
+    listing.set_defaults(run=search_commands.searches_list)
+
+    show = add("show", "a search's settings, end reason, best trial and table of trials")
+    show.add_argument("id", type=int)
+    show.add_argument("--json", action="store_true", help="print the API's JSON")
+    show.set_defaults(run=search_commands.show)
+
+    follow = add("follow", "print each trial's changes until the search ends; exits 0 only "
+                 "when it completed with a best trial")
+    follow.add_argument("id", type=int)
+    follow.set_defaults(run=search_commands.follow)
+
+    cancel = add("cancel", "end a search and cancel its queued and training trials")
+    cancel.add_argument("id", type=int)
+    cancel.set_defaults(run=search_commands.cancel)
+
+    deploy = add("deploy-best", "deploy the best completed trial's model to the model server")
+    deploy.add_argument("id", type=int)
+    deploy.add_argument("--model-name", required=True, help="the model's name to publish as")
+    deploy.add_argument("--wait", action="store_true", help="wait for the version to load")
+    deploy.set_defaults(run=search_commands.deploy_best)
+
+    csv = add("csv", "the trials table as CSV: a row per trial, a column per hyperparameter")
+    csv.add_argument("id", type=int)
+    csv.add_argument("-o", "--output", help="file or folder to write (default: stdout)")
+    csv.set_defaults(run=search_commands.csv)
 
 
 def main(argv: list[str] | None = None) -> int:

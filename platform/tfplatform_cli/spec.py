@@ -1,4 +1,6 @@
-"""Experiment spec files: the API's fields in YAML or JSON, plus local files to upload."""
+"""Spec files: an experiment's or a search's API fields in YAML or JSON. An experiment spec may
+name local files to upload; a search spec is an experiment spec (what every trial trains) with a
+`search:` section (how to search), or the search API's fields all at the top level."""
 
 import json
 from dataclasses import dataclass
@@ -10,6 +12,7 @@ import yaml
 from tfplatform_cli.errors import CliError
 
 UPLOAD_FIELDS = ("model_file", "dataset_file")
+SEARCH_SECTION = "search"
 
 
 @dataclass(frozen=True)
@@ -28,15 +31,40 @@ class Submission:
 
 
 def spec_load(path: Path) -> Submission:
-    data = _parse(path)
-    if not isinstance(data, dict):
-        raise CliError(f"{path}: the spec must be a mapping of fields (name, model, dataset, ...)")
-    fields = {str(name): value for name, value in data.items()}
+    fields = _fields(path)
+    if SEARCH_SECTION in fields or "space" in fields:
+        raise CliError(f"{path} is a search spec: submit it with `tfp search submit`")
     files = {}
     for name in UPLOAD_FIELDS:
         if name in fields:
             files[name] = _upload(path, name=name, value=fields.pop(name))
     return Submission(fields=fields, files=files)
+
+
+def search_spec_load(path: Path) -> dict[str, Any]:
+    """The search API's fields: the top level's, and those of its `search:` section."""
+    fields = _fields(path)
+    section = fields.pop(SEARCH_SECTION, {})
+    if not isinstance(section, dict):
+        raise CliError(f"{path}: {SEARCH_SECTION} must be a mapping of fields "
+                       "(searcher, space, metric, max_trials, ...)")
+    both = sorted(set(fields) & {str(name) for name in section})
+    if both:
+        raise CliError(f"{path}: {', '.join(both)} both at the top level and under "
+                       f"{SEARCH_SECTION}: give each once")
+    for name in UPLOAD_FIELDS:
+        if name in fields or name in section:
+            # The search API takes JSON only: every trial names a registered model and dataset.
+            raise CliError(f"{path}: {name}: a search's trials train a model and dataset the "
+                           "platform knows by name; files are uploaded by `tfp submit` only")
+    return {**fields, **{str(name): value for name, value in section.items()}}
+
+
+def _fields(path: Path) -> dict[str, Any]:
+    data = _parse(path)
+    if not isinstance(data, dict):
+        raise CliError(f"{path}: the spec must be a mapping of fields (name, model, dataset, ...)")
+    return {str(name): value for name, value in data.items()}
 
 
 def _parse(path: Path) -> Any:
