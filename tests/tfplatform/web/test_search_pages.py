@@ -1,8 +1,14 @@
+from pathlib import Path
+from typing import Any
+
 import pytest
 from django.test import Client
 
+from tests.crafted_models import saved_model_save
 from tests.factories import UserFactory
 from tests.tfplatform.web.search_driving import search_launch, trial_train
+from tfplatform.modelregistry.models import ModelVersion
+from tfplatform.modelregistry.services import experiment_export_dir
 from tfplatform.searches.models import Search
 
 pytestmark = pytest.mark.django_db
@@ -160,3 +166,34 @@ def test_search_pages_need_login_and_nav_links_them() -> None:
     assert Client().get("/searches/")["Location"].startswith("/login/")
     page = logged_in(UserFactory()).get("/experiments/").content.decode()
     assert 'href="/searches/"' in page
+
+
+def test_deploy_best_publishes_the_best_completed_trial(tmp_path: Path, settings: Any) -> None:
+    settings.PLATFORM = {**settings.PLATFORM, "WORK_DIR": tmp_path / "work",
+                         "MODEL_BASE_PATH": tmp_path / "models"}
+    search = search_launch(owner=UserFactory(), max_trials=2)
+    worse, better = search.trials.order_by("index")
+    trial_train(member=worse, values=[0.5, 0.6])
+    trial_train(member=better, values=[0.7, 0.9])
+    export = experiment_export_dir(experiment=better.experiment)
+    export.parent.mkdir(parents=True)
+    saved_model_save(doubler(), export)
+    client = logged_in(search.owner)
+    response = client.post(f"/searches/{search.pk}/deploy-best/", {"model_name": "swept"},
+                           follow=True)
+    assert response.redirect_chain[-1][0] == "/models/swept/"
+    assert "Deploying the best trial as swept version 1" in response.content.decode()
+    version = ModelVersion.objects.get(model__name="swept")
+    assert version.source_experiment_id == better.experiment_id
+
+
+def doubler() -> object:
+    """A tiny SavedModel's module: a trial's export stand-in."""
+    import tensorflow as tf
+
+    class Doubler(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec([None, 2], tf.float32)])
+        def serve(self, x: tf.Tensor) -> dict[str, tf.Tensor]:
+            return {"y": 2 * x}
+
+    return Doubler()
