@@ -1,7 +1,7 @@
 """Reading searches: only those the user may see (owner, team, staff), and their trials."""
 
 from django.contrib.auth.models import AnonymousUser
-from django.db.models import QuerySet
+from django.db.models import Case, Count, Max, Min, Q, QuerySet, When
 
 from tfplatform.accounts.models import User
 from tfplatform.accounts.visibility import visible_to
@@ -12,6 +12,17 @@ from tfplatform.searches.models import Search, SearchTrial
 
 def search_list(*, user: User | AnonymousUser) -> QuerySet[Search]:
     return visible_to(queryset=Search.objects.all(), user=user).select_related("owner")
+
+
+def search_list_with_progress(*, user: User | AnonymousUser) -> QuerySet[Search]:
+    """The visible searches, each with `trials_started`, `trials_ended` and `best_value` (the
+    best of its ended trials' values, by its own mode)."""
+    return search_list(user=user).annotate(
+        trials_started=Count("trials"),
+        trials_ended=Count("trials", filter=~Q(trials__outcome=SearchTrial.Outcome.ACTIVE)),
+        best_value=Case(When(mode="max", then=Max("trials__best_value")),
+                        default=Min("trials__best_value")),
+    )
 
 
 def search_get(*, user: User | AnonymousUser, search_id: int) -> Search:
@@ -46,3 +57,8 @@ def search_trial_values(*, search: Search) -> dict[int, dict[int, float]]:
     for experiment_id, epoch, value in rows:
         values.setdefault(experiment_id, {})[int(epoch or 0)] = float(value)
     return values
+
+
+def search_trial_of(*, experiment: Experiment) -> SearchTrial | None:
+    """The search trial an experiment trains, if it is one: its page links back to the search."""
+    return SearchTrial.objects.select_related("search").filter(experiment=experiment).first()

@@ -14,6 +14,7 @@ from tfplatform.experiments import artifacts, selectors
 from tfplatform.experiments.models import Experiment
 from tfplatform.experiments.services import submission
 from tfplatform.modelregistry import services as model_services
+from tfplatform.searches import selectors as search_selectors
 from tfplatform.web.forms import ExperimentForm, ResourcesForm, hyperparameter_defaults
 
 ACTIVE_STATES = selectors.ACTIVE_STATES
@@ -103,7 +104,8 @@ def _form_field(field: str | None) -> str | None:
 def experiment_detail_page(request: HttpRequest, experiment_id: int) -> HttpResponse:
     experiment = selectors.experiment_get(user=request.user, experiment_id=experiment_id)
     context = {**_live_context(experiment=experiment),
-               "artifacts": artifacts.artifacts_list(experiment=experiment)}
+               "artifacts": artifacts.artifacts_list(experiment=experiment),
+               "search_trial": search_selectors.search_trial_of(experiment=experiment)}
     return render(request, "experiments/detail.html", context)
 
 

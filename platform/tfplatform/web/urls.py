@@ -9,6 +9,7 @@ from tfplatform.web import (
     compare_views,
     environment_views,
     model_views,
+    search_views,
     site_views,
 )
 from tfplatform.web import experiment_views as experiments
@@ -68,6 +69,15 @@ urlpatterns = [
         experiments.experiment_deploy_action,
         name="experiment-deploy",
     ),
+    path("searches/", search_views.search_list_page, name="search-list"),
+    path("searches/new/", search_views.search_new_page, name="search-new"),
+    path("searches/<int:search_id>/", search_views.search_detail_page, name="search-detail"),
+    path("searches/<int:search_id>/live/", search_views.search_live_fragment,
+         name="search-live"),
+    path("searches/<int:search_id>/cancel/", search_views.search_cancel_action,
+         name="search-cancel"),
+    path("searches/<int:search_id>/deploy-best/", search_views.search_deploy_action,
+         name="search-deploy-best"),
     path("models/", model_views.model_list_page, name="model-list"),
     path("models/<str:name>/", model_views.model_detail_page, name="model-detail"),
     path("models/<str:name>/action/", model_views.model_action, name="model-action"),
