@@ -96,7 +96,7 @@ class SearchCsvApi(APIView):
 
 def search_csv(*, search: Search) -> str:
     data = search_detail_data(search=search)
-    names = list(search.space)
+    names = sorted(search.space)
     out = io.StringIO()
     writer = csv.writer(out)
     writer.writerow(["trial", "experiment", *names, "state", "outcome", "rung", "epochs",

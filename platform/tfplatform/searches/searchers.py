@@ -94,7 +94,8 @@ def space_parse(*, space: Any) -> list[Dimension]:
         if not NAME_PATTERN.fullmatch(str(name)):
             raise InvalidInput(f"space: {str(name)[:40]!r} is not a hyperparameter name "
                                "(letters, digits and _, up to 100).", field="space")
-    return [_dimension_parse(name=str(name), entry=entry) for name, entry in space.items()]
+    # By name: PostgreSQL's JSON keeps no key order, and every listing should agree.
+    return [_dimension_parse(name=str(name), entry=space[name]) for name in sorted(space)]
 
 
 def _dimension_parse(*, name: str, entry: Any) -> Dimension:

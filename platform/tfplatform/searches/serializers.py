@@ -64,11 +64,15 @@ class SearchTrialSerializer(serializers.ModelSerializer):
         help_text="The best value of the search's metric so far, and its epoch.")
     best_epoch = serializers.SerializerMethodField()
     pending_reason = serializers.CharField(source="experiment.pending_reason")
+    params = serializers.SerializerMethodField(help_text="Its hyperparameters from the space.")
 
     class Meta:
         model = SearchTrial
         fields = ["index", "experiment", "params", "state", "outcome", "rung", "rung_values",
                   "epochs", "best_value", "best_epoch", "pending_reason"]
+
+    def get_params(self, member: SearchTrial) -> dict[str, Any]:
+        return dict(sorted(member.params.items()))
 
     def _values(self, member: SearchTrial) -> dict[int, float]:
         return dict(self.context.get("values", {}).get(member.experiment_id, {}))
@@ -98,6 +102,7 @@ class SearchSerializer(serializers.ModelSerializer):
     environment = serializers.CharField(source="environment.name", allow_null=True,
                                         default=None)
     resources = serializers.SerializerMethodField()
+    space = serializers.SerializerMethodField()
 
     class Meta:
         model = Search
@@ -106,6 +111,9 @@ class SearchSerializer(serializers.ModelSerializer):
                   "reduction_factor", "seed", "model", "dataset", "environment",
                   "hyperparameters", "resources", "priority", "max_restarts", "created_at",
                   "finished_at"]
+
+    def get_space(self, search: Search) -> dict[str, Any]:
+        return dict(sorted(search.space.items()))
 
     def get_resources(self, search: Search) -> dict[str, int]:
         return {"workers": search.workers, "gpus_per_worker": search.gpus_per_worker,

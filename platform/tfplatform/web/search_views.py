@@ -75,7 +75,7 @@ def search_live_fragment(request: HttpRequest, search_id: int) -> HttpResponse:
 
 def _live_context(*, search: Search) -> dict[str, Any]:
     data = search_detail_data(search=search)
-    names = list(search.space)
+    names = sorted(search.space)
     trials = [{**trial, "cells": [_cell(trial["params"].get(name)) for name in names],
                "best": trial["index"] == data["best_trial"],
                "url": reverse("experiment-detail", args=[trial["experiment"]])}
