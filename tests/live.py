@@ -125,7 +125,15 @@ def trial_task_pids(experiment_id: int) -> list[str]:
     Found by working directory: a task works in its experiment's work dir (a sandboxed one under
     the same path in its own mount namespace); nothing else of the platform does.
     """
-    marker = f"/experiment-{experiment_id}/"
+    return _task_pids(lambda cwd: cwd.endswith(f"/experiment-{experiment_id}/"))
+
+
+def work_dir_pids(work: Path) -> list[str]:
+    """Live training task processes of any experiment in the work dir `work` (one node's)."""
+    return _task_pids(lambda cwd: cwd.startswith(f"{work}/experiment-"))
+
+
+def _task_pids(matches: Callable[[str], bool]) -> list[str]:
     alive = []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
@@ -135,7 +143,7 @@ def trial_task_pids(experiment_id: int) -> list[str]:
             state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue  # gone meanwhile
-        if (cwd + "/").endswith(marker) and "/runs/" not in cwd and state != "Z":
+        if matches(cwd + "/") and "/runs/" not in cwd and state != "Z":
             alive.append(proc.name)
     return alive
 

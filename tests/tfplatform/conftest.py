@@ -6,29 +6,59 @@ from typing import Any
 
 import pytest
 import requests
+from django.db.models.functions import Now
 
 from tests import live
-from tfplatform.cluster.models import Node
+from tfplatform.cluster.models import Device, Node
 from tfplatform.modelregistry.server import _client
 
 
-@pytest.fixture
-def worker_node(tmp_path: Path, settings: Any) -> Iterator[tuple[str, Path]]:
-    name = f"pipeline-{tmp_path.name[-12:]}"
-    log = tmp_path / "worker.log"
+@pytest.fixture(scope="module")
+def worker_node_process(
+    tmp_path_factory: pytest.TempPathFactory, django_db_setup: None, django_db_blocker: Any
+) -> Iterator[dict[str, Any]]:
+    """One worker node per module: starting one (Django, Celery, a warm TF host) and stopping
+    it cost more than many of the tests that use it. What it registered is kept to be put back
+    after each test's flush (`worker_node`); each test's trials run on it as on a fresh one."""
+    home = tmp_path_factory.mktemp("worker-node")
+    name = f"pipeline-{home.name[-12:]}"
+    log = home / "worker.log"
     # The web process and the nodes share the work dir (one volume in docker-compose.yml):
     # deploy reads an experiment's export from there.
-    work = tmp_path / "work"
-    settings.PLATFORM = {**settings.PLATFORM, "WORK_DIR": work}
+    work = home / "work"
     process = live.worker_start(node=name, log=log, PLATFORM_WORK_DIR=str(work))
-    live.wait_for(
-        lambda: Node.objects.filter(hostname=name).exists(),
-        timeout=60,
-        what="node registration",
-        log=log,
-    )
-    yield name, log
+    with django_db_blocker.unblock():
+        live.wait_for(
+            lambda: Node.objects.filter(hostname=name).exists(),
+            timeout=60,
+            what="node registration",
+            log=log,
+        )
+        node = Node.objects.get(hostname=name)
+        devices = list(Device.objects.filter(node=node))
+    yield {"name": name, "log": log, "work": work, "process": process, "node": node,
+           "devices": devices}
     live.stop(process)
+
+
+@pytest.fixture
+def worker_node(
+    worker_node_process: dict[str, Any], transactional_db: None, settings: Any
+) -> Iterator[tuple[str, Path]]:
+    name, log, work = (worker_node_process[key] for key in ("name", "log", "work"))
+    assert worker_node_process["process"].poll() is None, log.read_text()[-3000:]
+    if not Node.objects.filter(hostname=name).exists():
+        # The previous test's flush took the rows the node registered when it started; put
+        # them back as it wrote them (same ids, so its devices are the ones it knows), fresh.
+        Node.objects.bulk_create([worker_node_process["node"]])
+        Device.objects.bulk_create(worker_node_process["devices"])
+        Node.objects.filter(hostname=name).update(last_heartbeat=Now())
+    settings.PLATFORM = {**settings.PLATFORM, "WORK_DIR": work}
+    yield name, log
+    # The next test starts on an idle node: no task of this test's trials still running (a
+    # canceled or preempted one may still be stopping) to write into the next test's database.
+    live.wait_for(lambda: not live.work_dir_pids(work), timeout=60,
+                  what="this test's trial tasks to end", log=log)
 
 
 @pytest.fixture(scope="module")
