@@ -46,16 +46,20 @@ def search_best_trial(*, search: Search) -> SearchTrial | None:
             .order_by(order, "index").first())
 
 
-def search_trial_values(*, search: Search) -> dict[int, dict[int, float]]:
-    """Per trial (experiment id), its metric by epoch so far: the live table and the chart
-    read these while trials still train."""
-    rows = (Metric.objects.filter(trial__experiment__search_trial__search=search,
-                                  name=search.metric, epoch__isnull=False, epoch__gte=1)
+def search_trial_values(*, search: Search,
+                        experiment_id: int | None = None) -> dict[int, dict[int, float]]:
+    """Per trial (experiment id), its metric by epoch so far (of one trial's experiment, with
+    `experiment_id`): the live table and the chart read these while trials still train, and
+    a trial's rung is judged on them."""
+    metrics = Metric.objects.filter(trial__experiment__search_trial__search=search)
+    if experiment_id is not None:
+        metrics = metrics.filter(trial__experiment_id=experiment_id)
+    rows = (metrics.filter(name=search.metric, epoch__isnull=False, epoch__gte=1)
             .order_by("recorded_at", "id")
             .values_list("trial__experiment_id", "epoch", "value"))
     values: dict[int, dict[int, float]] = {}
-    for experiment_id, epoch, value in rows:
-        values.setdefault(experiment_id, {})[int(epoch or 0)] = float(value)
+    for member, epoch, value in rows:
+        values.setdefault(member, {})[int(epoch or 0)] = float(value)
     return values
 
 

@@ -13,14 +13,14 @@ from tfplatform.accounts.models import User
 from tfplatform.cluster.dispatch import scheduler_wake_on_commit
 from tfplatform.core.errors import Conflict, InvalidInput, InvalidTransition
 from tfplatform.experiments import validation
-from tfplatform.experiments.models import Environment, Experiment, Metric
+from tfplatform.experiments.models import Environment, Experiment
 from tfplatform.experiments.services import submission
 from tfplatform.experiments.services.transitions import TERMINAL_STATES, experiment_continue
 from tfplatform.modelregistry.models import ModelVersion
 from tfplatform.modelregistry.services import experiment_deploy
 from tfplatform.searches import searchers
 from tfplatform.searches.models import Search, SearchTrial
-from tfplatform.searches.selectors import search_best_trial
+from tfplatform.searches.selectors import search_best_trial, search_trial_values
 
 logger = logging.getLogger(__name__)
 Outcome = SearchTrial.Outcome
@@ -146,7 +146,8 @@ def search_advance(*, search_id: int) -> Search | None:
 
 def _trial_settle(*, search: Search, member: SearchTrial) -> None:
     experiment = member.experiment
-    values = _values_by_epoch(experiment=experiment, metric=search.metric)
+    values = search_trial_values(search=search, experiment_id=experiment.pk).get(
+        experiment.pk, {})
     member.epochs_trained = max(values, default=0)
     if values:
         best_epoch = (max if search.mode == "max" else min)(values, key=lambda e: values[e])
@@ -208,12 +209,6 @@ def _record(member: SearchTrial, *, values: dict[int, float] | None = None
     )
 
 
-def _values_by_epoch(*, experiment: Experiment, metric: str) -> dict[int, float]:
-    rows = (Metric.objects.filter(trial__experiment=experiment, name=metric, epoch__gte=1)
-            .order_by("recorded_at", "id").values_list("epoch", "value"))
-    return {int(epoch or 0): float(value) for epoch, value in rows}
-
-
 def _trials_fill(*, search: Search) -> None:
     """Start trials while slots are free and the budget lasts. The first failures are a
     search's own: when every one of its first trials failed, it ends rather than spending its
@@ -252,9 +247,8 @@ def _trial_start(*, search: Search, index: int) -> SearchTrial:
     epochs = _rungs(search=search).budgets()[0] if search.searcher == "adaptive" \
         else search.max_epochs
     hyperparameters = {**search.hyperparameters, **params}
-    hyperparameters.setdefault("epochs", epochs)
     if search.searcher == "adaptive" or "epochs" not in params:
-        hyperparameters["epochs"] = epochs
+        hyperparameters["epochs"] = epochs  # a grid or random space may search epochs itself
     experiment = submission.experiment_create(
         owner=search.owner,
         request=submission.ExperimentRequest(
