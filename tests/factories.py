@@ -3,6 +3,7 @@ from django.contrib.auth.hashers import make_password
 from django.utils import timezone
 
 from tfplatform.accounts.models import Team, User
+from tfplatform.cluster.discovery import emulated_gpu_uuid
 from tfplatform.cluster.models import Device, Node
 from tfplatform.datasets.models import Dataset
 from tfplatform.experiments.models import Environment, Experiment, Metric
@@ -79,6 +80,10 @@ class DeviceFactory(factory.django.DjangoModelFactory):
     index = factory.Sequence(lambda n: n)
     name = "emulated accelerator slot"
     emulated = True
+    uuid = factory.LazyAttribute(
+        lambda o: emulated_gpu_uuid(hostname=o.node.hostname, index=o.index)
+        if o.kind == Device.Kind.GPU else ""
+    )
 
 
 class TrialFactory(factory.django.DjangoModelFactory):

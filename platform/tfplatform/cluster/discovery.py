@@ -4,6 +4,7 @@ memory, and free space on its work disk."""
 import logging
 import os
 import shutil
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +23,7 @@ class DeviceInfo:
     memory_bytes: int = 0
     compute_capability: str = ""
     emulated: bool = False
+    uuid: str = ""
 
 
 def gpus_discover() -> list[DeviceInfo]:
@@ -41,6 +43,7 @@ def gpus_discover() -> list[DeviceInfo]:
             handle = pynvml.nvmlDeviceGetHandleByIndex(index)
             major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(handle)
             name = pynvml.nvmlDeviceGetName(handle)
+            gpu_uuid = pynvml.nvmlDeviceGetUUID(handle)
             devices.append(
                 DeviceInfo(
                     kind=KIND_GPU,
@@ -48,6 +51,7 @@ def gpus_discover() -> list[DeviceInfo]:
                     name=name.decode() if isinstance(name, bytes) else str(name),
                     memory_bytes=int(pynvml.nvmlDeviceGetMemoryInfo(handle).total),
                     compute_capability=f"{major}.{minor}",
+                    uuid=gpu_uuid.decode() if isinstance(gpu_uuid, bytes) else str(gpu_uuid),
                 )
             )
         return devices
@@ -74,6 +78,14 @@ def devices_inventory(*, gpus: list[DeviceInfo], declared_gpu_slots: int,
         for i in range(cpu_slots)
     ]
     return gpus + cpus
+
+
+# Emulated slots get UUIDs shaped like NVML's ("GPU-" and a UUID), the same on every start.
+EMULATED_UUID_NAMESPACE = uuid.UUID("5b0f3c1e-8d2a-4c55-9a43-2f7e1d6b9c80")
+
+
+def emulated_gpu_uuid(*, hostname: str, index: int) -> str:
+    return f"GPU-{uuid.uuid5(EMULATED_UUID_NAMESPACE, f'{hostname}/gpu/{index}')}"
 
 
 def memory_total_bytes() -> int:

@@ -60,6 +60,9 @@ class Device(models.Model):
     compute_capability = models.CharField(max_length=20, blank=True)
     # A declared slot stands in for a GPU on machines without one (logical CPU device).
     emulated = models.BooleanField(default=False)
+    # A GPU's UUID as NVML (and DCGM's exporter) reports it; a stable made-up one for an
+    # emulated slot; empty for CPU slots.
+    uuid = models.CharField(max_length=100, blank=True, db_index=True)
 
     class Meta:
         ordering = ["node__hostname", "kind", "index"]

@@ -8,7 +8,7 @@ from django.db import transaction
 from django.db.models.functions import Now
 from django.utils import timezone
 
-from tfplatform.cluster.discovery import DeviceInfo
+from tfplatform.cluster.discovery import DeviceInfo, emulated_gpu_uuid
 from tfplatform.cluster.dispatch import scheduler_wake_on_commit
 from tfplatform.cluster.models import Allocation, Device, Node
 from tfplatform.cluster.placement import Placement
@@ -67,6 +67,9 @@ def node_register(
                     "memory_bytes": info.memory_bytes,
                     "compute_capability": info.compute_capability,
                     "emulated": info.emulated,
+                    "uuid": info.uuid or (
+                        emulated_gpu_uuid(hostname=hostname, index=info.index)
+                        if info.kind == Device.Kind.GPU else ""),
                 },
             )
             seen.add((info.kind, info.index))

@@ -74,6 +74,8 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "axes",
+    # Request, response and database metrics of the web process (tfplatform.monitoring serves them).
+    "django_prometheus",
     "tfplatform.core",
     "tfplatform.accounts",
     "tfplatform.cluster",
@@ -81,10 +83,12 @@ INSTALLED_APPS = [
     "tfplatform.experiments",
     "tfplatform.modelregistry",
     "tfplatform.searches",
+    "tfplatform.monitoring",
     "tfplatform.web",
 ]
 
 MIDDLEWARE = [
+    "django_prometheus.middleware.PrometheusBeforeMiddleware",  # first: times the whole request
     "django.middleware.security.SecurityMiddleware",
     "tfplatform.core.middleware.NulRefusingMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -95,7 +99,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "tfplatform.core.pages.PlatformErrorPagesMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    "axes.middleware.AxesMiddleware",  # last: answers a locked-out sign-in with 429
+    "axes.middleware.AxesMiddleware",  # answers a locked-out sign-in with 429
+    "django_prometheus.middleware.PrometheusAfterMiddleware",  # last: sees every response
 ]
 
 # Repeated failed sign-ins (the login page, the admin's, the API token endpoint) lock that
@@ -150,6 +155,15 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 # than the queries of an inference request (bench/inference.py).
 DATABASES["default"].setdefault("CONN_MAX_AGE", 60)
 DATABASES["default"].setdefault("CONN_HEALTH_CHECKS", True)
+# django-prometheus's wrappers of the same backends count queries, errors and their latency.
+_DB_BACKENDS = {
+    "django.db.backends.postgresql": "django_prometheus.db.backends.postgresql",
+    "django.db.backends.sqlite3": "django_prometheus.db.backends.sqlite3",
+}
+DATABASES["default"]["ENGINE"] = _DB_BACKENDS.get(DATABASES["default"]["ENGINE"],
+                                                  DATABASES["default"]["ENGINE"])
+# Its migrations gauge would query the database whenever Django starts, before `migrate` too.
+PROMETHEUS_EXPORT_MIGRATIONS = False
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 CACHES = {"default": env.cache("CACHE_URL", default="locmemcache://")}
@@ -209,6 +223,8 @@ if env.bool("DJANGO_SECURE", default=not DEBUG):
     SECURE_HSTS_PRELOAD = True
     SESSION_COOKIE_SECURE = env.bool("DJANGO_SECURE_COOKIES", default=True)
     CSRF_COOKIE_SECURE = env.bool("DJANGO_SECURE_COOKIES", default=True)
+    # Prometheus scrapes the web app directly on the internal network, in plain HTTP.
+    SECURE_REDIRECT_EXEMPT = [r"^metrics$"]
     if env.bool("DJANGO_BEHIND_TLS_PROXY", default=False):
         SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
@@ -396,6 +412,17 @@ PLATFORM = {
     "LOOKUP_CACHE_SECONDS": env.float("PLATFORM_LOOKUP_CACHE_SECONDS", default=1.0),
     # How long an API token lives unless its owner asks for less (1 to 365 days).
     "API_TOKEN_DAYS": env.int("PLATFORM_API_TOKEN_DAYS", default=90),
+    # /metrics (tfplatform.monitoring): a scraper sends this bearer token (empty: none is
+    # accepted), or comes from one of these networks (the client address as throttles see it).
+    "METRICS_TOKEN": env.str("PLATFORM_METRICS_TOKEN", default=""),
+    "METRICS_ALLOWED_NETWORKS": env.list("PLATFORM_METRICS_ALLOWED_NETWORKS",
+                                         default=["127.0.0.0/8", "::1/128"]),
+    # tfplatform_admission_wait_seconds covers trials that started within this long.
+    "METRICS_ADMISSION_WINDOW_SECONDS": env.int("PLATFORM_METRICS_ADMISSION_WINDOW_SECONDS",
+                                                default=3600),
+    # Celery workers serve their task metrics here when set (0: not served).
+    "CELERY_METRICS_PORT": env.int("PLATFORM_CELERY_METRICS_PORT", default=0),
+    "CELERY_METRICS_ADDRESS": env.str("PLATFORM_CELERY_METRICS_ADDRESS", default="127.0.0.1"),
 }
 
 LOGGING = {

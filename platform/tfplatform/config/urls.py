@@ -12,6 +12,7 @@ from tfplatform.cluster.api import NodeListApi, NodeStateApi
 from tfplatform.datasets.api import DatasetDetailApi, DatasetListCreateApi
 from tfplatform.experiments import api as experiments_api
 from tfplatform.modelregistry import api as models_api
+from tfplatform.monitoring.views import metrics
 from tfplatform.searches import api as searches_api
 
 api_v1 = [
@@ -114,6 +115,7 @@ api_v1 = [
 
 urlpatterns = [
     path("admin/", admin.site.urls),
+    path("metrics", metrics, name="metrics"),
     path("api/v1/", include(api_v1)),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
