@@ -89,12 +89,13 @@ def test_tf_serving_shares_the_model_volume_with_the_platform() -> None:
 def test_only_the_web_app_and_the_model_loader_reach_tf_serving_on_a_network_with_no_route_out(
 ) -> None:
     """TF Serving has no authentication and a reload RPC; trials, workers, the scheduler and
-    the databases are not on its network (the embedded server has a token instead)."""
+    the databases are not on its network (the embedded server has a token instead). The
+    optional Prometheus is, to scrape its metrics page."""
     services = COMPOSE["services"]
     assert COMPOSE["networks"]["serving"] == {"internal": True}
     on_serving = {name for name, service in services.items()
                   if "serving" in service.get("networks", [])}
-    assert on_serving == {"web", "model-loader", "tfserving"}
+    assert on_serving == {"web", "model-loader", "tfserving", "prometheus"}
     assert services["tfserving"]["networks"] == ["serving"]
     for name in ("web", "model-loader"):
         assert "default" in services[name]["networks"]  # PostgreSQL, Redis
