@@ -16,7 +16,7 @@ from tests import live
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 # Where gunicorn.conf.py makes its folder when none is given (its worker_tmp_dir).
-SHM = Path("/dev/shm") if Path("/dev/shm").is_dir() else Path(tempfile.gettempdir())  # noqa: S108
+SHM = Path("/dev/shm") if Path("/dev/shm").is_dir() else Path(tempfile.gettempdir())
 HEALTHZ = "django_http_requests_total_by_view_transport_method_total"
 
 

@@ -9,8 +9,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests import live
 from tfplatform.cluster.dispatch import SCHEDULER_WAKE_TASK
-from tfplatform.experiments.tasks import scheduler_wake
 from tfplatform.config.celery import app
+from tfplatform.experiments.tasks import scheduler_wake
 
 pytestmark = pytest.mark.django_db
 
