@@ -9,6 +9,7 @@ from prometheus_client.core import (
     CounterMetricFamily,
     GaugeHistogramMetricFamily,
     GaugeMetricFamily,
+    InfoMetricFamily,
     Metric,
 )
 from prometheus_client.registry import Collector
@@ -65,14 +66,14 @@ def _gpus() -> Iterator[Metric]:
             quota.add_metric([team], limit)
     yield allocated
     yield quota
-    info = GaugeMetricFamily(
-        "tfplatform_gpu_allocation_info",
-        "1 for each GPU held now, by UUID (join with DCGM_FI_DEV_* on UUID).",
-        labels=["UUID", "node", "gpu", "experiment", "trial", "user", "team"],
-    )
+    # An info metric (`tfplatform_gpu_allocation_info`, always 1): a lookup to join DCGM's
+    # exporter's series with on UUID.
+    info = InfoMetricFamily("tfplatform_gpu_allocation",
+                            "Who holds each GPU now, by its UUID.", labels=["UUID"])
     for gpu in selectors.gpu_holders():
-        info.add_metric([gpu.uuid, gpu.node, str(gpu.index), str(gpu.experiment_id),
-                         str(gpu.trial_id), gpu.user, gpu.team], 1)
+        info.add_metric([gpu.uuid], {
+            "node": gpu.node, "gpu": str(gpu.index), "experiment": str(gpu.experiment_id),
+            "trial": str(gpu.trial_id), "user": gpu.user, "team": gpu.team})
     yield info
 
 

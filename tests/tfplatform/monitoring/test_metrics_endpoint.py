@@ -139,6 +139,21 @@ def test_platform_series_have_the_state_s_labels_and_values(
     assert held[state["gpus"][2].uuid]["experiment"] == str(state["resumed"].pk)
 
 
+def test_openmetrics_is_served_when_asked_for_with_the_wait_as_a_gauge_histogram(
+    client: Client, state: dict
+) -> None:
+    from prometheus_client.openmetrics.parser import (
+        text_string_to_metric_families as openmetrics_families,
+    )
+
+    answer = client.get("/metrics", HTTP_ACCEPT="application/openmetrics-text; version=1.0.0")
+    assert answer["Content-Type"].startswith("application/openmetrics-text")
+    families = {f.name: f for f in openmetrics_families(answer.content.decode())}
+    assert families["tfplatform_admission_wait_seconds"].type == "gaugehistogram"
+    assert families["tfplatform_preemptions"].type == "counter"
+    assert families["tfplatform_gpu_allocation"].type == "info"
+
+
 def test_web_process_metrics_of_django_prometheus_are_served_too(client: Client) -> None:
     client.get("/healthz")
     found = samples(scrape(client))
