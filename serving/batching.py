@@ -21,6 +21,7 @@ import numpy as np
 
 from serving.config import BatchingOptions
 from serving.errors import Code, ServingError, invalid_argument
+from serving.monitoring import ServingMetrics
 from serving.servable import Servable
 
 
@@ -61,6 +62,7 @@ class _Task:
     deadline: float | None
     timeout_ms: int
     future: Future[list[np.ndarray]] = field(default_factory=Future)
+    queued: float = field(default_factory=time.monotonic)
 
 
 @dataclass
@@ -100,6 +102,7 @@ class BatchingRunner:
         self._cond = threading.Condition()
         self._queues: dict[tuple[Any, ...], _Queue] = {}
         self._stopped = False
+        self.metrics: ServingMetrics | None = None  # queueing and batch sizes, when set
         count = options.num_batch_threads or os.cpu_count() or 1
         self._threads = [
             threading.Thread(target=self._work, name=f"batch-{index}", daemon=True)
@@ -265,6 +268,10 @@ class BatchingRunner:
                 for name, array in merged.items()
             }
         timeout_ms = max(task.timeout_ms for task in tasks)
+        if self.metrics is not None:
+            now = time.monotonic()
+            self.metrics.batch(queued_us=[(now - task.queued) * 1e6 for task in tasks],
+                               size=total, padded=padded)
         outputs = queue.servable.run(feeds=merged, fetches=queue.fetches, timeout_ms=timeout_ms)
         for output in outputs:
             if output.ndim == 0:

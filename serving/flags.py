@@ -1,7 +1,7 @@
 """tensorflow_model_server's command line, so scripts written for TF Serving start us unchanged.
 
 Every flag of tensorflow_model_server is accepted; the ones that only tune TF Serving internals
-(thread pools, TPU, TFLite, profiler, SSL, monitoring) are logged and ignored.
+(thread pools, TPU, TFLite, profiler, SSL) are logged and ignored.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from types import FrameType
 from serving.access import access_token_from_env
 from serving.config import BatchingOptions, parse_batching_parameters, single_model_config
 from serving.errors import ServingError
+from serving.monitoring import MonitoringOptions, monitoring_config_read
 from serving.server import ModelServer, ServerOptions
 
 log = logging.getLogger("serving")
@@ -34,9 +35,6 @@ _IGNORED = (
     "platform_config_file",
     "tensorflow_session_config_file",
     "per_process_gpu_memory_fraction",
-    "enable_model_warmup",
-    "num_request_iterations_for_warmup",
-    "monitoring_config_file",
     "remove_unused_fields_from_bundle_metagraph",
     "prefer_tflite_model",
     "num_tflite_pools",
@@ -94,6 +92,9 @@ def parser() -> argparse.ArgumentParser:
     flag("enable_signature_method_name_check", bool)
     flag("grpc_channel_arguments", str, "")
     flag("version", bool)
+    flag("enable_model_warmup", bool, True)
+    flag("num_request_iterations_for_warmup", int, 1)
+    flag("monitoring_config_file", str, "")
     # Not a TF Serving flag (it always binds all interfaces): lets tests stay on loopback.
     flag("host", str, "0.0.0.0")  # noqa: S104
     # Not a TF Serving flag: before any model loads, restrict the server with Landlock to reading
@@ -156,6 +157,9 @@ def options_from_args(args: argparse.Namespace) -> tuple[ServerOptions, ModelSer
             "server_options.enable_batching to true."
         )
     intra, inter = _session_parallelism(args)
+    monitoring = MonitoringOptions()
+    if args.monitoring_config_file:
+        monitoring = monitoring_config_read(Path(args.monitoring_config_file))
     extra = {name: value for name in _IGNORED if (value := getattr(args, name)) is not None}
     for name in extra:
         log.warning("--%s is accepted for compatibility and ignored", name)
@@ -180,6 +184,9 @@ def options_from_args(args: argparse.Namespace) -> tuple[ServerOptions, ModelSer
         inter_op_parallelism=inter,
         grpc_channel_arguments=channel_arguments_parse(args.grpc_channel_arguments),
         access_token=access_token_from_env(),
+        enable_model_warmup=args.enable_model_warmup,
+        num_request_iterations_for_warmup=args.num_request_iterations_for_warmup,
+        monitoring=monitoring,
         extra=extra,
     )
     if args.model_config_file:
@@ -196,7 +203,7 @@ def _confine(args: argparse.Namespace) -> None:
     ports = (args.port, args.rest_api_port)
     if 0 in ports:
         raise ValueError("--confine_read_paths needs both --port and --rest_api_port set.")
-    files = (args.model_config_file, args.batching_parameters_file)
+    files = (args.model_config_file, args.batching_parameters_file, args.monitoring_config_file)
     read = tuple(p for p in args.confine_read_paths.split(",") if p)
     server_confine(read=read + tuple(f for f in files if f), ports=ports)
     log.info("Confined to reading %s", ", ".join(read))

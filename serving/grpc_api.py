@@ -94,6 +94,7 @@ class ModelServicer(model_service_pb2_grpc.ModelServiceServicer):
 def create_grpc_server(
     *, inference: Inference, manager: ModelManager, max_threads: int, access_token: str = "",
     channel_arguments: tuple[tuple[str, str | int], ...] = (),
+    interceptors: tuple[grpc.ServerInterceptor, ...] = (),
 ) -> grpc.Server:
     """`channel_arguments`: --grpc_channel_arguments, over TF Serving's unlimited message size
     (e.g. grpc.max_receive_message_length, which the platform caps)."""
@@ -103,7 +104,9 @@ def create_grpc_server(
     options = dict(_UNLIMITED) | dict(channel_arguments)
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=max_threads), options=list(options.items()),
-        interceptors=[TokenInterceptor(token=access_token)] if access_token else None,
+        # The token first: a refused call is not counted in the metrics (`interceptors`).
+        interceptors=[*([TokenInterceptor(token=access_token)] if access_token else []),
+                      *interceptors],
     )
     prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(
         PredictionServicer(inference), server

@@ -19,6 +19,7 @@ import os
 import re
 import socket
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from aiohttp import web
@@ -40,10 +41,13 @@ _NOT_FOUND = b"<HTML><HEAD><TITLE>404 Not Found</TITLE></HEAD></HTML>"
 
 class RestServer:
     def __init__(self, *, api: RestApi, host: str, port: int, cors: bool = False,
-                 threads: int | None = None, access_token: str = "") -> None:
+                 threads: int | None = None, access_token: str = "",
+                 metrics: tuple[str, Callable[[], bytes]] | None = None) -> None:
+        """`metrics`: (path, exposition) when --monitoring_config_file enables Prometheus."""
         self._api = api
         self._cors = cors
         self._token = access_token
+        self._metrics = metrics
         # Bound now, so a taken port fails here and port 0's choice is known before start().
         self._socket = socket.create_server((host, port), backlog=1024)
         self._pool = ThreadPoolExecutor(max_workers=threads or 4 * (os.cpu_count() or 1),
@@ -101,6 +105,9 @@ class RestServer:
             response = self._reply(400, rjson.error_body("Malformed request body").encode())
             response.force_close()
             return response
+        if self._metrics is not None and path == self._metrics[0] and request.method == "GET":
+            text = await self._loop.run_in_executor(self._pool, self._metrics[1])
+            return self._reply(200, text, "text/plain")
         if not PATH_PREFIX.fullmatch(path):
             return self._reply(404, _NOT_FOUND, "text/html")
         if request.method == "OPTIONS":

@@ -4,6 +4,7 @@ regressor, get_model_metadata_impl and get_model_status_impl, with their error t
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ from serving.batching import BatchingRunner, Runner
 from serving.classify_regress import Classes, classifications, regressions, serialized_examples
 from serving.errors import Code, ServingError, invalid_argument
 from serving.manager import ModelManager
+from serving.monitoring import ServingMetrics, since_us
 from serving.servable import Servable
 
 DEFAULT_SIGNATURE = "serving_default"
@@ -62,6 +64,18 @@ class Inference:
         self.manager = manager
         self.runner = runner
         self.check_method_names = check_method_names  # --enable_signature_method_name_check
+        self.metrics: ServingMetrics | None = None  # runtime latency, when set
+
+    def run_timed(self, *, servable: Servable, api: str, feeds: Mapping[str, np.ndarray],
+                  fetches: Sequence[str], timeout_ms: int) -> list[np.ndarray]:
+        """The runner's run, recorded as TF Serving's runtime latency (batch queueing
+        included: TF Serving times the batching session's Run)."""
+        started = time.perf_counter()
+        results = self.runner.run(servable=servable, feeds=feeds, fetches=fetches,
+                                  timeout_ms=timeout_ms)
+        if self.metrics is not None:
+            self.metrics.runtime(model_name=servable.name, api=api, latency_us=since_us(started))
+        return results
 
     # ---- Predict ----------------------------------------------------------------------
 
@@ -88,16 +102,27 @@ class Inference:
         `executor` where it would block (batching off, rows beyond max_batch_size). A refusal
         (a full batch queue) comes back as the future's exception."""
         runner = self.runner
+        started = time.perf_counter()
         try:
             if isinstance(runner, BatchingRunner) and runner.accepts(plan.feeds):
-                return runner.submit(servable=servable, feeds=plan.feeds, fetches=plan.fetches,
+                done = runner.submit(servable=servable, feeds=plan.feeds, fetches=plan.fetches,
                                      timeout_ms=timeout_ms)
-            return executor.submit(runner.run, servable=servable, feeds=plan.feeds,
-                                   fetches=plan.fetches, timeout_ms=timeout_ms)
+            else:
+                done = executor.submit(runner.run, servable=servable, feeds=plan.feeds,
+                                       fetches=plan.fetches, timeout_ms=timeout_ms)
         except Exception as exc:
             failed: Future[list[np.ndarray]] = Future()
             failed.set_exception(exc)
             return failed
+        metrics = self.metrics
+        if metrics is not None:
+            def record(future: Future[list[np.ndarray]]) -> None:
+                if not future.cancelled() and future.exception() is None:
+                    metrics.runtime(model_name=servable.name, api="Predict",
+                                    latency_us=since_us(started))
+
+            done.add_done_callback(record)
+        return done
 
     def run_predict(
         self,
@@ -113,9 +138,8 @@ class Inference:
             servable=servable, signature_name=signature_name, inputs=inputs,
             output_filter=output_filter,
         )
-        results = self.runner.run(
-            servable=servable, feeds=plan.feeds, fetches=plan.fetches, timeout_ms=timeout_ms
-        )
+        results = self.run_timed(servable=servable, api="Predict", feeds=plan.feeds,
+                                 fetches=plan.fetches, timeout_ms=timeout_ms)
         return plan.signature_name, plan.outputs(results)
 
     def plan_predict(
@@ -241,8 +265,9 @@ class Inference:
                 f'or "scores". Signature was: {_debug(signature)}'
             )
         examples = serialized_examples(request_input)
-        outputs = self.runner.run(
+        outputs = self.run_timed(
             servable=servable,
+            api="Classify",
             feeds={signature.inputs["inputs"].name: examples},
             fetches=[signature.outputs[key].name for key in wanted],
             timeout_ms=timeout_ms,
@@ -266,8 +291,9 @@ class Inference:
                 f"No regression outputs found in SignatureDef: {_debug(signature)}"
             )
         examples = serialized_examples(request_input)
-        (output,) = self.runner.run(
+        (output,) = self.run_timed(
             servable=servable,
+            api="Regress",
             feeds={signature.inputs["inputs"].name: examples},
             fetches=[signature.outputs["outputs"].name],
             timeout_ms=timeout_ms,

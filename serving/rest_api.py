@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from collections.abc import Callable
 from concurrent.futures import Executor, Future
 from contextlib import ExitStack
@@ -19,8 +20,9 @@ from google.protobuf import json_format
 from tensorflow_serving.apis import get_model_metadata_pb2, get_model_status_pb2, model_pb2
 
 from serving import json_request, json_response, rjson
-from serving.errors import ServingError, invalid_argument
+from serving.errors import Code, ServingError, invalid_argument
 from serving.inference import DEFAULT_SIGNATURE, SIGNATURE_DEF_FIELD, Inference, PredictPlan
+from serving.monitoring import ServingMetrics, since_us
 from serving.servable import Servable
 
 log = logging.getLogger(__name__)
@@ -54,18 +56,27 @@ def _model_spec(match: re.Match[str]) -> model_pb2.ModelSpec:
     return spec
 
 
-def _answer(work: Callable[[], bytes], *, method: str, path: str) -> tuple[int, bytes]:
-    """(200, work()) or, when it raises, the error in TF Serving's JSON shape."""
+def _answer(work: Callable[[], bytes], *, method: str, path: str,
+            codes: list[Code] | None = None) -> tuple[int, bytes]:
+    """(200, work()) or, when it raises, the error in TF Serving's JSON shape. `codes` gets
+    the outcome's status code (for the request metrics)."""
+    code = Code.OK
     try:
         return 200, work()
     except ServingError as exc:
+        code = exc.code
         return exc.http_status, rjson.error_body(exc.message).encode("utf-8", "surrogateescape")
     except RecursionError:
         # rapidjson parses any depth; Python's recursion limit is the request's fault here.
+        code = Code.INVALID_ARGUMENT
         return 400, rjson.error_body("JSON value nests too deeply").encode("utf-8")
     except Exception as exc:  # an unexpected failure still answers in TF Serving's shape
+        code = Code.INTERNAL
         log.exception("REST request %s %s failed", method, path)
         return 500, rjson.error_body(f"Internal error: {exc}").encode("utf-8")
+    finally:
+        if codes is not None:
+            codes.append(code)
 
 
 @dataclass
@@ -77,16 +88,34 @@ class PredictCall:
     plan: PredictPlan
     row_format: bool
     release: ExitStack
+    started: float = 0.0  # time.perf_counter() when parsing began
 
 
 class RestApi:
-    def __init__(self, *, inference: Inference, timeout_ms: int = 0) -> None:
+    def __init__(self, *, inference: Inference, timeout_ms: int = 0,
+                 metrics: ServingMetrics | None = None) -> None:
         self._inference = inference
         self._timeout_ms = timeout_ms
+        self._metrics = metrics
 
     def handle(self, *, method: str, path: str, body: bytes) -> tuple[int, bytes]:
         """ProcessRequest: (HTTP status, JSON body) for one request to a /v1/ path."""
-        return _answer(lambda: self._process(method, path, body), method=method, path=path)
+        started, codes = time.perf_counter(), list[Code]()
+        answer = _answer(lambda: self._process(method, path, body), method=method, path=path,
+                         codes=codes)
+        if method == "POST":
+            self._record(path, started, codes)
+        return answer
+
+    def _record(self, path: str, started: float, codes: list[Code]) -> None:
+        """Counts a classify, regress or predict as the gRPC port does, entrypoint REST."""
+        match = _PREDICTION.fullmatch(path)
+        if self._metrics is None or match is None or not codes:
+            return
+        self._metrics.request(
+            model_name=_decode(match.group(1)), api=match.group(4).capitalize(),
+            entrypoint="REST", latency_us=since_us(started), status=codes[0].name,
+        )
 
     # ---- predict without blocking: parse, start, finish ----------------------------------
 
@@ -99,15 +128,18 @@ class RestApi:
             return None
         stack = ExitStack()
         parsed: list[PredictCall] = []
+        started, codes = time.perf_counter(), list[Code]()
 
         def parse() -> bytes:
             parsed.append(self._predict_parse(_model_spec(match), body, stack, path=path))
             return b""
 
-        answer = _answer(parse, method="POST", path=path)
+        answer = _answer(parse, method="POST", path=path, codes=codes)
         if parsed:
+            parsed[0].started = started
             return parsed[0]
         stack.close()
+        self._record(path, started, codes)
         return answer
 
     def predict_start(self, call: PredictCall, *, executor: Executor) -> Future[list[Any]]:
@@ -117,15 +149,17 @@ class RestApi:
 
     def predict_finish(self, call: PredictCall, done: Future[list[Any]]) -> tuple[int, bytes]:
         """The answer once `done` has finished; releases the model version `call` held."""
+        codes = list[Code]()
         try:
             return _answer(
                 lambda: json_response.predict_json(
                     call.plan.outputs(done.result()), row_format=call.row_format
                 ),
-                method="POST", path=call.path,
+                method="POST", path=call.path, codes=codes,
             )
         finally:
             call.release.close()
+            self._record(call.path, call.started, codes)
 
     def _process(self, method: str, path: str, body: bytes) -> bytes:
         malformed = invalid_argument(f"Malformed request: {method} {path}")
@@ -154,9 +188,9 @@ class RestApi:
     def _predict(self, spec: model_pb2.ModelSpec, body: bytes) -> bytes:
         with ExitStack() as stack:
             call = self._predict_parse(spec, body, stack, path="")
-            results = self._inference.runner.run(
-                servable=call.servable, feeds=call.plan.feeds, fetches=call.plan.fetches,
-                timeout_ms=self._timeout_ms,
+            results = self._inference.run_timed(
+                servable=call.servable, api="Predict", feeds=call.plan.feeds,
+                fetches=call.plan.fetches, timeout_ms=self._timeout_ms,
             )
         return json_response.predict_json(call.plan.outputs(results), row_format=call.row_format)
 

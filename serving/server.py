@@ -24,8 +24,10 @@ from serving.grpc_api import create_grpc_server
 from serving.http_server import RestServer
 from serving.inference import Inference
 from serving.manager import ModelManager
+from serving.monitoring import MetricsInterceptor, MonitoringOptions, ServingMetrics
 from serving.rest_api import RestApi
 from serving.servable import DEFAULT_TAGS, Servable, session_config
+from serving.warmup import version_load
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +53,10 @@ class ServerOptions:
     inter_op_parallelism: int = 0
     # --grpc_channel_arguments, e.g. (("grpc.max_receive_message_length", 67108864),)
     grpc_channel_arguments: tuple[tuple[str, str | int], ...] = ()
+    enable_model_warmup: bool = True
+    num_request_iterations_for_warmup: int = 1
+    # --monitoring_config_file
+    monitoring: MonitoringOptions = field(default_factory=MonitoringOptions)
     # Required of every call when set (access.py); TF Serving has none.
     access_token: str = field(default="", repr=False)
     extra: dict[str, str] = field(default_factory=dict)  # accepted, not acted upon
@@ -76,13 +82,15 @@ class ModelServer:
             inter_op_parallelism=options.inter_op_parallelism,
         )
 
+        self.metrics = ServingMetrics()
+        warmup = options.num_request_iterations_for_warmup if options.enable_model_warmup else None
+
         def load(name: str, version: int, path: Path) -> Servable:
-            return Servable(
-                name=name,
-                version=version,
-                path=path,
-                tags=options.saved_model_tags,
-                session_config=sessions,
+            return version_load(
+                load=lambda: Servable(name=name, version=version, path=path,
+                                      tags=options.saved_model_tags, session_config=sessions),
+                path=path, inference=self.inference, metrics=self.metrics,
+                warmup_iterations=warmup,
             )
 
         self.manager = ModelManager(
@@ -99,6 +107,9 @@ class ModelServer:
             runner=runner,
             check_method_names=options.enable_signature_method_name_check,
         )
+        self.inference.metrics = self.metrics
+        if isinstance(runner, BatchingRunner):
+            runner.metrics = self.metrics
         self._grpc: grpc.Server | None = None
         self._rest: RestServer | None = None
         self._grpc_port = 0
@@ -116,13 +127,17 @@ class ModelServer:
         self.manager.start_polling(interval_seconds=self.options.file_system_poll_wait_seconds)
         self._start_grpc()
         if self.options.rest_api_port is not None:
-            api = RestApi(inference=self.inference, timeout_ms=self.options.rest_api_timeout_in_ms)
+            api = RestApi(inference=self.inference, timeout_ms=self.options.rest_api_timeout_in_ms,
+                          metrics=self.metrics)
+            monitoring = self.options.monitoring
             self._rest = RestServer(
                 api=api,
                 host=self.options.host,
                 port=self.options.rest_api_port,
                 cors=self.options.rest_api_enable_cors_support,
                 access_token=self.options.access_token,
+                metrics=(monitoring.path, self.metrics.exposition)
+                if monitoring.prometheus else None,
             )
             self._rest.start()
             log.info("Exporting HTTP/REST API at:%s:%d ...", self.options.host, self.rest_port)
@@ -141,6 +156,7 @@ class ModelServer:
             max_threads=self.options.grpc_max_threads,
             access_token=self.options.access_token,
             channel_arguments=self.options.grpc_channel_arguments,
+            interceptors=(MetricsInterceptor(metrics=self.metrics),),
         )
         if self.options.grpc_port is not None:
             address = f"{self.options.host}:{self.options.grpc_port}"
