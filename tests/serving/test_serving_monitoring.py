@@ -21,7 +21,7 @@ from serving.monitoring import DEFAULT_PATH, MonitoringOptions, monitoring_confi
 from serving.server import ModelServer
 from serving.tensors import to_proto
 
-TOKEN = "metrics-token"  # noqa: S105 - a test value
+TOKEN = "metrics-token"
 AUTH = {"authorization": f"Bearer {TOKEN}"}
 
 
