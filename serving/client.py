@@ -296,6 +296,14 @@ class ModelServerClient:
             raise ModelServerError(code="UNAVAILABLE", message=str(exc)) from exc
         return response.status_code, response.content
 
+    def metrics(self, *, path: str, timeout: float = 5.0) -> str:
+        """The server's Prometheus text at `path` (its --monitoring_config_file's path)."""
+        status, body = self._request("GET", path, None, timeout)
+        if status != 200:
+            raise ModelServerError(code="UNAVAILABLE", http_status=status,
+                                   message=f"GET {path} answered {status}")
+        return body.decode("utf-8", "replace")
+
     # ---- gRPC inference -----------------------------------------------------------------
 
     def _stub(self, kind: str) -> Any:

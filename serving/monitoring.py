@@ -77,6 +77,14 @@ def monitoring_config_parse(text: str) -> MonitoringOptions:
     return MonitoringOptions(prometheus=prometheus.enable, path=path)
 
 
+def monitoring_config_text(options: MonitoringOptions) -> str:
+    """The MonitoringConfig text a --monitoring_config_file holds for these options."""
+    config = _config_class()()
+    config.prometheus_config.enable = options.prometheus
+    config.prometheus_config.path = options.path
+    return str(text_format.MessageToString(config))
+
+
 def monitoring_config_read(path: Path) -> MonitoringOptions:
     return monitoring_config_parse(path.read_text())
 

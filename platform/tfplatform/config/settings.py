@@ -363,6 +363,13 @@ PLATFORM = {
     "TF_SERVING_GRPC_MAX_MESSAGE_BYTES": env.int("TF_SERVING_GRPC_MAX_MESSAGE_BYTES",
                                                  default=64 * 2**20),
     "TF_SERVING_REST": env.str("TF_SERVING_REST", default="http://127.0.0.1:8501"),
+    # Where the model server serves its Prometheus metrics on the REST port (the embedded one
+    # is started with a --monitoring_config_file naming it); the scheduler scrapes it every
+    # SERVING_HEALTH_SAMPLE_SECONDS for the models page's serving health. Empty: neither.
+    "TF_SERVING_METRICS_PATH": env.str("TF_SERVING_METRICS_PATH",
+                                       default="/monitoring/prometheus/metrics"),
+    "SERVING_HEALTH_SAMPLE_SECONDS": env.float("PLATFORM_SERVING_HEALTH_SAMPLE_SECONDS",
+                                               default=15.0),
     # What one user's uploads and model versions may take on disk (0: no limit; staff: none).
     "USER_STORAGE_QUOTA_MB": env.int("PLATFORM_USER_STORAGE_QUOTA_MB", default=20 * 1024),
     # Versions of a model kept loaded besides its labelled ones; older ones are unloaded.

@@ -96,6 +96,7 @@ api_v1 = [
     ),
     path("models/<str:name>/", models_api.ModelDetailApi.as_view(), name="api-model"),
     path("models/<str:name>/labels/", models_api.ModelLabelApi.as_view(), name="api-model-labels"),
+    path("models/<str:name>/health/", models_api.ModelHealthApi.as_view(), name="api-model-health"),
     path(
         "models/<str:name>/labels/<str:label>/",
         models_api.ModelLabelDeleteApi.as_view(),

@@ -1,3 +1,4 @@
+from dataclasses import asdict
 from typing import Any
 
 from django.conf import settings
@@ -130,6 +131,37 @@ class ModelDetailApi(APIView):
         serializer.is_valid(raise_exception=True)
         model = services.model_settings_update(model=model, **serializer.validated_data)
         return Response(RegisteredModelSerializer(model).data)
+
+
+class HealthSerializer(serializers.Serializer):
+    window_seconds = serializers.FloatField()
+    requests = serializers.FloatField()
+    failed = serializers.FloatField(help_text="Requests that did not succeed.")
+    request_rate = serializers.FloatField(help_text="Requests per second.")
+    error_rate = serializers.FloatField(allow_null=True, help_text="Failed share, 0..1.")
+    p50_ms = serializers.FloatField(allow_null=True)
+    p99_ms = serializers.FloatField(allow_null=True)
+
+
+class ModelHealthSerializer(serializers.Serializer):
+    model = serializers.CharField()
+    granularity = serializers.CharField()
+    health = HealthSerializer(allow_null=True)
+
+
+class ModelHealthApi(APIView):
+    """Serving health over the last hour, from the model server's own metrics: per model
+    (TF Serving's request metrics carry the model name, not the version); `health` is null
+    until two scrapes reported the model."""
+
+    @extend_schema(responses=ModelHealthSerializer)
+    def get(self, request: Request, name: str) -> Response:
+        model = selectors.model_get(user=request.user, name=name)
+        health = selectors.model_serving_health(model=model)
+        return Response(ModelHealthSerializer({
+            "model": model.name, "granularity": "model",
+            "health": asdict(health) if health is not None else None,
+        }).data)
 
 
 class LabelSerializer(StrictInputSerializer):

@@ -85,3 +85,27 @@ class ModelLabel(models.Model):
 
     def __str__(self) -> str:
         return f"{self.model.name}@{self.label}"
+
+
+class ServingSample(models.Model):
+    """The model server's own cumulative request metrics for one model at one scrape
+    (TF Serving's request_count and request_latency, which are per model name, not per
+    version). Rates and quantiles come from the differences between samples."""
+
+    model = models.ForeignKey(
+        RegisteredModel, on_delete=models.CASCADE, related_name="serving_samples"
+    )
+    # Not auto_now_add: pruning and tests set the time explicitly.
+    recorded_at = models.DateTimeField(db_index=True)
+    requests_ok = models.FloatField(default=0)
+    requests_failed = models.FloatField(default=0)
+    # Cumulative request_latency bucket counts of succeeded requests, {"<le µs>": count},
+    # summed over API and entrypoint.
+    latency_buckets = models.JSONField(default=dict)
+
+    class Meta:
+        ordering = ["recorded_at", "id"]
+        indexes = [models.Index(fields=["model", "recorded_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.model.name}@{self.recorded_at:%Y-%m-%d %H:%M:%S}"

@@ -1,16 +1,24 @@
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 
 from cachetools import TTLCache
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
 from django.db.models import Q, QuerySet, Sum
+from django.utils import timezone
 
 from tfplatform.accounts.models import User
 from tfplatform.accounts.visibility import visible_to
 from tfplatform.core.errors import Forbidden, NotFound
-from tfplatform.modelregistry.models import ModelLabel, ModelVersion, RegisteredModel
+from tfplatform.modelregistry.health import Counts, Health, health_compute
+from tfplatform.modelregistry.models import (
+    ModelLabel,
+    ModelVersion,
+    RegisteredModel,
+    ServingSample,
+)
 
 
 def model_list(*, user: User | AnonymousUser) -> QuerySet[RegisteredModel]:
@@ -113,3 +121,21 @@ def version_bytes_of(*, user: User) -> int:
     """What the user's published model versions take on disk."""
     total = ModelVersion.objects.filter(model__owner=user).aggregate(n=Sum("size_bytes"))["n"]
     return int(total or 0)
+
+
+HEALTH_WINDOW = timedelta(hours=1)
+
+
+def model_serving_health(*, model: RegisteredModel) -> Health | None:
+    """Request rate, error rate and latency quantiles over the last hour of scrapes; None
+    until two scrapes in that hour reported the model."""
+    since = timezone.now() - HEALTH_WINDOW
+    samples = ServingSample.objects.filter(model=model, recorded_at__gte=since).order_by(
+        "recorded_at", "id")
+    return health_compute([
+        (sample.recorded_at, Counts(
+            ok=sample.requests_ok, failed=sample.requests_failed,
+            buckets=tuple(sample.latency_buckets.items()),
+        ))
+        for sample in samples
+    ])

@@ -7,6 +7,7 @@ from django.conf import settings
 from google.protobuf import text_format
 
 from serving.client import ModelEntry, ModelServerClient, model_server_config
+from serving.monitoring import MonitoringOptions, monitoring_config_text
 
 LOAD_TIMEOUT_SECONDS = 120.0
 
@@ -30,3 +31,11 @@ def model_config_write(*, entries: list[ModelEntry], path: Path) -> None:
     staging.write_text(text or "model_config_list {\n}\n")
     staging.replace(path)
 
+
+
+def monitoring_config_write(*, path: Path, metrics_path: str) -> None:
+    """The embedded server's --monitoring_config_file: Prometheus on at `metrics_path`."""
+    options = MonitoringOptions(prometheus=True, path=metrics_path)
+    staging = path.with_suffix(".tmp")
+    staging.write_text(monitoring_config_text(options))
+    staging.replace(path)

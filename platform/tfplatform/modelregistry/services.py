@@ -41,7 +41,13 @@ from tfplatform.core.errors import (
 from tfplatform.experiments.models import Experiment
 from tfplatform.experiments.services.execution import experiment_work_dir
 from tfplatform.modelregistry.dispatch import version_load_on_commit
-from tfplatform.modelregistry.models import ModelLabel, ModelVersion, RegisteredModel
+from tfplatform.modelregistry.health import scrape_parse
+from tfplatform.modelregistry.models import (
+    ModelLabel,
+    ModelVersion,
+    RegisteredModel,
+    ServingSample,
+)
 from tfplatform.modelregistry.selectors import model_route_cache_clear
 from tfplatform.modelregistry.server import (
     LOAD_TIMEOUT_SECONDS,
@@ -425,3 +431,29 @@ def model_version_undeploy(*, version: ModelVersion) -> ModelVersion:
     ModelVersion.objects.filter(pk=version.pk).update(size_bytes=0)
     version.refresh_from_db()
     return version
+
+
+# Health shows the last hour; a day of samples lets a restart or a gap be seen around it.
+SERVING_SAMPLES_KEEP = timedelta(days=1)
+
+
+def serving_health_record() -> int:
+    """Scrape the model server's Prometheus endpoint once: a ServingSample for each registered
+    model it reports, and forget samples older than SERVING_SAMPLES_KEEP. Returns the samples
+    stored; raises ModelServerError when the server does not answer."""
+    path = settings.PLATFORM["TF_SERVING_METRICS_PATH"]
+    if not path:
+        return 0
+    counts = scrape_parse(model_server_client().metrics(path=path))
+    now = timezone.now()
+    samples = [
+        ServingSample(
+            model=model, recorded_at=now, requests_ok=counts[model.name].ok,
+            requests_failed=counts[model.name].failed,
+            latency_buckets=dict(counts[model.name].buckets),
+        )
+        for model in RegisteredModel.objects.filter(name__in=list(counts))
+    ]
+    ServingSample.objects.bulk_create(samples)
+    ServingSample.objects.filter(recorded_at__lt=now - SERVING_SAMPLES_KEEP).delete()
+    return len(samples)

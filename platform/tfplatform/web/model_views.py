@@ -1,6 +1,9 @@
 """Model pages: the registry's list, a model's versions and labels, its actions and its
 "try it" box."""
 
+from dataclasses import asdict
+from typing import Any
+
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -12,6 +15,7 @@ from tfplatform.core.errors import InvalidInput, PayloadTooLarge, PlatformError
 from tfplatform.core.throttling import ScopedWindowRateThrottle
 from tfplatform.modelregistry import selectors as model_selectors
 from tfplatform.modelregistry import services as model_services
+from tfplatform.modelregistry.health import Health
 from tfplatform.modelregistry.inference import inference_predict
 from tfplatform.modelregistry.models import ModelLabel
 
@@ -37,8 +41,18 @@ def model_detail_page(request: HttpRequest, name: str) -> HttpResponse:
         "can_change": model_services.model_can_change(user=request.user, model=model),  # type: ignore[arg-type]
         "loading": model_selectors.model_loading(model=model),
         "signature_version": model_selectors.model_signature_version(model=model),
+        "health": _health_view(model_selectors.model_serving_health(model=model)),
+        "health_sample_seconds": settings.PLATFORM["SERVING_HEALTH_SAMPLE_SECONDS"],
     }
     return render(request, "models/detail.html", context)
+
+
+def _health_view(health: Health | None) -> dict[str, Any] | None:
+    if health is None:
+        return None
+    error_percent = health.error_rate * 100 if health.error_rate is not None else None
+    return {**asdict(health), "window_minutes": health.window_seconds / 60,
+            "error_percent": error_percent}
 
 
 @login_required

@@ -8,6 +8,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 
 from serving.access import TOKEN_ENV
+from tfplatform.modelregistry.server import monitoring_config_write
 from tfplatform.modelregistry.services import model_config_ensure
 
 
@@ -33,7 +34,9 @@ def serve_models_env() -> dict[str, str]:
 
 
 def serve_models_argv(*, config: Path) -> list[str]:
-    """The embedded server's command line, from the platform's settings."""
+    """The embedded server's command line, from the platform's settings. Writes its monitoring
+    config beside `config`: Prometheus on at TF_SERVING_METRICS_PATH, which the scheduler
+    scrapes (with the access token, which the endpoint requires like every other path)."""
     grpc_port = settings.PLATFORM["TF_SERVING_GRPC"].rsplit(":", 1)[1]
     rest_port = urlparse(settings.PLATFORM["TF_SERVING_REST"]).port or 8501
     max_message = settings.PLATFORM["TF_SERVING_GRPC_MAX_MESSAGE_BYTES"]
@@ -54,6 +57,11 @@ def serve_models_argv(*, config: Path) -> list[str]:
     if settings.PLATFORM["MODEL_SERVER_CONFINE"]:
         # A model is a program: it gets the models, never var/ (database, secret key, uploads).
         argv.append(f"--confine_read_paths={settings.PLATFORM['MODEL_BASE_PATH']}")
+    metrics_path = settings.PLATFORM["TF_SERVING_METRICS_PATH"]
+    if metrics_path:
+        monitoring = config.with_name("monitoring.config")
+        monitoring_config_write(path=monitoring, metrics_path=metrics_path)
+        argv.append(f"--monitoring_config_file={monitoring}")
     batching = settings.PLATFORM["TF_SERVING_BATCHING_PARAMETERS_FILE"]
     if batching:
         argv.append(f"--batching_parameters_file={batching}")

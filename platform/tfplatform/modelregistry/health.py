@@ -1,0 +1,114 @@
+"""Serving health from the model server's Prometheus endpoint: parsing a scrape into
+cumulative counts per model, and rates and quantiles from the differences between scrapes
+(as Prometheus' rate() and histogram_quantile() compute them, counter resets included)."""
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from prometheus_client.parser import text_string_to_metric_families
+
+REQUEST_COUNT = ":tensorflow:serving:request_count"
+REQUEST_LATENCY = ":tensorflow:serving:request_latency"
+
+
+@dataclass(frozen=True)
+class Counts:
+    """One model's cumulative counts at one scrape."""
+
+    ok: float = 0.0
+    failed: float = 0.0
+    buckets: tuple[tuple[str, float], ...] = ()  # (le, cumulative count), in bound order
+
+
+@dataclass(frozen=True)
+class Health:
+    window_seconds: float
+    requests: float
+    failed: float  # requests that did not succeed
+    request_rate: float  # per second
+    error_rate: float | None  # the failed share of requests; None without requests
+    p50_ms: float | None  # of succeeded requests (TF Serving times only those)
+    p99_ms: float | None
+
+
+def _le(bound: str) -> float:
+    return math.inf if bound == "+Inf" else float(bound)
+
+
+def scrape_parse(text: str) -> dict[str, Counts]:
+    """{model name: its counts} from the exposition text."""
+    ok: dict[str, float] = {}
+    failed: dict[str, float] = {}
+    buckets: dict[str, dict[str, float]] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            model = sample.labels.get("model_name")
+            if model is None:
+                continue
+            if family.name == REQUEST_COUNT:
+                target = ok if sample.labels.get("status") == "OK" else failed
+                target[model] = target.get(model, 0.0) + sample.value
+            elif family.name == REQUEST_LATENCY and sample.name.endswith("_bucket"):
+                per_model = buckets.setdefault(model, {})
+                bound = sample.labels["le"]
+                per_model[bound] = per_model.get(bound, 0.0) + sample.value
+    return {
+        model: Counts(
+            ok=ok.get(model, 0.0), failed=failed.get(model, 0.0),
+            buckets=tuple(sorted(buckets.get(model, {}).items(), key=lambda b: _le(b[0]))),
+        )
+        for model in set(ok) | set(failed) | set(buckets)
+    }
+
+
+def _increase(values: Sequence[float]) -> float:
+    """A counter's increase over a series: a drop means the server restarted from zero."""
+    total = 0.0
+    for before, after in itertools.pairwise(values):
+        total += after - before if after >= before else after
+    return total
+
+
+def quantile(q: float, buckets: Sequence[tuple[float, float]]) -> float | None:
+    """histogram_quantile over (upper bound, cumulative count) pairs, interpolating linearly
+    within a bucket; None without observations."""
+    if not buckets or buckets[-1][1] <= 0:
+        return None
+    rank = q * buckets[-1][1]
+    lower, below = 0.0, 0.0
+    for bound, count in buckets:
+        if count >= rank:
+            if math.isinf(bound):
+                return lower  # the overflow bucket: its lower edge is all that is known
+            inside = count - below
+            return lower + (bound - lower) * ((rank - below) / inside if inside else 1.0)
+        lower, below = bound, count
+    return lower
+
+
+def health_compute(samples: Sequence[tuple[datetime, Counts]]) -> Health | None:
+    """Health over consecutive samples (oldest first); None with fewer than two."""
+    if len(samples) < 2:
+        return None
+    seconds = (samples[-1][0] - samples[0][0]).total_seconds()
+    ok = _increase([counts.ok for _, counts in samples])
+    failed = _increase([counts.failed for _, counts in samples])
+    bounds = sorted({le for _, counts in samples for le, _ in counts.buckets}, key=_le)
+    increases = []
+    for bound in bounds:
+        series = [dict(counts.buckets).get(bound, 0.0) for _, counts in samples]
+        increases.append((_le(bound), _increase(series)))
+    requests = ok + failed
+    p50, p99 = quantile(0.5, increases), quantile(0.99, increases)
+    return Health(
+        window_seconds=seconds,
+        requests=requests,
+        failed=failed,
+        request_rate=requests / seconds if seconds > 0 else 0.0,
+        error_rate=failed / requests if requests else None,
+        p50_ms=p50 / 1000 if p50 is not None else None,
+        p99_ms=p99 / 1000 if p99 is not None else None,
+    )
