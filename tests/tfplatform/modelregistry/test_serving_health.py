@@ -1,0 +1,90 @@
+"""Serving health: the scheduler's pass scrapes the real model server's Prometheus endpoint
+and the model page and API show request rate, error rate and latency after known traffic."""
+
+from typing import Any
+
+import numpy as np
+import pytest
+from django.test import Client
+from django.urls import reverse
+
+from serving.client import ModelServerError
+from tests.factories import UserFactory
+from tests.tfplatform.modelregistry.conftest import api, predict, register
+from tfplatform.experiments.signals import scheduler_passed
+from tfplatform.modelregistry.models import ServingSample
+from tfplatform.modelregistry.server import model_server_client
+from tfplatform.modelregistry.services import serving_health_record
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def scheduler_pass() -> None:
+    """What the scheduler loop sends after each pass; a receiver's error would be returned."""
+    for _, result in scheduler_passed.send_robust(sender=None):
+        assert not isinstance(result, Exception), result
+
+
+def test_health_after_known_traffic(model_server: dict[str, Any], settings: Any) -> None:
+    settings.PLATFORM = {**settings.PLATFORM, "SERVING_HEALTH_SAMPLE_SECONDS": 0.0}
+    owner_user = UserFactory()
+    owner = api(owner_user)
+    register(owner, "health-a")
+    url = "/api/v1/models/health-a:predict"
+    assert predict(owner, url, {"instances": [1.0]}).status_code == 200
+    scheduler_pass()  # the first sample: the model's counts so far
+    assert ServingSample.objects.filter(model__name="health-a").count() == 1
+
+    ok, failing = 4, 2
+    for value in range(ok):
+        assert predict(owner, url, {"instances": [float(value)]}).status_code == 200
+    server = model_server_client()
+    for _ in range(failing):
+        with pytest.raises(ModelServerError) as refused:
+            server.predict(name="health-a", inputs={"nope": np.array([1.0], np.float32)})
+        assert refused.value.code == "INVALID_ARGUMENT"
+    scheduler_pass()
+
+    answer = owner.get("/api/v1/models/health-a/health/")
+    assert answer.status_code == 200, answer.content
+    body = answer.json()
+    assert body["model"] == "health-a" and body["granularity"] == "model"
+    health = body["health"]
+    assert health["requests"] == ok + failing
+    assert health["failed"] == failing
+    assert health["error_rate"] == pytest.approx(failing / (ok + failing))
+    assert health["request_rate"] == pytest.approx((ok + failing) / health["window_seconds"])
+    assert 0 < health["p50_ms"] <= health["p99_ms"] < 60_000
+
+    browser = Client()
+    browser.force_login(owner_user)
+    page = browser.get(reverse("model-detail", args=["health-a"]))
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert 'id="serving-health"' in html
+    assert "33.3 %" in html  # 2 of 6 failed
+    assert f"({ok + failing} in" in html
+    assert "ms</dd>" in html
+
+    stranger = UserFactory()
+    assert api(stranger).get("/api/v1/models/health-a/health/").status_code == 404
+    other = Client()
+    other.force_login(stranger)
+    assert other.get(reverse("model-detail", args=["health-a"])).status_code == 404
+
+
+def test_health_waits_for_two_samples(model_server: dict[str, Any]) -> None:
+    owner = api(UserFactory())
+    register(owner, "health-b")
+    answer = owner.get("/api/v1/models/health-b/health/")
+    assert answer.status_code == 200
+    assert answer.json()["health"] is None
+
+
+def test_an_unreachable_model_server_does_not_break_the_scheduler_pass(settings: Any) -> None:
+    settings.PLATFORM = {**settings.PLATFORM, "SERVING_HEALTH_SAMPLE_SECONDS": 0.0,
+                         "TF_SERVING_REST": "http://127.0.0.1:9"}
+    with pytest.raises(ModelServerError):
+        serving_health_record()
+    scheduler_pass()  # the receiver logs it and the pass goes on
+    assert not ServingSample.objects.exists()

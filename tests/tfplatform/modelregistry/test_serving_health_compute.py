@@ -1,0 +1,63 @@
+"""Rates and quantiles from cumulative scrapes, as Prometheus computes them."""
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from tfplatform.modelregistry.health import Counts, health_compute, quantile, scrape_parse
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+TEXT = """# TYPE :tensorflow:serving:request_count counter
+:tensorflow:serving:request_count{model_name="m",status="OK"} 10
+:tensorflow:serving:request_count{model_name="m",status="INVALID_ARGUMENT"} 2
+:tensorflow:serving:request_count{model_name="m",status="NOT_FOUND"} 1
+# TYPE :tensorflow:serving:request_latency histogram
+:tensorflow:serving:request_latency_bucket{API="Predict",entrypoint="GRPC",model_name="m",le="10"} 1
+:tensorflow:serving:request_latency_bucket{API="Predict",entrypoint="GRPC",model_name="m",le="18"} 4
+:tensorflow:serving:request_latency_bucket{API="Predict",entrypoint="GRPC",model_name="m",le="+Inf"} 4
+:tensorflow:serving:request_latency_count{API="Predict",entrypoint="GRPC",model_name="m"} 4
+:tensorflow:serving:request_latency_sum{API="Predict",entrypoint="GRPC",model_name="m"} 50
+:tensorflow:serving:request_latency_bucket{API="Predict",entrypoint="REST",model_name="m",le="10"} 0
+:tensorflow:serving:request_latency_bucket{API="Predict",entrypoint="REST",model_name="m",le="18"} 6
+:tensorflow:serving:request_latency_bucket{API="Predict",entrypoint="REST",model_name="m",le="+Inf"} 6
+"""
+
+
+def test_scrape_sums_statuses_and_entrypoints() -> None:
+    counts = scrape_parse(TEXT)["m"]
+    assert (counts.ok, counts.failed) == (10, 3)
+    assert counts.buckets == (("10", 1), ("18", 10), ("+Inf", 10))
+
+
+def test_rates_and_quantiles_from_deltas() -> None:
+    before = Counts(ok=100, failed=5, buckets=(("10", 50), ("20", 100), ("+Inf", 100)))
+    after = Counts(ok=190, failed=15, buckets=(("10", 50), ("20", 140), ("+Inf", 190)))
+    health = health_compute([(T0, before), (T0 + timedelta(seconds=50), after)])
+    assert health is not None
+    assert (health.requests, health.failed) == (100, 10)
+    assert health.request_rate == pytest.approx(2.0)
+    assert health.error_rate == pytest.approx(0.1)
+    # 90 new observations: 40 in (10, 20], 50 above 20 µs; the median is the 45th, above 20.
+    assert health.p50_ms == pytest.approx(0.020)
+    assert health.p99_ms == pytest.approx(0.020)
+
+
+def test_a_restart_counts_from_zero() -> None:
+    samples = [
+        (T0, Counts(ok=50, buckets=(("10", 50), ("+Inf", 50)))),
+        (T0 + timedelta(seconds=10), Counts(ok=60, buckets=(("10", 60), ("+Inf", 60)))),
+        (T0 + timedelta(seconds=20), Counts(ok=5, buckets=(("10", 5), ("+Inf", 5)))),
+    ]
+    health = health_compute(samples)
+    assert health is not None
+    assert health.requests == 15
+    assert health.error_rate == 0
+    assert health.p50_ms == pytest.approx(0.005)  # interpolated in the first bucket
+
+
+def test_quantile_interpolates_within_a_bucket() -> None:
+    assert quantile(0.5, [(10.0, 0.0), (20.0, 10.0), (float("inf"), 10.0)]) == 15.0
+    assert quantile(0.5, []) is None
+    assert quantile(0.5, [(10.0, 0.0), (float("inf"), 0.0)]) is None
+    assert health_compute([(T0, Counts())]) is None
