@@ -1,7 +1,12 @@
 from django.contrib import admin
 from django.http import HttpRequest
 
-from tfplatform.modelregistry.models import ModelLabel, ModelVersion, RegisteredModel
+from tfplatform.modelregistry.models import (
+    ModelLabel,
+    ModelVersion,
+    RegisteredModel,
+    ServingSample,
+)
 
 
 class ModelVersionInline(admin.TabularInline):
@@ -37,3 +42,17 @@ class ModelVersionAdmin(admin.ModelAdmin):
 @admin.register(ModelLabel)
 class ModelLabelAdmin(admin.ModelAdmin):
     list_display = ("model", "label", "version", "updated_at")
+
+
+@admin.register(ServingSample)
+class ServingSampleAdmin(admin.ModelAdmin):
+    """Scrapes of the model server written by the scheduler: browsable, never edited."""
+
+    list_display = ("recorded_at", "model", "requests_ok", "requests_failed")
+    list_filter = ("model",)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: object | None = None) -> bool:
+        return False

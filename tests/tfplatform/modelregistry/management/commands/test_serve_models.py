@@ -41,3 +41,19 @@ def test_batching_file_and_session_threads_reach_the_server(
     assert options.batching is not None
     assert (options.batching.max_batch_size, options.batching.num_batch_threads) == (8, 3)
     assert (options.intra_op_parallelism, options.inter_op_parallelism) == (1, -1)
+
+
+def test_monitoring_and_warmup_are_on_by_default(settings: Any, tmp_path: Path) -> None:
+    _platform(settings, TF_SERVING_METRICS_PATH="/monitoring/prometheus/metrics")
+    options = _options(serve_models_argv(config=tmp_path / "models.config"))
+    assert options.monitoring.prometheus
+    assert options.monitoring.path == "/monitoring/prometheus/metrics"
+    assert options.enable_model_warmup  # TF Serving's default, kept
+    assert (tmp_path / "monitoring.config").is_file()
+
+
+def test_no_metrics_path_no_monitoring(settings: Any, tmp_path: Path) -> None:
+    _platform(settings, TF_SERVING_METRICS_PATH="")
+    argv = serve_models_argv(config=tmp_path / "models.config")
+    assert not any(flag.startswith("--monitoring_config_file") for flag in argv)
+    assert not _options(argv).monitoring.prometheus
