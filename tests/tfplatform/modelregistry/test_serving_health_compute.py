@@ -8,19 +8,20 @@ from tfplatform.modelregistry.health import Counts, health_compute, quantile, sc
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
-TEXT = """# TYPE :tensorflow:serving:request_count counter
-:tensorflow:serving:request_count{model_name="m",status="OK"} 10
-:tensorflow:serving:request_count{model_name="m",status="INVALID_ARGUMENT"} 2
-:tensorflow:serving:request_count{model_name="m",status="NOT_FOUND"} 1
+L = ":tensorflow:serving:request_latency"
+TEXT = f"""# TYPE :tensorflow:serving:request_count counter
+:tensorflow:serving:request_count{{model_name="m",status="OK"}} 10
+:tensorflow:serving:request_count{{model_name="m",status="INVALID_ARGUMENT"}} 2
+:tensorflow:serving:request_count{{model_name="m",status="NOT_FOUND"}} 1
 # TYPE :tensorflow:serving:request_latency histogram
-:tensorflow:serving:request_latency_bucket{API="Predict",entrypoint="GRPC",model_name="m",le="10"} 1
-:tensorflow:serving:request_latency_bucket{API="Predict",entrypoint="GRPC",model_name="m",le="18"} 4
-:tensorflow:serving:request_latency_bucket{API="Predict",entrypoint="GRPC",model_name="m",le="+Inf"} 4
-:tensorflow:serving:request_latency_count{API="Predict",entrypoint="GRPC",model_name="m"} 4
-:tensorflow:serving:request_latency_sum{API="Predict",entrypoint="GRPC",model_name="m"} 50
-:tensorflow:serving:request_latency_bucket{API="Predict",entrypoint="REST",model_name="m",le="10"} 0
-:tensorflow:serving:request_latency_bucket{API="Predict",entrypoint="REST",model_name="m",le="18"} 6
-:tensorflow:serving:request_latency_bucket{API="Predict",entrypoint="REST",model_name="m",le="+Inf"} 6
+{L}_bucket{{API="Classify",entrypoint="GRPC",model_name="m",le="10"}} 1
+{L}_bucket{{API="Classify",entrypoint="GRPC",model_name="m",le="18"}} 4
+{L}_bucket{{API="Classify",entrypoint="GRPC",le="+Inf",model_name="m"}} 4
+{L}_count{{API="Classify",entrypoint="GRPC",model_name="m"}} 4
+{L}_sum{{API="Classify",entrypoint="GRPC",model_name="m"}} 50
+{L}_bucket{{API="Classify",entrypoint="REST",model_name="m",le="10"}} 0
+{L}_bucket{{API="Classify",entrypoint="REST",model_name="m",le="18"}} 6
+{L}_bucket{{API="Classify",entrypoint="REST",model_name="m",le="+Inf"}} 6
 """
 
 
