@@ -26,7 +26,7 @@ CONTENT_TYPE = "text/plain"
 THREAD_POOL = "batch_threads"  # BatchingParameters.thread_pool_name's default
 RUNTIME = "TF1"  # a SavedModel run in a Session, as TF Serving labels it
 _PREDICTION_SERVICE = "/tensorflow.serving.PredictionService"
-_APIS = ("Predict", "Classify", "Regress", "MultiInference")
+_APIS = ("Predict", "Classify", "Regress")  # the calls prediction_service_impl.cc counts
 
 
 def _exponential(scale: float, growth: float, count: int) -> tuple[float, ...]:
@@ -277,6 +277,4 @@ class MetricsInterceptor(grpc.ServerInterceptor):
 
 
 def _model_name(request: Any) -> str:
-    if request.DESCRIPTOR.name == "MultiInferenceRequest":
-        return str(request.tasks[0].model_spec.name) if request.tasks else ""
     return str(request.model_spec.name)

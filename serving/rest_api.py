@@ -103,19 +103,21 @@ class RestApi:
         started, codes = time.perf_counter(), list[Code]()
         answer = _answer(lambda: self._process(method, path, body), method=method, path=path,
                          codes=codes)
-        if method == "POST":
-            self._record(path, started, codes)
+        self._record(method, path, started, codes)
         return answer
 
-    def _record(self, path: str, started: float, codes: list[Code]) -> None:
-        """Counts a classify, regress or predict as the gRPC port does, entrypoint REST."""
-        match = _PREDICTION.fullmatch(path)
-        if self._metrics is None or match is None or not codes:
+    def _record(self, method: str, path: str, started: float, codes: list[Code]) -> None:
+        """Every /v1/ request counted as TF Serving's http_server.cc counts it: the model name
+        and verb (`predict`, as in the URL; empty for GETs) its path parsed to, if any."""
+        if self._metrics is None or not codes:
             return
-        self._metrics.request(
-            model_name=_decode(match.group(1)), api=match.group(4).capitalize(),
-            entrypoint="REST", latency_us=since_us(started), status=codes[0].name,
-        )
+        name, api = "", ""
+        if method == "POST" and (match := _PREDICTION.fullmatch(path)):
+            name, api = _decode(match.group(1)), match.group(4)
+        elif method == "GET" and (match := _MODEL_STATUS.fullmatch(path)) and match.group(1):
+            name = _decode(match.group(1))
+        self._metrics.request(model_name=name, api=api, entrypoint="REST",
+                              latency_us=since_us(started), status=codes[0].name)
 
     # ---- predict without blocking: parse, start, finish ----------------------------------
 
@@ -139,7 +141,7 @@ class RestApi:
             parsed[0].started = started
             return parsed[0]
         stack.close()
-        self._record(path, started, codes)
+        self._record("POST", path, started, codes)
         return answer
 
     def predict_start(self, call: PredictCall, *, executor: Executor) -> Future[list[Any]]:
@@ -159,7 +161,7 @@ class RestApi:
             )
         finally:
             call.release.close()
-            self._record(call.path, call.started, codes)
+            self._record("POST", call.path, call.started, codes)
 
     def _process(self, method: str, path: str, body: bytes) -> bytes:
         malformed = invalid_argument(f"Malformed request: {method} {path}")

@@ -75,16 +75,23 @@ def test_request_metrics_after_known_traffic(monitored: ModelServer, model_base:
     assert grpc_predict(monitored, name="missing") == grpc.StatusCode.NOT_FOUND
     assert rest_predict(monitored, name="hp2", body={"instances": [1.0]}) == 200
     assert rest_predict(monitored, name="hp2", body={"inputs": {"nope": [1.0]}}) == 400
+    # Every /v1/ call counts over REST, as in TF Serving: a status read and a malformed path.
+    assert requests.get(f"{monitored.rest_url}/v1/models/hp2", headers=AUTH,
+                        timeout=10).status_code == 200
+    assert requests.post(f"{monitored.rest_url}/v1/models/hp2:explain", headers=AUTH,
+                         timeout=10).status_code == 400
 
     samples = scrape(monitored)
     count = ":tensorflow:serving:request_count_total"  # the parser's name for the counter
-    assert value(samples, count, model_name="hp2", status="OK") == ok + 1
+    assert value(samples, count, model_name="hp2", status="OK") == ok + 2
+    assert value(samples, count, model_name="", status="INVALID_ARGUMENT") == 1
     assert value(samples, count, model_name="hp2", status="INVALID_ARGUMENT") == failing + 1
     assert value(samples, count, model_name="missing", status="NOT_FOUND") == 1
     latency = ":tensorflow:serving:request_latency"
     assert value(samples, latency + "_count", model_name="hp2", API="Predict",
                  entrypoint="GRPC") == ok
-    assert value(samples, latency + "_count", model_name="hp2", API="Predict",
+    # As TF Serving's http_server.cc: the verb as the URL spells it.
+    assert value(samples, latency + "_count", model_name="hp2", API="predict",
                  entrypoint="REST") == 1
     assert value(samples, latency + "_bucket", model_name="hp2", API="Predict",
                  entrypoint="GRPC", le="+Inf") == ok

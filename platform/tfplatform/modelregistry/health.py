@@ -39,7 +39,10 @@ def _le(bound: str) -> float:
 
 
 def scrape_parse(text: str) -> dict[str, Counts]:
-    """{model name: its counts} from the exposition text."""
+    """{model name: its counts} from the exposition text. Succeeded requests and their
+    latency come from request_latency, leaving out what has no API (REST status and metadata
+    reads, such as the model loader's polls); failed ones from request_count, which has no API
+    label, so a failed read of the model's status counts too."""
     ok: dict[str, float] = {}
     failed: dict[str, float] = {}
     buckets: dict[str, dict[str, float]] = {}
@@ -48,13 +51,15 @@ def scrape_parse(text: str) -> dict[str, Counts]:
             model = sample.labels.get("model_name")
             if model is None:
                 continue
-            if family.name == REQUEST_COUNT:
-                target = ok if sample.labels.get("status") == "OK" else failed
-                target[model] = target.get(model, 0.0) + sample.value
-            elif family.name == REQUEST_LATENCY and sample.name.endswith("_bucket"):
-                per_model = buckets.setdefault(model, {})
-                bound = sample.labels["le"]
-                per_model[bound] = per_model.get(bound, 0.0) + sample.value
+            if family.name == REQUEST_COUNT and sample.labels.get("status") != "OK":
+                failed[model] = failed.get(model, 0.0) + sample.value
+            elif family.name == REQUEST_LATENCY and sample.labels.get("API"):
+                if sample.name.endswith("_count"):
+                    ok[model] = ok.get(model, 0.0) + sample.value
+                elif sample.name.endswith("_bucket"):
+                    per_model = buckets.setdefault(model, {})
+                    bound = sample.labels["le"]
+                    per_model[bound] = per_model.get(bound, 0.0) + sample.value
     return {
         model: Counts(
             ok=ok.get(model, 0.0), failed=failed.get(model, 0.0),

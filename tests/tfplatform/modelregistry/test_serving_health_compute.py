@@ -10,7 +10,7 @@ T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 L = ":tensorflow:serving:request_latency"
 TEXT = f"""# TYPE :tensorflow:serving:request_count counter
-:tensorflow:serving:request_count{{model_name="m",status="OK"}} 10
+:tensorflow:serving:request_count{{model_name="m",status="OK"}} 17
 :tensorflow:serving:request_count{{model_name="m",status="INVALID_ARGUMENT"}} 2
 :tensorflow:serving:request_count{{model_name="m",status="NOT_FOUND"}} 1
 # TYPE :tensorflow:serving:request_latency histogram
@@ -22,11 +22,15 @@ TEXT = f"""# TYPE :tensorflow:serving:request_count counter
 {L}_bucket{{API="Classify",entrypoint="REST",model_name="m",le="10"}} 0
 {L}_bucket{{API="Classify",entrypoint="REST",model_name="m",le="18"}} 6
 {L}_bucket{{API="Classify",entrypoint="REST",model_name="m",le="+Inf"}} 6
+{L}_count{{API="Classify",entrypoint="REST",model_name="m"}} 6
+{L}_bucket{{API="",entrypoint="REST",model_name="m",le="10"}} 7
+{L}_bucket{{API="",entrypoint="REST",model_name="m",le="+Inf"}} 7
+{L}_count{{API="",entrypoint="REST",model_name="m"}} 7
 """
 
 
-def test_scrape_sums_statuses_and_entrypoints() -> None:
-    counts = scrape_parse(TEXT)["m"]
+def test_scrape_sums_statuses_and_entrypoints_but_not_status_reads() -> None:
+    counts = scrape_parse(TEXT)["m"]  # the 7 calls without an API are status reads
     assert (counts.ok, counts.failed) == (10, 3)
     assert counts.buckets == (("10", 1), ("18", 10), ("+Inf", 10))
 
