@@ -8,6 +8,7 @@ as its Prometheus exporter names them: `/tensorflow/serving/request_count` becom
 
 from __future__ import annotations
 
+import bisect
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -19,7 +20,6 @@ import grpc
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, text_format
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import HistogramMetricFamily, Metric
-from prometheus_client.utils import floatToGoString
 
 DEFAULT_PATH = "/monitoring/prometheus/metrics"
 CONTENT_TYPE = "text/plain"
@@ -113,8 +113,7 @@ class _Histogram:
 
     def add(self, labels: tuple[str, ...], value: float) -> None:
         counts, total = self.cells.setdefault(labels, ([0] * (len(self.bounds) + 1), [0.0]))
-        index = next((i for i, bound in enumerate(self.bounds) if value < bound), len(self.bounds))
-        counts[index] += 1
+        counts[bisect.bisect_right(self.bounds, value)] += 1  # the first bound above value
         total[0] += value
 
     def family(self) -> HistogramMetricFamily:
@@ -123,7 +122,8 @@ class _Histogram:
             cumulative, buckets = 0, []
             for bound, count in zip((*self.bounds, float("inf")), counts, strict=True):
                 cumulative += count
-                buckets.append((floatToGoString(bound), cumulative))
+                # As TF Serving's exporter writes a bound (absl::StrCat: six digits).
+                buckets.append(("+Inf" if bound == float("inf") else f"{bound:.6g}", cumulative))
             family.add_metric(list(labels), buckets, sum_value=total[0])
         return family
 

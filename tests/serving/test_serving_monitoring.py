@@ -113,6 +113,12 @@ def test_exposition_uses_tf_serving_names(monitored: ModelServer) -> None:
     assert "# TYPE :tensorflow:serving:request_count counter" in text
     assert ':tensorflow:serving:request_count{model_name="hp2",status="OK"} 1.0' in text
     assert "# TYPE :tensorflow:serving:request_latency histogram" in text
+    # Buckets::Exponential(10, 1.8, 33): 32 bounds from 10 µs, then +Inf.
+    buckets = [line for line in text.splitlines()
+               if line.startswith(":tensorflow:serving:request_latency_bucket{")]
+    assert len(buckets) == 33
+    assert 'le="10"' in buckets[0] and 'le="32.4"' in buckets[2]
+    assert 'le="+Inf"' in buckets[-1]
 
 
 def test_metrics_need_the_access_token(monitored: ModelServer) -> None:
