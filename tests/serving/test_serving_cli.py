@@ -15,6 +15,7 @@ import grpc
 import numpy as np
 import pytest
 import requests
+from prometheus_client.parser import text_string_to_metric_families
 from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 
 from serving.flags import options_from_args
@@ -87,6 +88,8 @@ def processes(model_base: Path, tmp_path_factory: pytest.TempPathFactory) -> Ite
     )
     batching = folder / "batching.config"
     batching.write_text("max_batch_size { value: 16 }\nbatch_timeout_micros { value: 1000 }\n")
+    monitoring = folder / "monitoring.config"
+    monitoring.write_text('prometheus_config { enable: true, path: "/metrics" }\n')
     single = {"grpc": free_port(), "rest": free_port()}
     configured = {"grpc": free_port(), "rest": free_port()}
     started = {
@@ -108,6 +111,7 @@ def processes(model_base: Path, tmp_path_factory: pytest.TempPathFactory) -> Ite
             "--rest_api_timeout_in_ms=5000",
             "--rest_api_num_threads=4",
             "--enable_model_warmup=false",
+            f"--monitoring_config_file={monitoring}",
             # Each batch's ops run in the batch thread (TF Serving's small-model tuning).
             "--tensorflow_intra_op_parallelism=1",
             "--tensorflow_inter_op_parallelism=-1",
@@ -153,6 +157,18 @@ def test_model_config_file_with_batching_and_config_polling(processes: dict) -> 
     )
     assert reply.json() == {"results": [4.0]}
     assert grpc_predict(ports["grpc"], "hp3", 2.0) == (4.0, 123)
+    exposition = requests.get(f"{rest}/metrics", timeout=10).text  # --monitoring_config_file
+    metrics = {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(exposition) for sample in family.samples
+    }
+    latency = ":tensorflow:serving:request_latency_count"
+    assert metrics[(latency, (("API", "regress"), ("entrypoint", "REST"),
+                              ("model_name", "hp3")))] == 1
+    assert metrics[(latency, (("API", "Predict"), ("entrypoint", "GRPC"),
+                              ("model_name", "hp3")))] == 1
+    assert metrics[(":tensorflow:serving:batching_session:queuing_latency_count",
+                    (("thread_pool_name", "batch_threads"),))] >= 1
     # Rewriting the config file adds a model, as --model_config_file_poll_wait_seconds promises.
     base = processes["model_base"]
     processes["config"].write_text(
