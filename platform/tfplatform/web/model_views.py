@@ -43,6 +43,7 @@ def model_detail_page(request: HttpRequest, name: str) -> HttpResponse:
         "signature_version": model_selectors.model_signature_version(model=model),
         "health": _health_view(model_selectors.model_serving_health(model=model)),
         "health_sample_seconds": settings.PLATFORM["SERVING_HEALTH_SAMPLE_SECONDS"],
+        "health_scraped": bool(settings.PLATFORM["TF_SERVING_METRICS_PATH"]),
     }
     return render(request, "models/detail.html", context)
 

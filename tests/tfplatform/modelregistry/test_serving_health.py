@@ -74,11 +74,16 @@ def test_health_after_known_traffic(model_server: dict[str, Any], settings: Any)
 
 
 def test_health_waits_for_two_samples(model_server: dict[str, Any]) -> None:
-    owner = api(UserFactory())
+    owner_user = UserFactory()
+    owner = api(owner_user)
     register(owner, "health-b")
     answer = owner.get("/api/v1/models/health-b/health/")
     assert answer.status_code == 200
     assert answer.json()["health"] is None
+    browser = Client()
+    browser.force_login(owner_user)
+    page = browser.get(reverse("model-detail", args=["health-b"])).content.decode()
+    assert 'id="health-none"' in page and "needs two samples" in page
 
 
 def test_an_unreachable_model_server_does_not_break_the_scheduler_pass(settings: Any) -> None:
