@@ -59,6 +59,30 @@ def gpus_discover() -> list[DeviceInfo]:
         pynvml.nvmlShutdown()
 
 
+def gpus_utilization() -> dict[int, float]:
+    """GPU index → utilization in percent over NVML's last sample period; empty without NVML
+    (emulated slots are not measured: callers show "not measured", never 0)."""
+    try:
+        import pynvml
+    except ImportError:
+        return {}
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError:
+        return {}
+    try:
+        measured = {}
+        for index in range(pynvml.nvmlDeviceGetCount()):
+            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            try:
+                measured[index] = float(pynvml.nvmlDeviceGetUtilizationRates(handle).gpu)
+            except pynvml.NVMLError:
+                continue  # a GPU that does not report (some vGPUs): not measured, not 0
+        return measured
+    finally:
+        pynvml.nvmlShutdown()
+
+
 def devices_discover(*, declared_gpu_slots: int, cpu_slots: int) -> list[DeviceInfo]:
     """Real GPUs if NVML finds any, else declared slots emulated by logical CPU devices."""
     return devices_inventory(gpus=gpus_discover(), declared_gpu_slots=declared_gpu_slots,

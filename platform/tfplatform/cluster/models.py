@@ -124,3 +124,27 @@ class UtilizationSample(models.Model):
 
     def __str__(self) -> str:
         return f"{self.recorded_at:%Y-%m-%d %H:%M:%S}: {self.gpus_used}/{self.gpus_total} GPUs"
+
+
+class AllocationUtilization(models.Model):
+    """What NVML measured of one allocation's GPU, folded in beat by beat: one bounded row per
+    allocation (showback and the idle flag read it); emulated devices never have one."""
+
+    allocation = models.OneToOneField(
+        Allocation, on_delete=models.CASCADE, primary_key=True, related_name="utilization"
+    )
+    samples = models.PositiveIntegerField(default=0)
+    # Sum of the samples' GPU utilization in percent: the mean is percent_sum / samples.
+    percent_sum = models.FloatField(default=0.0)
+    last_percent = models.FloatField(default=0.0)
+    first_at = models.DateTimeField()
+    last_at = models.DateTimeField()
+    # The last sample above the idle threshold; None while every sample has been ~0.
+    busy_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"allocation {self.allocation_id}: {self.mean_percent:.0f}% over {self.samples}"
+
+    @property
+    def mean_percent(self) -> float:
+        return self.percent_sum / self.samples if self.samples else 0.0

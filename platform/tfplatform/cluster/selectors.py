@@ -1,8 +1,9 @@
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
+from django.core.exceptions import ObjectDoesNotExist
 from django.db.models import Count, Prefetch, Q, QuerySet
 from django.db.models.expressions import CombinedExpression
 from django.db.models.functions import Now
@@ -14,7 +15,8 @@ from tfplatform.cluster.placement import TaskNeed, gang_place, pending_reason, t
 
 
 def node_list() -> QuerySet[Node]:
-    active = Allocation.objects.filter(released_at__isnull=True).select_related("trial__experiment")
+    active = Allocation.objects.filter(released_at__isnull=True).select_related(
+        "trial__experiment", "utilization")
     return Node.objects.prefetch_related(
         Prefetch("devices", queryset=Device.objects.order_by("kind", "index")),
         Prefetch("allocations", queryset=active, to_attr="active_allocations"),
@@ -26,6 +28,26 @@ def allocations_visible_ids(*, user: User | AnonymousUser) -> set[int]:
     live = Allocation.objects.filter(released_at__isnull=True)
     return set(visible_to(queryset=live, user=user, through="trial__experiment")
                .values_list("pk", flat=True))
+
+
+# A GPU at or below this utilization (percent) is doing nothing: NVML reports a few percent
+# for a context that only holds memory.
+IDLE_PERCENT = 1.0
+
+
+def allocation_idle_since(*, allocation: Allocation) -> datetime | None:
+    """When a held, measured GPU went idle, if it has stayed idle (~0 %) for
+    PLATFORM_IDLE_GPU_MINUTES by its own samples; else None. Unmeasured devices (emulated
+    slots, no sample yet) never count as idle: there is no evidence."""
+    if allocation.released_at is not None:
+        return None
+    try:
+        measured = allocation.utilization  # type: ignore[attr-defined]
+    except ObjectDoesNotExist:
+        return None
+    since = measured.busy_at or measured.first_at
+    threshold = timedelta(minutes=float(settings.PLATFORM["IDLE_GPU_MINUTES"]))
+    return since if measured.last_at - since >= threshold else None
 
 
 def heartbeat_fresh_after() -> CombinedExpression:

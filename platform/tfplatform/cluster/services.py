@@ -2,6 +2,7 @@
 
 import platform
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from django.db import transaction
@@ -10,9 +11,9 @@ from django.utils import timezone
 
 from tfplatform.cluster.discovery import DeviceInfo, emulated_gpu_uuid
 from tfplatform.cluster.dispatch import scheduler_wake_on_commit
-from tfplatform.cluster.models import Allocation, Device, Node
+from tfplatform.cluster.models import Allocation, AllocationUtilization, Device, Node
 from tfplatform.cluster.placement import Placement
-from tfplatform.cluster.selectors import disk_free_min_bytes, heartbeat_fresh_after
+from tfplatform.cluster.selectors import IDLE_PERCENT, disk_free_min_bytes, heartbeat_fresh_after
 from tfplatform.core.errors import InvalidInput, InvalidTransition
 
 
@@ -97,8 +98,15 @@ def node_trials_held_mid_run(*, node: Node) -> list[int]:
     )
 
 
-def node_heartbeat(*, hostname: str, work_disk_free_bytes: int | None = None) -> None:
-    """The node is alive, and (when measured) has this much free space for trials."""
+def node_heartbeat(*, hostname: str, work_disk_free_bytes: int | None = None,
+                   gpu_utilization: dict[int, float] | None = None) -> None:
+    """The node is alive, and (when measured) has this much free space for trials and its GPUs
+    (index → percent, from NVML) were this busy."""
+    if gpu_utilization:
+        node = Node.objects.filter(hostname=hostname).first()
+        if node is not None:
+            allocations_utilization_record(node=node, percents=gpu_utilization,
+                                           at=timezone.now())
     with transaction.atomic():
         nodes = Node.objects.filter(hostname=hostname)
         relieved = work_disk_free_bytes is not None and (
@@ -189,3 +197,30 @@ def allocations_release(*, trial_id: int) -> int:
     return Allocation.objects.filter(trial_id=trial_id, released_at__isnull=True).update(
         released_at=Now()
     )
+
+
+def allocations_utilization_record(*, node: Node, percents: dict[int, float],
+                                   at: datetime) -> int:
+    """Fold one measurement of the node's real GPUs (index → percent) into the running
+    allocations holding them; returns how many were measured. Emulated and free devices are
+    skipped: there is nothing to measure, or nobody to account it to."""
+    held = Allocation.objects.filter(
+        node=node, released_at__isnull=True, started_at__isnull=False,
+        device__kind=Device.Kind.GPU, device__emulated=False, device__index__in=list(percents),
+    ).select_related("device")
+    measured = 0
+    with transaction.atomic():
+        for allocation in held:
+            assert allocation.device is not None  # filtered on its kind above
+            percent = min(max(float(percents[allocation.device.index]), 0.0), 100.0)
+            row, _ = AllocationUtilization.objects.select_for_update().get_or_create(
+                allocation=allocation, defaults={"first_at": at, "last_at": at})
+            row.samples += 1
+            row.percent_sum += percent
+            row.last_percent = percent
+            row.last_at = max(row.last_at, at)
+            if percent > IDLE_PERCENT:
+                row.busy_at = at if row.busy_at is None else max(row.busy_at, at)
+            row.save()
+            measured += 1
+    return measured

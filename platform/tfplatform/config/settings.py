@@ -390,6 +390,9 @@ PLATFORM = {
     # frees some (like the kubelet's disk pressure); a trial that fills it fails retryably.
     "WORK_DISK_MIN_FREE_MB": env.int("PLATFORM_WORK_DISK_MIN_FREE_MB", default=256),
     "NODE_LOST_SECONDS": env.float("PLATFORM_NODE_LOST_SECONDS", default=30.0),
+    # A held GPU whose measured (NVML) utilization stayed ~0 this long is flagged idle on the
+    # cluster page; emulated devices are never measured, so never idle.
+    "IDLE_GPU_MINUTES": env.float("PLATFORM_IDLE_GPU_MINUTES", default=30.0),
     # The scheduler's own loop is the safety net (lost nodes, drained nodes, a missed wake-up):
     # submissions, ended trials and nodes becoming ready wake a pass at once (scheduler_wake),
     # so the loop can idle without costing the cores that train.

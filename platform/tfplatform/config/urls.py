@@ -11,6 +11,7 @@ from tfplatform.accounts.api import (
 from tfplatform.cluster.api import NodeListApi, NodeStateApi
 from tfplatform.datasets.api import DatasetDetailApi, DatasetListCreateApi
 from tfplatform.experiments import api as experiments_api
+from tfplatform.experiments.usage_api import UsageApi, UsageCsvApi
 from tfplatform.modelregistry import api as models_api
 from tfplatform.monitoring.views import metrics
 from tfplatform.searches import api as searches_api
@@ -76,6 +77,8 @@ api_v1 = [
          name="api-search-deploy-best"),
     path("searches/<int:search_id>/trials.csv", searches_api.SearchCsvApi.as_view(),
          name="api-search-csv"),
+    path("usage/", UsageApi.as_view(), name="api-usage"),
+    path("usage.csv", UsageCsvApi.as_view(), name="api-usage-csv"),
     path("nodes/", NodeListApi.as_view(), name="api-nodes"),
     path(
         "nodes/<int:node_id>/<str:action>/",

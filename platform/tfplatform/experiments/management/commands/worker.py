@@ -11,6 +11,7 @@ from django.db import close_old_connections
 
 from tfplatform.cluster.discovery import (
     devices_discover,
+    gpus_utilization,
     memory_total_bytes,
     work_disk_free_bytes,
 )
@@ -157,7 +158,8 @@ def _heartbeat_loop(*, hostname: str, stop: threading.Event) -> None:
     interval = settings.PLATFORM["HEARTBEAT_SECONDS"]
     while not stop.wait(interval):
         try:
-            node_heartbeat(hostname=hostname, work_disk_free_bytes=work_disk_free_bytes())
+            node_heartbeat(hostname=hostname, work_disk_free_bytes=work_disk_free_bytes(),
+                           gpu_utilization=gpus_utilization())
         except DATABASE_ERRORS:
             # The database is away: the next beat tries again. An exception here would end
             # the thread, and a node that stops beating is lost once the database is back.

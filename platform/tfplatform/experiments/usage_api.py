@@ -1,0 +1,134 @@
+"""GPU-hour showback over the REST API: `/api/v1/usage/` (JSON) and `/api/v1/usage.csv`."""
+
+import csv
+import io
+from typing import Any
+
+from django.http import HttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from tfplatform.experiments.usage import (
+    GROUPS,
+    UsageQuery,
+    UsageRow,
+    usage_query,
+    usage_report,
+    usage_totals,
+)
+
+# A cell starting with one of these is a formula to a spreadsheet; names are user input.
+FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
+
+
+class UsageQuerySerializer(serializers.Serializer):
+    user = serializers.CharField(required=False, max_length=150, help_text="Owner's username")
+    team = serializers.CharField(required=False, max_length=200, help_text="Team name")
+    experiment = serializers.IntegerField(required=False, min_value=1, max_value=2**62)
+    group_by = serializers.CharField(
+        required=False, default="user", max_length=60,
+        help_text=f"Comma-separated, any of: {', '.join(GROUPS)} (days are UTC).")
+
+    def get_fields(self) -> dict[str, Any]:
+        fields = super().get_fields()
+        # `from` and `to` are Python keywords: declared here, not as attributes.
+        fields["from"] = serializers.DateField(
+            required=False, help_text="First UTC day, YYYY-MM-DD (default: 29 days before 'to')")
+        fields["to"] = serializers.DateField(
+            required=False, help_text="Last UTC day, inclusive (default: today)")
+        return fields
+
+
+def usage_query_parse(params: Any) -> UsageQuery:
+    """The query string as a checked UsageQuery; bad input raises 400 with field errors."""
+    serializer = UsageQuerySerializer(data=params)
+    serializer.is_valid(raise_exception=True)
+    data = serializer.validated_data
+    return usage_query(
+        start=data.get("from"), end=data.get("to"),
+        group_by=[part.strip() for part in data["group_by"].split(",") if part.strip()],
+        user=data.get("user"), team=data.get("team"), experiment_id=data.get("experiment"),
+    )
+
+
+def usage_row_data(row: UsageRow, *, groups: tuple[str, ...]) -> dict[str, Any]:
+    data: dict[str, Any] = {}
+    if "user" in groups:
+        data["user"] = row.user
+    if "team" in groups:
+        data["team"] = row.team
+    if "experiment" in groups:
+        data["experiment"] = row.experiment_id
+        data["experiment_name"] = row.experiment
+    if "day" in groups:
+        data["day"] = row.day.isoformat() if row.day else None
+    return data | {
+        "gpu_hours": round(row.gpu_hours, 6),
+        "cpu_slot_hours": round(row.cpu_slot_hours, 6),
+        "gpu_seconds": round(row.gpu_seconds, 3),
+        "cpu_slot_seconds": round(row.cpu_slot_seconds, 3),
+        # Null, never 0, when no GPU time was measured (emulated devices, no NVML).
+        "gpu_utilization_percent": (None if row.gpu_utilization is None
+                                    else round(row.gpu_utilization, 2)),
+        "measured_gpu_hours": round(row.measured_gpu_seconds / 3600, 6),
+        "allocations": row.allocations,
+        "running": row.running,
+    }
+
+
+def usage_data(*, query: UsageQuery, rows: list[UsageRow]) -> dict[str, Any]:
+    total = usage_row_data(usage_totals(rows=rows), groups=())
+    return {
+        "from": query.start.isoformat(),
+        "to": query.end.isoformat(),
+        "timezone": "UTC",
+        "group_by": list(query.group_by),
+        "totals": total,
+        "results": [usage_row_data(row, groups=query.group_by) for row in rows],
+    }
+
+
+def usage_csv(*, query: UsageQuery, rows: list[UsageRow]) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out)
+    results = [usage_row_data(row, groups=query.group_by) for row in rows]
+    header = list(usage_row_data(UsageRow(), groups=query.group_by))
+    writer.writerow(header)
+    for result in results:
+        writer.writerow([_cell(result[name]) for name in header])
+    return out.getvalue()
+
+
+def _cell(value: Any) -> Any:
+    # Usernames, team and experiment names are user input: a spreadsheet must not run one.
+    if isinstance(value, str) and value.startswith(FORMULA_PREFIXES):
+        return "'" + value
+    return "" if value is None else value
+
+
+class UsageApi(APIView):
+    @extend_schema(parameters=[UsageQuerySerializer], responses=OpenApiTypes.OBJECT)
+    def get(self, request: Request) -> Response:
+        """GPU-hours and CPU-slot-hours (devices × seconds held, from allocation records; running
+        ones count up to now) per user, team, experiment and/or UTC day, with the mean measured
+        GPU utilization where NVML measured it. Yours and your team's; staff: everyone's."""
+        query = usage_query_parse(request.query_params)
+        rows = usage_report(viewer=request.user, query=query)
+        return Response(usage_data(query=query, rows=rows))
+
+
+class UsageCsvApi(APIView):
+    @extend_schema(parameters=[UsageQuerySerializer],
+                   responses={(200, "text/csv"): OpenApiResponse(OpenApiTypes.STR)})
+    def get(self, request: Request) -> HttpResponse:
+        """The same report as CSV, one row per group."""
+        query = usage_query_parse(request.query_params)
+        rows = usage_report(viewer=request.user, query=query)
+        name = f"usage-{query.start.isoformat()}-{query.end.isoformat()}.csv"
+        return HttpResponse(usage_csv(query=query, rows=rows),
+                            content_type="text/csv; charset=utf-8",
+                            headers={"Content-Disposition": f'attachment; filename="{name}"'})
