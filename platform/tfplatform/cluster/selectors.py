@@ -42,7 +42,7 @@ def allocation_idle_since(*, allocation: Allocation) -> datetime | None:
     if allocation.released_at is not None:
         return None
     try:
-        measured = allocation.utilization  # type: ignore[attr-defined]
+        measured = allocation.utilization
     except ObjectDoesNotExist:
         return None
     since = measured.busy_at or measured.first_at

@@ -186,11 +186,12 @@ def usage_spans(*, viewer: User | AnonymousUser, query: UsageQuery) -> list[Allo
         "trial__experiment_id", "trial__experiment__name", "trial__experiment__owner__username",
         "trial__experiment__team__name", "utilization__samples", "utilization__percent_sum",
     ).order_by("started_at", "pk")
+    # started_at is filtered non-null above; the values() dict types do not know it.
     return [
         AllocationSpan(
             allocation_id=record["pk"],
             kind=record["device__kind"],
-            started_at=record["started_at"],
+            started_at=record["started_at"],  # type: ignore[arg-type]
             released_at=record["released_at"],
             user=record["trial__experiment__owner__username"],
             team=record["trial__experiment__team__name"],

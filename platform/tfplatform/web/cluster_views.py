@@ -4,16 +4,18 @@ from collections.abc import Callable
 from functools import wraps
 from typing import Any
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ObjectDoesNotExist
 from django.db.models import prefetch_related_objects
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from tfplatform.cluster.models import Device, Node, UtilizationSample
-from tfplatform.cluster.selectors import node_disk_pressure, node_list
+from tfplatform.cluster.models import Allocation, Device, Node, UtilizationSample
+from tfplatform.cluster.selectors import allocation_idle_since, node_disk_pressure, node_list
 from tfplatform.cluster.services import node_set_state
 from tfplatform.cluster.utilization import SAMPLE_SECONDS, utilization_now, utilization_samples
 from tfplatform.experiments.selectors import experiment_state_counts
@@ -55,9 +57,16 @@ def cluster_page(request: HttpRequest) -> HttpResponse:
     prefetch_related_objects(allocations, "trial__experiment__owner")
     now = timezone.now()
     rows = []
+    idle_count = 0
     for node in nodes:
         holders = {a.device_id: a for a in node.active_allocations}  # type: ignore[attr-defined]
         age = (now - node.last_heartbeat).total_seconds() if node.last_heartbeat else None
+        devices = sorted(
+            ((device, holders.get(device.pk), _measured(holders.get(device.pk)))
+             for device in node.devices.all()),
+            key=lambda row: (row[0].kind != Device.Kind.GPU, row[0].index),
+        )
+        idle_count += sum(1 for *_, measured in devices if measured and measured["idle_since"])
         rows.append(
             {
                 "node": node,
@@ -66,20 +75,32 @@ def cluster_page(request: HttpRequest) -> HttpResponse:
                 "heartbeat_seconds": None if age is None else max(int(age), 0),
                 "disk_full": node_disk_pressure(node=node),
                 # Accelerators first: they are what the queue waits for.
-                "devices": sorted(
-                    ((device, holders.get(device.pk)) for device in node.devices.all()),
-                    key=lambda row: (row[0].kind != Device.Kind.GPU, row[0].index),
-                ),
+                "devices": devices,
             }
         )
     context = {
         "rows": rows,
+        "idle_minutes": settings.PLATFORM["IDLE_GPU_MINUTES"],
+        "idle_count": idle_count,
         "now": utilization_now(**experiment_state_counts()),
         "ready_nodes": sum(1 for node in nodes if node.state == Node.State.READY),
         "series": _series(utilization_samples(limit=CHART_SAMPLES)),
         "sample_seconds": int(SAMPLE_SECONDS),
     }
     return render(request, "cluster/index.html", context)
+
+
+def _measured(holder: Allocation | None) -> dict[str, Any] | None:
+    """A held GPU's NVML readings and whether it sits idle; None when not measured (emulated
+    slots, CPU slots, no sample yet): the page says so rather than show 0."""
+    if holder is None:
+        return None
+    try:
+        utilization = holder.utilization
+    except ObjectDoesNotExist:
+        return None
+    return {"last": utilization.last_percent, "mean": utilization.mean_percent,
+            "idle_since": allocation_idle_since(allocation=holder)}
 
 
 def _series(samples: list[UtilizationSample]) -> dict[str, list[Any]]:

@@ -11,6 +11,7 @@ from tfplatform.web import (
     model_views,
     search_views,
     site_views,
+    usage_views,
 )
 from tfplatform.web import experiment_views as experiments
 
@@ -100,6 +101,8 @@ urlpatterns = [
         name="environment-build-log",
     ),
     path("cluster/", cluster_views.cluster_page, name="cluster"),
+    path("cluster/usage/", usage_views.usage_staff_page, name="usage"),
+    path("usage/", usage_views.usage_mine_page, name="usage-mine"),
     path(
         "cluster/nodes/<int:node_id>/state/",
         cluster_views.cluster_node_action,
