@@ -2,7 +2,13 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from tfplatform.cluster.models import Allocation, Device, Node, UtilizationSample
+from tfplatform.cluster.models import (
+    Allocation,
+    AllocationUtilization,
+    Device,
+    Node,
+    UtilizationSample,
+)
 from tfplatform.cluster.services import node_set_state
 
 
@@ -88,4 +94,18 @@ class UtilizationSampleAdmin(admin.ModelAdmin):
         return False
 
     def has_delete_permission(self, request: HttpRequest, obj: object | None = None) -> bool:
+        return False
+
+
+@admin.register(AllocationUtilization)
+class AllocationUtilizationAdmin(admin.ModelAdmin):
+    """NVML readings folded in from heartbeats: browsable, never edited by hand."""
+
+    list_display = ("allocation", "samples", "last_percent", "first_at", "last_at", "busy_at")
+    list_select_related = ("allocation__device__node",)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: object | None = None) -> bool:
         return False

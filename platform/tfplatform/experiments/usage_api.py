@@ -23,14 +23,20 @@ from tfplatform.experiments.usage import (
 
 # A cell starting with one of these is a formula to a spreadsheet; names are user input.
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
+NOT_VISIBLE = OpenApiResponse(
+    description="The user, team or experiment filtered on does not exist or is not visible "
+                "to you (someone else's, outside your team).")
 
 
 class UsageQuerySerializer(serializers.Serializer):
-    user = serializers.CharField(required=False, max_length=150, help_text="Owner's username")
-    team = serializers.CharField(required=False, max_length=200, help_text="Team name")
+    # Blank is "no filter", as an empty field of the page's form sends it.
+    user = serializers.CharField(required=False, allow_blank=True, max_length=150,
+                                 help_text="Owner's username")
+    team = serializers.CharField(required=False, allow_blank=True, max_length=200,
+                                 help_text="Team name")
     experiment = serializers.IntegerField(required=False, min_value=1, max_value=2**62)
     group_by = serializers.CharField(
-        required=False, default="user", max_length=60,
+        required=False, allow_blank=True, default="user", max_length=60,
         help_text=f"Comma-separated, any of: {', '.join(GROUPS)} (days are UTC).")
 
     def get_fields(self) -> dict[str, Any]:
@@ -43,6 +49,16 @@ class UsageQuerySerializer(serializers.Serializer):
         return fields
 
 
+    def to_internal_value(self, data: Any) -> Any:
+        # DRF takes a blank query value for an absent one; a blank date or number is no date
+        # or number (the schema says so), so it is refused rather than silently defaulted.
+        blank = {name: ["This field may not be blank."] for name in ("from", "to", "experiment")
+                 if name in data and data.get(name) == ""}
+        if blank:
+            raise serializers.ValidationError(blank)
+        return super().to_internal_value(data)
+
+
 def usage_query_parse(params: Any) -> UsageQuery:
     """The query string as a checked UsageQuery; bad input raises 400 with field errors."""
     serializer = UsageQuerySerializer(data=params)
@@ -50,7 +66,7 @@ def usage_query_parse(params: Any) -> UsageQuery:
     data = serializer.validated_data
     return usage_query(
         start=data.get("from"), end=data.get("to"),
-        group_by=[part.strip() for part in data["group_by"].split(",") if part.strip()],
+        group_by=[part.strip() for part in data["group_by"].split(",") if part.strip()] or ["user"],
         user=data.get("user"), team=data.get("team"), experiment_id=data.get("experiment"),
     )
 
@@ -111,7 +127,8 @@ def _cell(value: Any) -> Any:
 
 
 class UsageApi(APIView):
-    @extend_schema(parameters=[UsageQuerySerializer], responses=OpenApiTypes.OBJECT)
+    @extend_schema(parameters=[UsageQuerySerializer],
+                   responses={200: OpenApiTypes.OBJECT, 404: NOT_VISIBLE})
     def get(self, request: Request) -> Response:
         """GPU-hours and CPU-slot-hours (devices × seconds held, from allocation records; running
         ones count up to now) per user, team, experiment and/or UTC day, with the mean measured
@@ -123,7 +140,8 @@ class UsageApi(APIView):
 
 class UsageCsvApi(APIView):
     @extend_schema(parameters=[UsageQuerySerializer],
-                   responses={(200, "text/csv"): OpenApiResponse(OpenApiTypes.STR)})
+                   responses={(200, "text/csv"): OpenApiResponse(OpenApiTypes.STR),
+                              404: NOT_VISIBLE})
     def get(self, request: Request) -> HttpResponse:
         """The same report as CSV, one row per group."""
         query = usage_query_parse(request.query_params)

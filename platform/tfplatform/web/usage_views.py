@@ -19,6 +19,15 @@ from tfplatform.web.cluster_views import staff_only
 GROUPINGS = ["user", "team", "experiment", "day", "team,day", "user,day", "user,experiment"]
 
 
+def _filled(given: QueryDict) -> QueryDict:
+    """The page's form sends its empty fields too: empty means "not filtered" there."""
+    params = given.copy()
+    for name in list(params):
+        if not params.get(name):
+            del params[name]
+    return params
+
+
 def _query(params: QueryDict) -> UsageQuery:
     try:
         return usage_query_parse(params)
@@ -55,11 +64,12 @@ def _context(request: HttpRequest, *, query: UsageQuery) -> dict[str, Any]:
 @staff_only
 @require_GET
 def usage_staff_page(request: HttpRequest) -> HttpResponse:
-    query = _query(request.GET)
+    params = _filled(request.GET)
+    query = _query(params)
     context = _context(request, query=query) | {
         "groupings": GROUPINGS,
         "group_by": ",".join(query.group_by),
-        "csv_query": request.GET.urlencode(),
+        "csv_query": params.urlencode(),
     }
     return render(request, "usage/staff.html", context)
 
@@ -68,7 +78,7 @@ def usage_staff_page(request: HttpRequest) -> HttpResponse:
 @require_GET
 def usage_mine_page(request: HttpRequest) -> HttpResponse:
     """Your own usage, every user: by experiment, with the daily chart."""
-    params = request.GET.copy()
+    params = _filled(request.GET)
     params["user"] = request.user.get_username()
     params["group_by"] = "experiment"
     params.pop("team", None)

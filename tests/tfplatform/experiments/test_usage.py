@@ -207,9 +207,11 @@ def test_api_filters_by_experiment_and_rejects_bad_input(two_teams: dict) -> Non
     assert [(r["experiment_name"], r["gpu_hours"], r["cpu_slot_hours"])
             for r in body["results"]] == [("ana-resnet", 2.0, 2.0)]
     for bad in ("group_by=owner", "from=yesterday", "from=2026-03-05&to=2026-03-01",
-                "experiment=-1"):
+                "experiment=-1", "from=", "experiment="):
         response = staff.get(f"/api/v1/usage/?{bad}")
         assert response.status_code == 400, bad
+    # Blank user, team and group_by are "not filtered", "by user", as a form sends them.
+    assert staff.get(f"{URL}&user=&team=&group_by=").json()["group_by"] == ["user"]
 
 
 @pytest.mark.django_db

@@ -78,8 +78,11 @@ def test_staff_page_reports_per_user_with_the_daily_chart_and_csv_link() -> None
     assert len(series["days"]) == 30 and series["days"][-1] == timezone.now().date().isoformat()
     assert sum(series["gpu_hours"]) == pytest.approx(5.0)
     assert 'href="/api/v1/usage.csv?group_by=user"' in page
-    by_team = logged_in(UserFactory(is_staff=True)).get("/cluster/usage/?group_by=team,day")
-    assert re.findall(r'<td class="team">(\w+)</td>', by_team.content.decode())
+    by_team = logged_in(UserFactory(is_staff=True)).get(
+        "/cluster/usage/?group_by=team&user=&team=&experiment=&from=")  # the form's blanks
+    assert re.findall(r'<td class="team">(\w+)</td>', by_team.content.decode()) == [
+        "speech", "vision"]
+    assert 'href="/api/v1/usage.csv?group_by=team"' in by_team.content.decode()
 
 
 @pytest.mark.django_db
