@@ -90,3 +90,13 @@ def test_heartbeat_folds_the_nodes_gpu_samples_into_their_holders() -> None:
     node_heartbeat(hostname=allocation.node.hostname, gpu_utilization={0: 250.0})
     measured.refresh_from_db()
     assert measured.samples == 2 and measured.last_percent == 100.0  # clamped
+
+
+def test_nvml_utilization_is_reported_only_for_real_gpus() -> None:
+    from tfplatform.cluster.discovery import gpus_discover, gpus_utilization
+
+    measured = gpus_utilization()
+    real = gpus_discover()
+    # No GPU here: nothing measured, so emulated slots stay "not measured" rather than 0.
+    assert sorted(measured) == [gpu.index for gpu in real]
+    assert all(0.0 <= percent <= 100.0 for percent in measured.values())
