@@ -4,7 +4,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("cluster", "0006_node_work_disk_free"),
+        ("cluster", "0007_device_uuid"),
     ]
 
     operations = [
