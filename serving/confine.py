@@ -38,9 +38,11 @@ def runtime_read_paths() -> tuple[str, ...]:
     return tuple(sorted(p for p in paths if p and os.path.exists(p)))
 
 
-def server_confine(*, read: tuple[str, ...], ports: tuple[int, ...]) -> None:
-    """Restricts this process for good: `read` (models, flag files) beside the runtime, and
-    TCP binds only on `ports` (no connect at all). Raises where the kernel cannot."""
+def server_confine(*, read: tuple[str, ...], ports: tuple[int, ...],
+                   write: tuple[str, ...] = ()) -> None:
+    """Restricts this process for good: `read` (models, flag files) beside the runtime, `write`
+    (the profiler's trace directory, if any) and TCP binds only on `ports` (no connect at all).
+    Raises where the kernel cannot."""
     from landlockpy import AccessFS, AccessNet, Ruleset, Scope, abi_version, fs_for_abi
 
     abi = int(abi_version())
@@ -58,6 +60,9 @@ def server_confine(*, read: tuple[str, ...], ports: tuple[int, ...]) -> None:
             if os.path.exists(path):
                 file_rights = AccessFS.READ_FILE | AccessFS.EXECUTE
                 ruleset.allow_path(path, reading if os.path.isdir(path) else file_rights)
+        for path in write:
+            os.makedirs(path, exist_ok=True)
+            ruleset.allow_path(path, everything & ~AccessFS.EXECUTE)
         for path in DEVICES:
             if os.path.exists(path):
                 ruleset.allow_path(path, device)

@@ -1,7 +1,7 @@
 """tensorflow_model_server's command line, so scripts written for TF Serving start us unchanged.
 
 Every flag of tensorflow_model_server is accepted; the ones that only tune TF Serving internals
-(thread pools, TPU, TFLite, profiler, SSL) are logged and ignored.
+(thread pools, TPU, TF Lite pools, SSL) are logged and ignored.
 """
 
 from __future__ import annotations
@@ -36,10 +36,8 @@ _IGNORED = (
     "tensorflow_session_config_file",
     "per_process_gpu_memory_fraction",
     "remove_unused_fields_from_bundle_metagraph",
-    "prefer_tflite_model",
     "num_tflite_pools",
     "num_tflite_interpreters_per_pool",
-    "enable_profiler",
     "thread_pool_factory_config_file",
     "mixed_precision",
     "skip_initialize_tpu",
@@ -95,6 +93,11 @@ def parser() -> argparse.ArgumentParser:
     flag("enable_model_warmup", bool, True)
     flag("num_request_iterations_for_warmup", int, 1)
     flag("monitoring_config_file", str, "")
+    flag("enable_profiler", bool, True)
+    # Not a TF Serving flag: the only directory profiler requests may write traces under (and,
+    # with --confine_read_paths, the only one the server may write at all); see profiler.py.
+    flag("profiler_write_root", str, "")
+    flag("prefer_tflite_model", bool)
     # Not a TF Serving flag (it always binds all interfaces): lets tests stay on loopback.
     flag("host", str, "0.0.0.0")  # noqa: S104
     # Not a TF Serving flag: before any model loads, restrict the server with Landlock to reading
@@ -187,6 +190,9 @@ def options_from_args(args: argparse.Namespace) -> tuple[ServerOptions, ModelSer
         enable_model_warmup=args.enable_model_warmup,
         num_request_iterations_for_warmup=args.num_request_iterations_for_warmup,
         monitoring=monitoring,
+        enable_profiler=args.enable_profiler,
+        profiler_write_root=args.profiler_write_root,
+        prefer_tflite_model=args.prefer_tflite_model,
         extra=extra,
     )
     if args.model_config_file:
@@ -205,7 +211,8 @@ def _confine(args: argparse.Namespace) -> None:
         raise ValueError("--confine_read_paths needs both --port and --rest_api_port set.")
     files = (args.model_config_file, args.batching_parameters_file, args.monitoring_config_file)
     read = tuple(p for p in args.confine_read_paths.split(",") if p)
-    server_confine(read=read + tuple(f for f in files if f), ports=ports)
+    write = (args.profiler_write_root,) if args.enable_profiler and args.profiler_write_root else ()
+    server_confine(read=read + tuple(f for f in files if f), ports=ports, write=write)
     log.info("Confined to reading %s", ", ".join(read))
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from concurrent import futures
+from functools import partial
 from typing import Any, TypeVar
 
 import grpc
@@ -18,6 +19,8 @@ from serving.access import TokenInterceptor
 from serving.errors import ServingError, invalid_argument
 from serving.inference import Inference
 from serving.manager import ModelManager
+from serving.multi_inference import multi_inference
+from serving.profiler import ProfilerService, profiler_handler
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +58,7 @@ class PredictionServicer(prediction_service_pb2_grpc.PredictionServiceServicer):
         return _call(context, self._inference.metadata, request)
 
     def MultiInference(self, request: Any, context: grpc.ServicerContext) -> Any:
-        context.abort(grpc.StatusCode.UNIMPLEMENTED, "MultiInference is not supported")
+        return _call(context, partial(multi_inference, self._inference), request)
 
 
 class ModelServicer(model_service_pb2_grpc.ModelServiceServicer):
@@ -95,6 +98,7 @@ def create_grpc_server(
     *, inference: Inference, manager: ModelManager, max_threads: int, access_token: str = "",
     channel_arguments: tuple[tuple[str, str | int], ...] = (),
     interceptors: tuple[grpc.ServerInterceptor, ...] = (),
+    profiler: ProfilerService | None = None,
 ) -> grpc.Server:
     """`channel_arguments`: --grpc_channel_arguments, over TF Serving's unlimited message size
     (e.g. grpc.max_receive_message_length, which the platform caps)."""
@@ -114,4 +118,6 @@ def create_grpc_server(
     model_service_pb2_grpc.add_ModelServiceServicer_to_server(
         ModelServicer(inference, manager), server
     )
+    if profiler is not None:
+        server.add_generic_rpc_handlers((profiler_handler(profiler),))
     return server

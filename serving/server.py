@@ -25,8 +25,10 @@ from serving.http_server import RestServer
 from serving.inference import Inference
 from serving.manager import ModelManager
 from serving.monitoring import MetricsInterceptor, MonitoringOptions, ServingMetrics
+from serving.profiler import ProfilerService
 from serving.rest_api import RestApi
 from serving.servable import DEFAULT_TAGS, Servable, session_config
+from serving.tflite import TfLiteServable, tflite_model_path
 from serving.warmup import version_load
 
 log = logging.getLogger(__name__)
@@ -57,6 +59,10 @@ class ServerOptions:
     num_request_iterations_for_warmup: int = 1
     # --monitoring_config_file
     monitoring: MonitoringOptions = field(default_factory=MonitoringOptions)
+    prefer_tflite_model: bool = False  # serve a version's model.tflite if it has one (tflite.py)
+    enable_profiler: bool = True  # tensorflow.ProfilerService on the gRPC port (profiler.py)
+    # Not TF Serving's: when set, the only directory a Profile request may write its trace under.
+    profiler_write_root: str = ""
     # Required of every call when set (access.py); TF Serving has none.
     access_token: str = field(default="", repr=False)
     extra: dict[str, str] = field(default_factory=dict)  # accepted, not acted upon
@@ -86,9 +92,16 @@ class ModelServer:
         warmup = options.num_request_iterations_for_warmup if options.enable_model_warmup else None
 
         def load(name: str, version: int, path: Path) -> Servable:
+            def servable() -> Servable:
+                if options.prefer_tflite_model and tflite_model_path(path) is not None:
+                    log.info("Serving %s version %d from its TF Lite model", name, version)
+                    return TfLiteServable(name=name, version=version, path=path,
+                                          num_threads=max(options.intra_op_parallelism, 0))
+                return Servable(name=name, version=version, path=path,
+                                tags=options.saved_model_tags, session_config=sessions)
+
             return version_load(
-                load=lambda: Servable(name=name, version=version, path=path,
-                                      tags=options.saved_model_tags, session_config=sessions),
+                load=servable,
                 path=path, inference=self.inference, metrics=self.metrics,
                 warmup_iterations=warmup,
             )
@@ -157,6 +170,8 @@ class ModelServer:
             access_token=self.options.access_token,
             channel_arguments=self.options.grpc_channel_arguments,
             interceptors=(MetricsInterceptor(metrics=self.metrics),),
+            profiler=(ProfilerService(write_root=self.options.profiler_write_root)
+                      if self.options.enable_profiler else None),
         )
         if self.options.grpc_port is not None:
             address = f"{self.options.host}:{self.options.grpc_port}"

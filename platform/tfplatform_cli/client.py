@@ -126,12 +126,14 @@ class Client:
         path = f"/experiments/{experiment_id}/cancel/"
         return dict(self.json("POST", path, not_found=_gone(experiment_id)))
 
-    def experiment_deploy(self, experiment_id: int, *, model_name: str) -> dict[str, Any]:
+    def experiment_deploy(
+        self, experiment_id: int, *, model_name: str, tflite: bool = False
+    ) -> dict[str, Any]:
         return dict(
             self.json(
                 "POST",
                 f"/experiments/{experiment_id}/deploy/",
-                json={"model_name": model_name},
+                json={"model_name": model_name, "tflite": tflite},
                 not_found=_gone(experiment_id),
                 timeout=DEPLOY_TIMEOUT,
             )

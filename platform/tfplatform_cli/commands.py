@@ -140,7 +140,7 @@ def deploy(args: argparse.Namespace) -> int:
         experiment = experiment_follow(client, args.id, logs=False)
     name = args.name or model_name_default(experiment)
     # The server answers once the copy is published; the model loader then loads it.
-    version = client.experiment_deploy(args.id, model_name=name)
+    version = client.experiment_deploy(args.id, model_name=name, tflite=args.tflite)
     if args.wait:
         version = {**version, **version_wait(client, name=name, version=version["version"])}
     print(

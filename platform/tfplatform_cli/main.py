@@ -81,6 +81,8 @@ def parser_build() -> argparse.ArgumentParser:
     deploy.add_argument("--name", help="model name (default: from the experiment's name)")
     deploy.add_argument("--wait", action="store_true",
                         help="wait for the experiment to finish, then for the version to load")
+    deploy.add_argument("--tflite", action="store_true",
+                        help="also convert it to TF Lite, which then serves this version")
     deploy.set_defaults(run=commands.deploy)
 
     listed = add("artifacts", "list a finished experiment's downloads: model, checkpoints, logs")

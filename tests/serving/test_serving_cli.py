@@ -234,6 +234,7 @@ def test_flags_map_onto_server_options(tmp_path: Path) -> None:
                 "--tensorflow_session_parallelism=2",
                 "--saved_model_tags=serve,gpu",
                 "--enable_profiler=false",
+                "--num_tflite_pools=2",
             ]
         )
     )
@@ -246,7 +247,8 @@ def test_flags_map_onto_server_options(tmp_path: Path) -> None:
     assert options.file_system_poll_wait_seconds == 0
     assert (options.intra_op_parallelism, options.inter_op_parallelism) == (2, 2)
     assert options.saved_model_tags == ("serve", "gpu")
-    assert options.extra == {"enable_profiler": "false"}
+    assert not options.enable_profiler
+    assert options.extra == {"num_tflite_pools": "2"}
 
 
 @pytest.mark.parametrize(

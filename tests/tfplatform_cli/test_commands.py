@@ -193,6 +193,23 @@ def test_predict_answers_by_label_and_by_version(trained: Trained, deployed: Pat
     assert absent.returncode == 1 and absent.stderr.startswith("error: ")
 
 
+def test_deploy_tflite_serves_the_platforms_export_converted(
+    trained: Trained, deployed: Path
+) -> None:
+    """The platform's own export of a trained model converts, and its TF Lite version answers
+    as the SavedModel does."""
+    answer = trained.alice("deploy", str(trained.experiment_id), "--name", "cli-digits-lite",
+                           "--tflite", "--wait")
+    assert answer.returncode == 0, (answer.stderr, trained.stack.log_tail("loader"))
+    assert "deployed as cli-digits-lite version 1 (available)" in answer.stdout
+    lite = json.loads(trained.alice("predict", "cli-digits-lite", str(deployed)).stdout)
+    full = json.loads(trained.alice("predict", "cli-digits", str(deployed)).stdout)
+    assert [row["class_id"] for row in lite["predictions"]] == [
+        row["class_id"] for row in full["predictions"]]
+    for mine, theirs in zip(lite["predictions"], full["predictions"], strict=True):
+        assert mine["probabilities"] == pytest.approx(theirs["probabilities"], abs=1e-5)
+
+
 def test_another_user_sees_nothing_of_alices(trained: Trained, deployed: Path) -> None:
     bob, experiment_id = trained.bob, trained.experiment_id
     assert json.loads(bob("list", "--json").stdout) == []

@@ -385,6 +385,9 @@ PLATFORM = {
     # a request's ops run in the thread serving it, with no hand-off to a pool (bench item 3).
     "TF_SERVING_INTRA_OP_PARALLELISM": env.int("TF_SERVING_INTRA_OP_PARALLELISM", default=0),
     "TF_SERVING_INTER_OP_PARALLELISM": env.int("TF_SERVING_INTER_OP_PARALLELISM", default=0),
+    # Where the embedded server's profiler service may write traces (its only writable
+    # directory when confined); empty: the profiler service is off.
+    "TF_SERVING_PROFILER_DIR": env.str("TF_SERVING_PROFILER_DIR", default=""),
     "HEARTBEAT_SECONDS": env.float("PLATFORM_HEARTBEAT_SECONDS", default=5.0),
     # A node with less free space under WORK_DIR or RUN_DIR gets no new trials until an operator
     # frees some (like the kubelet's disk pressure); a trial that fills it fails retryably.

@@ -41,6 +41,7 @@ class ModelVersionSerializer(serializers.ModelSerializer):
             "source_experiment",
             "error",
             "signatures",
+            "tflite",
             "created_at",
         ]
 
@@ -65,6 +66,7 @@ class RegisteredModelSerializer(serializers.ModelSerializer):
                 "error": v.error,
                 "source_experiment": v.source_experiment_id,
                 "signatures": v.signatures,
+                "tflite": v.tflite,
                 "created_at": v.created_at,
             }
             for v in model.versions.order_by("-version")
@@ -76,6 +78,11 @@ class RegisterSerializer(StrictInputSerializer):
     file = serializers.FileField(required=False, help_text="A zip of a SavedModel directory.")
     path = serializers.CharField(
         required=False, help_text="Staff only: a SavedModel on the server."
+    )
+    tflite = serializers.BooleanField(
+        default=False,
+        help_text="Also convert to TF Lite: model.tflite beside the SavedModel, which the model "
+        "server then serves for this version.",
     )
 
 
@@ -103,12 +110,14 @@ class ModelVersionListApi(generics.ListAPIView):
                 user=user,  # type: ignore[arg-type]
                 model_name=data["model_name"],
                 path=data["path"],
+                tflite=data["tflite"],
             )
         else:
             version = services.model_register_upload(
                 user=user,  # type: ignore[arg-type]
                 model_name=data["model_name"],
                 upload=data["file"],
+                tflite=data["tflite"],
             )
         return Response(ModelVersionSerializer(version).data, status=status.HTTP_202_ACCEPTED)
 
@@ -203,6 +212,11 @@ class ModelVersionUndeployApi(APIView):
 
 class DeploySerializer(StrictInputSerializer):
     model_name = serializers.CharField(max_length=100)
+    tflite = serializers.BooleanField(
+        default=False,
+        help_text="Also convert to TF Lite: model.tflite beside the SavedModel, which the model "
+        "server then serves for this version.",
+    )
 
 
 class ExperimentDeployApi(APIView):
@@ -217,6 +231,7 @@ class ExperimentDeployApi(APIView):
             user=request.user,  # type: ignore[arg-type]
             experiment=experiment,
             model_name=serializer.validated_data["model_name"],
+            tflite=serializer.validated_data["tflite"],
         )
         return Response(ModelVersionSerializer(version).data, status=status.HTTP_202_ACCEPTED)
 

@@ -51,6 +51,9 @@ class ModelVersion(models.Model):
     size_bytes = models.BigIntegerField(default=0)
     # Its serving signatures as read at publish: inputs and outputs with dtype and shape.
     signatures = models.JSONField(default=dict, blank=True)
+    # A model.tflite converted by the platform sits beside the SavedModel, and is what the
+    # embedded model server (--prefer_tflite_model) serves for this version.
+    tflite = models.BooleanField(default=False)
     state = models.CharField(max_length=20, choices=State.choices, default=State.PENDING)
     error = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)

@@ -11,6 +11,7 @@ deploying one model never unloads another) and writes the same list to the confi
 import contextlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -27,6 +28,7 @@ from django.utils import timezone
 from serving import graph_check, layout
 from serving.archive import ArchiveError, extract_saved_model_zip
 from serving.client import ModelEntry, ModelServerError
+from serving.tflite_convert import TFLITE_FILE
 from tfplatform.accounts.models import User
 from tfplatform.accounts.storage import storage_quota_check
 from tfplatform.core.errors import (
@@ -145,6 +147,7 @@ def model_name_check(*, name: str) -> None:
 
 
 GRAPH_CHECK_SECONDS = 300
+TFLITE_CONVERT_SECONDS = 600
 
 
 def saved_model_verify(path: Path) -> dict[str, Any]:
@@ -177,6 +180,42 @@ def saved_model_verify(path: Path) -> dict[str, Any]:
     raise InvalidInput(f"The SavedModel cannot be read: {report.get('error', 'unknown error')}.")
 
 
+def saved_model_tflite_add(path: Path) -> None:
+    """Converts the SavedModel at `path` to TF Lite and writes model.tflite beside it. The
+    converter loads the (hostile) SavedModel, so it runs in a process of its own that confines
+    itself (serving/tflite_convert.py) and writes only a scratch directory: never the checked
+    SavedModel files, which are copied from nowhere else."""
+    with tempfile.TemporaryDirectory() as scratch:
+        output = Path(scratch) / TFLITE_FILE
+        try:
+            done = subprocess.run(
+                [sys.executable, "-m", "serving.tflite_convert", str(path), str(output)],
+                cwd=settings.ROOT_DIR, capture_output=True, text=True,
+                timeout=TFLITE_CONVERT_SECONDS, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+            )
+        except subprocess.TimeoutExpired as error:
+            raise InvalidInput("The SavedModel could not be converted to TF Lite in time.",
+                               field="tflite") from error
+        if done.returncode != 0 or not output.is_file():
+            lines = [line for line in done.stderr.splitlines() if line.strip()]
+            reason = lines[-1][:500] if lines else f"exit {done.returncode}"
+            raise InvalidInput(f"The SavedModel cannot be converted to TF Lite: {reason}",
+                               field="tflite")
+        shutil.copyfile(output, path / TFLITE_FILE)
+
+
+def _version_verify(path: Path, *, tflite: bool) -> dict[str, Any]:
+    if (path / TFLITE_FILE).exists():
+        # Only the platform's own converter writes one: a .tflite file is a program the graph
+        # check cannot read, and the server would run it instead of the checked SavedModel.
+        raise InvalidInput(f"A SavedModel to publish must not contain {TFLITE_FILE}; ask for "
+                           "a TF Lite version (tflite) and the platform converts it.")
+    signatures = saved_model_verify(path)
+    if tflite:
+        saved_model_tflite_add(path)
+    return signatures
+
+
 def _version_publish(
     *,
     user: User,
@@ -184,6 +223,7 @@ def _version_publish(
     source: Path,
     experiment: Experiment | None,
     untrusted: bool = False,
+    tflite: bool = False,
 ) -> ModelVersion:
     model_name_check(name=name)
     with transaction.atomic():
@@ -193,7 +233,7 @@ def _version_publish(
     try:
         published = layout.publish_version(
             source=source, model_base=model_base_path(), model_name=name, untrusted=untrusted,
-            verify=lambda path: signatures.update(saved_model_verify(path)),
+            verify=lambda path: signatures.update(_version_verify(path, tflite=tflite)),
             # An undeployed version's files are gone but its row stays: never its number again.
             after=model.versions.aggregate(n=Max("version"))["n"] or 0,
         )
@@ -215,6 +255,7 @@ def _version_publish(
             state=ModelVersion.State.LOADING,
             size_bytes=layout.tree_bytes(root=published.path),
             signatures=signatures,
+            tflite=tflite,
         )
         # Loading can take minutes (two of the server's waits): the model loader does it, and
         # the version says LOADING until then; no web worker is held.
@@ -309,7 +350,11 @@ def experiment_export_dir(*, experiment: Experiment) -> Path:
     return experiment_work_dir(experiment_id=experiment.pk) / "export"
 
 
-def experiment_deploy(*, user: User, experiment: Experiment, model_name: str) -> ModelVersion:
+def experiment_deploy(
+    *, user: User, experiment: Experiment, model_name: str, tflite: bool = False
+) -> ModelVersion:
+    """`tflite`: also convert it to TF Lite (model.tflite beside the SavedModel), which the
+    embedded model server then serves for this version."""
     if experiment.state != Experiment.State.COMPLETED:
         raise Conflict("Only a completed experiment with an exported model can be deployed.")
     export = experiment_export_dir(experiment=experiment)
@@ -323,11 +368,14 @@ def experiment_deploy(*, user: User, experiment: Experiment, model_name: str) ->
     except layout.UnsafeSource as error:
         raise Conflict(f"The experiment's exported model cannot be deployed: {error}.") from error
     return _version_publish(
-        user=user, name=model_name, source=export, experiment=experiment, untrusted=True
+        user=user, name=model_name, source=export, experiment=experiment, untrusted=True,
+        tflite=tflite,
     )
 
 
-def model_register_upload(*, user: User, model_name: str, upload: UploadedFile) -> ModelVersion:
+def model_register_upload(
+    *, user: User, model_name: str, upload: UploadedFile, tflite: bool = False
+) -> ModelVersion:
     """Bring your own model: a zipped SavedModel, checked before anything is extracted."""
     if upload.size is not None and upload.size > MAX_UPLOAD_BYTES:
         raise PayloadTooLarge(f"The archive is larger than {MAX_UPLOAD_BYTES // 2**20} MiB.")
@@ -343,16 +391,19 @@ def model_register_upload(*, user: User, model_name: str, upload: UploadedFile) 
             )
         except ArchiveError as error:
             raise InvalidInput(str(error), field="file") from error
-        return _version_publish(user=user, name=model_name, source=root, experiment=None)
+        return _version_publish(user=user, name=model_name, source=root, experiment=None,
+                                tflite=tflite)
 
 
-def model_register_path(*, user: User, model_name: str, path: str) -> ModelVersion:
+def model_register_path(
+    *, user: User, model_name: str, path: str, tflite: bool = False
+) -> ModelVersion:
     if not user.is_staff:
         raise Forbidden("Only staff may register a model from a path on the server.")
     source = model_import_source(path=path)
     # Copied as a trial's export is: a link or special file anywhere in it is refused.
     return _version_publish(user=user, name=model_name, source=source, experiment=None,
-                            untrusted=True)
+                            untrusted=True, tflite=tflite)
 
 
 def model_import_source(*, path: str) -> Path:

@@ -194,6 +194,7 @@ def experiment_deploy_action(request: HttpRequest, experiment_id: int) -> HttpRe
         user=request.user,  # type: ignore[arg-type]
         experiment=experiment,
         model_name=name,
+        tflite=request.POST.get("tflite") == "on",
     )
     messages.success(request, f"Deploying as {name} version {version.version}: it is loading.")
     return redirect("model-detail", name=name)

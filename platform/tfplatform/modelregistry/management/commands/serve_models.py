@@ -53,6 +53,9 @@ def serve_models_argv(*, config: Path) -> list[str]:
         # Embedded serving is for this machine only; compose uses tensorflow/serving.
         "--host=127.0.0.1",
         f"--grpc_channel_arguments=grpc.max_receive_message_length={max_message}",
+        # Only the platform's converter puts a model.tflite in a version (deployed with
+        # `tflite`), and such a version is served by it.
+        "--prefer_tflite_model",
     ]
     if settings.PLATFORM["MODEL_SERVER_CONFINE"]:
         # A model is a program: it gets the models, never var/ (database, secret key, uploads).
@@ -62,6 +65,10 @@ def serve_models_argv(*, config: Path) -> list[str]:
         monitoring = config.with_name("monitoring.config")
         monitoring_config_write(path=monitoring, metrics_path=metrics_path)
         argv.append(f"--monitoring_config_file={monitoring}")
+    profiles = settings.PLATFORM["TF_SERVING_PROFILER_DIR"]
+    # Profile writes where its request says: only ever below this directory, and nowhere at all
+    # without one (a confined server could not write it anyway).
+    argv.append(f"--profiler_write_root={profiles}" if profiles else "--enable_profiler=false")
     batching = settings.PLATFORM["TF_SERVING_BATCHING_PARAMETERS_FILE"]
     if batching:
         argv.append(f"--batching_parameters_file={batching}")

@@ -57,3 +57,14 @@ def test_no_metrics_path_no_monitoring(settings: Any, tmp_path: Path) -> None:
     argv = serve_models_argv(config=tmp_path / "models.config")
     assert not any(flag.startswith("--monitoring_config_file") for flag in argv)
     assert not _options(argv).monitoring.prometheus
+
+
+def test_profiler_and_tflite_follow_the_settings(settings: Any, tmp_path: Path) -> None:
+    _platform(settings, TF_SERVING_PROFILER_DIR="")
+    options = _options(serve_models_argv(config=tmp_path / "models.config"))
+    assert not options.enable_profiler
+    assert options.prefer_tflite_model  # only the platform's converter writes a model.tflite
+    _platform(settings, TF_SERVING_PROFILER_DIR=str(tmp_path / "profiles"))
+    options = _options(serve_models_argv(config=tmp_path / "models.config"))
+    assert options.enable_profiler
+    assert options.profiler_write_root == str(tmp_path / "profiles")
