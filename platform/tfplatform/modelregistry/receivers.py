@@ -11,7 +11,9 @@ from serving.client import ModelServerError
 from tfplatform.modelregistry.services import serving_health_record
 
 logger = logging.getLogger(__name__)
-_next_scrape = [0.0]  # monotonic time of the scheduler process' next scrape
+# Monotonic time of this process' last scrape; the interval is read at each pass, not fixed at
+# the last scrape, so a changed setting takes effect at once.
+_last_scrape = [float("-inf")]
 _lock = threading.Lock()
 
 
@@ -19,9 +21,10 @@ def serving_health_on_scheduler_pass(**_: Any) -> None:
     """The scheduler loop is the platform's one periodic process: it scrapes the model server
     every SERVING_HEALTH_SAMPLE_SECONDS (a pass comes at least every scheduler interval)."""
     with _lock:
-        if time.monotonic() < _next_scrape[0]:
+        now = time.monotonic()
+        if now < _last_scrape[0] + settings.PLATFORM["SERVING_HEALTH_SAMPLE_SECONDS"]:
             return
-        _next_scrape[0] = time.monotonic() + settings.PLATFORM["SERVING_HEALTH_SAMPLE_SECONDS"]
+        _last_scrape[0] = now
     try:
         serving_health_record()
     except ModelServerError as error:
