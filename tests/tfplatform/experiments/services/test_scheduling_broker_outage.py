@@ -127,14 +127,21 @@ def test_a_broker_restart_mid_training_loses_no_trial_and_runs_none_twice(
 def test_a_trial_longer_than_the_visibility_timeout_runs_once_and_is_never_sent_again(
     tmp_path: Path,
 ) -> None:
-    with platform_on_own_broker(folder=tmp_path,
-                                PLATFORM_BROKER_VISIBILITY_TIMEOUT="1") as platform:
-        # About 25 s of training: kombu looks for overdue messages every 10 s.
-        experiment_id = platform.submit(name="outlives the timeout", epochs=16, batch_size=1)
+    import redis
+
+    with platform_on_own_broker(folder=tmp_path, PLATFORM_BROKER_VISIBILITY_TIMEOUT="1",
+                                PLATFORM_BROKER_RESTORE_SECONDS="1") as platform:
+        # Several seconds of training: the node looks for overdue messages every second, so a
+        # message still unacknowledged would be sent again a few times over meanwhile.
+        experiment_id = platform.submit(name="outlives the timeout", epochs=6, batch_size=1)
+        live.wait_for(lambda: len(live.metric_epochs(platform.client, experiment_id)) >= 1,
+                      timeout=180, what="the first epoch", log=platform.log)
+        broker = redis.Redis.from_url(platform.broker_url)
+        assert broker.hlen("unacked") == 0  # taken and acknowledged, not held while it trains
         experiment = platform.wait_finished(experiment_id)
     [trial] = experiment.trials.all()
     assert trial.state == "completed"
-    assert live.metric_epochs(platform.client, experiment_id) == list(range(1, 17))
+    assert live.metric_epochs(platform.client, experiment_id) == list(range(1, 7))
     # Acknowledged when the node took it: the broker had nothing to deliver again.
     received = [line for line in platform.log.read_text().splitlines()
                 if "experiments.trial_run[" in line and " received" in line]
