@@ -68,8 +68,7 @@ def test_a_trial_trains_through_a_database_outage_and_loses_no_epoch(
         nodes = api.get(f"{base}/api/v1/nodes/", timeout=10).json()["results"]
         epochs = _epochs(api, base, experiment_id)
     finally:
-        for process in reversed(processes):
-            live.stop(process)
+        live.stop_all(processes)
 
     worker_log = logs["worker"].read_text()
     assert detail["state"] == "completed", (detail.get("error"), worker_log[-3000:])

@@ -87,8 +87,7 @@ def platform_on_own_broker(*, folder: Path, cpu_slots: int = 1, kind: str = "red
                       what="node registration", log=platform.log)
         yield platform
     finally:
-        live.stop(scheduler)
-        live.stop(worker)
+        live.stop_all([scheduler, worker])
         platform.broker_stop()
 
 

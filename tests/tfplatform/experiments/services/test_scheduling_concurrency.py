@@ -147,7 +147,7 @@ def test_two_schedulers_never_double_allocate(tmp_path: Path) -> None:
             time.sleep(0.05)
         assert all(process.poll() is None for process in schedulers), "a scheduler died"
     finally:
-        codes = [live.stop(process) for process in schedulers]
+        codes = live.stop_all(schedulers)
     text = "\n".join(log.read_text() for log in logs)
     assert codes == [0, 0], text[-4000:]
     assert "Traceback" not in text, text[-4000:]

@@ -53,8 +53,7 @@ def worker_nodes(tmp_path: Path) -> Iterator[list[Path]]:
         lambda: Node.objects.count() == len(NODES), timeout=90, what="3 nodes", log=logs[0]
     )
     yield logs
-    for process in processes:
-        live.stop(process)
+    live.stop_all(processes)
 
 
 def submit_random(*, rng: random.Random) -> list[Experiment]:
@@ -111,7 +110,7 @@ def test_thirty_random_experiments_on_real_nodes_with_two_schedulers(
             time.sleep(0.2)
         assert all(process.poll() is None for process in schedulers), "a scheduler died"
     finally:
-        codes = [live.stop(process) for process in schedulers]
+        codes = live.stop_all(schedulers)
     check_invariants()
     text = "\n".join(log.read_text() for log in logs)
     assert codes == [0, 0] and "Traceback" not in text, text[-4000:]
