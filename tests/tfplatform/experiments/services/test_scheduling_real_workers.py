@@ -110,7 +110,7 @@ def test_thirty_random_experiments_on_real_nodes_with_two_schedulers(
             time.sleep(0.2)
         assert all(process.poll() is None for process in schedulers), "a scheduler died"
     finally:
-        codes = live.stop_all(schedulers)
+        codes = [live.stop(process) for process in schedulers]
     check_invariants()
     text = "\n".join(log.read_text() for log in logs)
     assert codes == [0, 0] and "Traceback" not in text, text[-4000:]
