@@ -48,8 +48,7 @@ def _nodes_start(tmp_path: Path, addresses: tuple[str, str] = ("127.0.0.1", "127
 def two_nodes(tmp_path: Path) -> Iterator[dict[str, object]]:
     nodes = _nodes_start(tmp_path)
     yield nodes
-    for node in nodes.values():
-        live.stop(node["process"])  # type: ignore[index]
+    live.stop_all([node["process"] for node in nodes.values()])  # type: ignore[index]
 
 
 def test_two_worker_experiment_is_gang_scheduled_across_both_nodes(
@@ -238,5 +237,4 @@ def test_a_gang_across_nodes_runs_in_containers(
         hosts = set(Allocation.objects.filter(trial=trial).values_list("node__address", flat=True))
         assert hosts == set(addresses)
     finally:
-        for node in nodes.values():
-            live.stop(node["process"])  # type: ignore[index]
+        live.stop_all([node["process"] for node in nodes.values()])  # type: ignore[index]

@@ -87,8 +87,7 @@ def platform_on_own_broker(*, folder: Path, cpu_slots: int = 1, kind: str = "red
                       what="node registration", log=platform.log)
         yield platform
     finally:
-        live.stop(scheduler)
-        live.stop(worker)
+        live.stop_all([scheduler, worker])
         platform.broker_stop()
 
 
@@ -99,8 +98,9 @@ def test_a_broker_restart_mid_training_loses_no_trial_and_runs_none_twice(
     with platform_on_own_broker(folder=tmp_path, cpu_slots=2, kind=kind,
                                 PLATFORM_DISPATCH_RETRY_SECONDS="10") as platform:
         client, log = platform.client, platform.log
-        # One example a step: long enough to outlive the outage by many epochs.
-        first = platform.submit(name="through the outage", epochs=12, batch_size=1)
+        # One example a step: long enough to outlive the outage (two epochs before it, two in
+        # it, the broker's restart) by a few epochs; more only add waiting.
+        first = platform.submit(name="through the outage", epochs=9, batch_size=1)
         live.wait_for(lambda: len(live.metric_epochs(client, first)) >= 2, timeout=180,
                       what="two epochs before the outage", log=log)
 
@@ -117,7 +117,7 @@ def test_a_broker_restart_mid_training_loses_no_trial_and_runs_none_twice(
         platform.broker_start()  # back: Redis empty, RabbitMQ with what it kept
         finished = [platform.wait_finished(first), platform.wait_finished(second)]
 
-    for experiment, epochs in zip(finished, (12, 2), strict=True):
+    for experiment, epochs in zip(finished, (9, 2), strict=True):
         [trial] = experiment.trials.all()  # ran once: no restart, no second trial
         assert trial.state == "completed" and trial.dispatched_at is not None
         assert live.metric_epochs(client, experiment.pk) == list(range(1, epochs + 1))
@@ -127,14 +127,22 @@ def test_a_broker_restart_mid_training_loses_no_trial_and_runs_none_twice(
 def test_a_trial_longer_than_the_visibility_timeout_runs_once_and_is_never_sent_again(
     tmp_path: Path,
 ) -> None:
-    with platform_on_own_broker(folder=tmp_path,
-                                PLATFORM_BROKER_VISIBILITY_TIMEOUT="1") as platform:
-        # About 25 s of training: kombu looks for overdue messages every 10 s.
-        experiment_id = platform.submit(name="outlives the timeout", epochs=16, batch_size=1)
+    import redis
+
+    with platform_on_own_broker(folder=tmp_path, PLATFORM_BROKER_VISIBILITY_TIMEOUT="1",
+                                PLATFORM_BROKER_RESTORE_SECONDS="1") as platform:
+        # Several seconds of training: the node looks for overdue messages every second, so a
+        # message still unacknowledged would be sent again a few times over meanwhile.
+        experiment_id = platform.submit(name="outlives the timeout", epochs=6, batch_size=1)
+        live.wait_for(lambda: len(live.metric_epochs(platform.client, experiment_id)) >= 1,
+                      timeout=180, what="the first epoch", log=platform.log)
+        # Taken and acknowledged: the broker holds no unacknowledged copy while it trains.
+        held = redis.Redis.from_url(platform.broker_url).hvals("unacked")
+        assert not [message for message in held if b"experiments.trial_run" in message], held
         experiment = platform.wait_finished(experiment_id)
     [trial] = experiment.trials.all()
     assert trial.state == "completed"
-    assert live.metric_epochs(platform.client, experiment_id) == list(range(1, 17))
+    assert live.metric_epochs(platform.client, experiment_id) == list(range(1, 7))
     # Acknowledged when the node took it: the broker had nothing to deliver again.
     received = [line for line in platform.log.read_text().splitlines()
                 if "experiments.trial_run[" in line and " received" in line]

@@ -149,7 +149,7 @@ def test_two_schedulers_never_double_allocate(tmp_path: Path) -> None:
     finally:
         codes = [live.stop(process) for process in schedulers]
     text = "\n".join(log.read_text() for log in logs)
-    assert codes == [0, 0], text[-4000:]
+    assert codes == [0, 0], (codes, text[-4000:])
     assert "Traceback" not in text, text[-4000:]
     assert not Allocation.objects.filter(released_at__isnull=True).exists()
     assert Trial.objects.filter(stop_reason="preempted", state="canceled").exists()

@@ -53,8 +53,7 @@ def worker_nodes(tmp_path: Path) -> Iterator[list[Path]]:
         lambda: Node.objects.count() == len(NODES), timeout=90, what="3 nodes", log=logs[0]
     )
     yield logs
-    for process in processes:
-        live.stop(process)
+    live.stop_all(processes)
 
 
 def submit_random(*, rng: random.Random) -> list[Experiment]:
