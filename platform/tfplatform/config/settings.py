@@ -396,6 +396,13 @@ PLATFORM = {
     "LOOKUP_CACHE_SECONDS": env.float("PLATFORM_LOOKUP_CACHE_SECONDS", default=1.0),
     # How long an API token lives unless its owner asks for less (1 to 365 days).
     "API_TOKEN_DAYS": env.int("PLATFORM_API_TOKEN_DAYS", default=90),
+    # Workspaces: each user's persistent home volume (one folder per user), how long a session
+    # may go without kernel or terminal activity before it is stopped, a user without a team's
+    # longest session, and the address a workspace's `tfp` reaches the platform at.
+    "HOME_DIR": Path(env.str("PLATFORM_HOME_DIR", default=str(VAR_DIR / "homes"))),
+    "WORKSPACE_IDLE_MINUTES": env.float("PLATFORM_WORKSPACE_IDLE_MINUTES", default=60.0),
+    "USER_WORKSPACE_MAX_HOURS": env.float("PLATFORM_USER_WORKSPACE_MAX_HOURS", default=24.0),
+    "WORKSPACE_API_URL": env.str("PLATFORM_WORKSPACE_API_URL", default="http://127.0.0.1:8000"),
 }
 
 LOGGING = {
