@@ -146,4 +146,5 @@ def test_idle_workspace_is_culled_and_the_queue_gets_its_gpu(gpu_node: Path) -> 
     assert queued.state != Experiment.State.QUEUED
     held = Allocation.objects.get(trial__experiment=queued)
     assert held.device is not None and held.device.kind == "gpu"
-    assert live.experiment_wait_finished(queued.pk, timeout=120, log=gpu_node) == Experiment.State.COMPLETED
+    finished = live.experiment_wait_finished(queued.pk, timeout=120, log=gpu_node)
+    assert finished == Experiment.State.COMPLETED
