@@ -16,6 +16,7 @@ import http.client
 import json
 import os
 import socket as socketlib
+import sys
 import time
 from datetime import datetime
 from pathlib import Path
@@ -27,7 +28,6 @@ from training.spec import TrialSpec
 from training.workspace_kernel import GPUS_ENV
 
 ACTIVITY_POLL_SECONDS = 30.0
-SHARE_DIR = "training/workspace_share"
 
 
 class UnixConnection(http.client.HTTPConnection):
@@ -111,17 +111,35 @@ def workspace_environment(*, spec: TrialSpec) -> dict[str, str]:
         # Configuration the session cannot be talked out of: none from the home volume.
         "JUPYTER_CONFIG_DIR": str(scratch / "jupyter-config"),
         "JUPYTER_RUNTIME_DIR": str(scratch / "jupyter-runtime"),
-        "JUPYTER_PATH": str(repo_root() / SHARE_DIR),
+        "JUPYTER_PATH": str(scratch / "jupyter-share"),
         "SHELL": "/bin/bash",
     }
+
+
+def kernel_spec_write(*, folder: Path) -> None:
+    """The one kernel: this interpreter (the environment's), its devices set up first."""
+    folder.mkdir(parents=True, exist_ok=True)
+    spec = {
+        "argv": [sys.executable, str(repo_root() / "training" / "workspace_kernel.py"), "-f",
+                 "{connection_file}"],
+        "display_name": "Python 3 (workspace devices)",
+        "language": "python",
+        "metadata": {"debugger": True},
+    }
+    (folder / "kernel.json").write_text(json.dumps(spec))
 
 
 def workspace_serve(*, spec: TrialSpec, events: EventWriter) -> None:
     os.environ.update(workspace_environment(spec=spec))
     for name in ("JUPYTER_CONFIG_DIR", "JUPYTER_RUNTIME_DIR"):
         Path(os.environ[name]).mkdir(parents=True, exist_ok=True)
+    kernel_spec_write(folder=Path(os.environ["JUPYTER_PATH"]) / "kernels" / "python3")
     os.chdir(spec.work_dir)
     from jupyterlab.labapp import LabApp  # type: ignore[import-untyped]
 
     events.emit("status", phase="workspace", socket=os.path.basename(spec.workspace["socket"]))
-    LabApp.launch_instance(argv=workspace_arguments(spec=spec))
+    server = LabApp.initialize_server(argv=workspace_arguments(spec=spec))
+    # As JupyterHub does: the page never holds the token. The platform's proxy adds it to every
+    # request, so the browser authenticates to the platform and never learns Jupyter's token.
+    server.web_app.settings.setdefault("page_config_data", {})["token"] = ""
+    server.start()

@@ -403,6 +403,9 @@ PLATFORM = {
     "WORKSPACE_IDLE_MINUTES": env.float("PLATFORM_WORKSPACE_IDLE_MINUTES", default=60.0),
     "USER_WORKSPACE_MAX_HOURS": env.float("PLATFORM_USER_WORKSPACE_MAX_HOURS", default=24.0),
     "WORKSPACE_API_URL": env.str("PLATFORM_WORKSPACE_API_URL", default="http://127.0.0.1:8000"),
+    # Where `/workspaces/<id>/lab/` is served (the ASGI `lab` process): empty, this origin
+    # (a TLS proxy routes the path there); `make run` gives the lab process a port of its own.
+    "WORKSPACE_LAB_ORIGIN": env.str("PLATFORM_WORKSPACE_LAB_ORIGIN", default=""),
 }
 
 LOGGING = {

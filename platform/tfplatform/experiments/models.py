@@ -225,6 +225,8 @@ class Workspace(models.Model):
     )
     # Jupyter's last kernel or terminal activity, as the session's node last read it.
     last_activity_at = models.DateTimeField(null=True, blank=True)
+    # When the session's Jupyter first answered its node: "running" means it can be opened.
+    ready_at = models.DateTimeField(null=True, blank=True)
     stop_reason = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 

@@ -70,6 +70,8 @@ def workspace_state(*, workspace: Workspace) -> str:
     if session.state == Experiment.State.RUNNING and session.trials.filter(
             stop_reason__gt="", state__in=("pending", "running")).exists():
         return "stopping"
+    if session.state == Experiment.State.RUNNING and workspace.ready_at is None:
+        return "starting"  # its Jupyter has not answered yet
     return WORKSPACE_STATES.get(session.state, session.state)
 
 

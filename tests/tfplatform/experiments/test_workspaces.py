@@ -57,7 +57,8 @@ def _running(*, workspace_id: int, log: Path) -> Workspace:
         assert session is not None
         assert session.state != Experiment.State.FAILED, session.error
         socket = workspace_socket(owner_id=workspace.owner_id, experiment_id=session.pk)
-        return socket.exists() and jupyter_status(
+        # Ready once its node saw Jupyter answer (the page and the API then say "running").
+        return workspace.ready_at is not None and jupyter_status(
             socket=str(socket), token=workspace_jupyter_token(experiment_id=session.pk),
             base_url=f"/workspaces/{workspace_id}/lab/") is not None
 

@@ -132,7 +132,7 @@ def trial_spec_build(*, trial: Trial, grant: SessionGrant | None = None) -> Tria
         workspace={} if grant is None else {
             "jupyter_token": grant.jupyter_token, "socket": grant.socket,
             "api_token": grant.api_token, "api_url": settings.PLATFORM["WORKSPACE_API_URL"],
-            "base_url": f"/workspaces/{grant.workspace_id}/lab/",
+            "base_url": grant.base_url,
         },
     )
 
@@ -185,7 +185,8 @@ def trial_execute(*, trial_id: int, node_id: int | None = None) -> None:
             should_cancel = partial(_session_stop_requested, trial_id=trial.pk,
                                     experiment_id=experiment.pk,
                                     watch=JupyterActivity(socket=grant.socket,
-                                                          token=grant.jupyter_token))
+                                                          token=grant.jupyter_token,
+                                                          base_url=grant.base_url))
         outcome = trial_supervise(
             spec=trial_spec_build(trial=trial, grant=grant),
             on_events=recorder,

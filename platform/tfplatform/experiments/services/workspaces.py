@@ -127,7 +127,7 @@ def _session_start(*, workspace: Workspace) -> None:
         priority=workspace.priority, max_restarts=0, pending_reason="Waiting for the scheduler.",
     )
     Workspace.objects.filter(pk=workspace.pk).update(
-        experiment=session, stop_reason="", last_activity_at=None
+        experiment=session, stop_reason="", last_activity_at=None, ready_at=None
     )
     workspace.experiment, workspace.stop_reason, workspace.last_activity_at = session, "", None
     workspace_home(owner_id=workspace.owner_id).mkdir(parents=True, exist_ok=True)
@@ -156,6 +156,10 @@ class SessionGrant:
     socket: str
     home: str
 
+    @property
+    def base_url(self) -> str:
+        return f"/workspaces/{self.workspace_id}/lab/"  # the proxy's path, which Jupyter serves
+
 
 def workspace_session_begin(*, trial: Trial) -> SessionGrant:
     """What a session's node hands JupyterLab: a fresh API token of its owner (revoked when the
@@ -167,7 +171,7 @@ def workspace_session_begin(*, trial: Trial) -> SessionGrant:
         days=TOKEN_DAYS,
     )
     Workspace.objects.filter(experiment=experiment).update(
-        api_token=token, last_activity_at=timezone.now()
+        api_token=token, last_activity_at=timezone.now(), ready_at=None
     )
     socket = workspace_socket(owner_id=experiment.owner_id, experiment_id=experiment.pk)
     socket.parent.mkdir(parents=True, exist_ok=True)
@@ -193,7 +197,10 @@ def workspace_session_end(*, experiment_id: int) -> None:
 
 
 def workspace_activity_record(*, experiment_id: int, at: datetime) -> None:
+    """Jupyter answered its node: the session can be opened, and was last active `at`."""
     Workspace.objects.filter(experiment_id=experiment_id).update(last_activity_at=at)
+    Workspace.objects.filter(experiment_id=experiment_id, ready_at__isnull=True).update(
+        ready_at=timezone.now())
 
 
 def workspace_max_lifetime(*, workspace: Workspace) -> timedelta:
