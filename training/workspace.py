@@ -105,7 +105,7 @@ def workspace_environment(*, spec: TrialSpec) -> dict[str, str]:
     scratch = Path(SCRATCH)
     return {
         "HOME": spec.work_dir,
-        "TFP_URL": session.get("api_url", ""),
+        "TFP_SERVER": session.get("api_url", ""),
         "TFP_TOKEN": session.get("api_token", ""),
         GPUS_ENV: str(spec.resources.gpus_per_worker),
         # Configuration the session cannot be talked out of: none from the home volume.
