@@ -129,11 +129,37 @@ def kernel_spec_write(*, folder: Path) -> None:
     (folder / "kernel.json").write_text(json.dumps(spec))
 
 
+TFP_SCRIPT = """#!{python}
+# `tfp` in a workspace: the package is loaded by its path, since Landlock lets the session
+# read that folder but not list the one above it, where Python would look for it.
+import importlib.util, sys
+folder = {folder!r}
+spec = importlib.util.spec_from_file_location(
+    "tfplatform_cli", folder + "/__init__.py", submodule_search_locations=[folder])
+module = importlib.util.module_from_spec(spec)
+sys.modules["tfplatform_cli"] = module
+spec.loader.exec_module(module)
+from tfplatform_cli.main import main
+sys.exit(main())
+"""
+
+
+def tfp_write(*, folder: Path) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    script = folder / "tfp"
+    script.write_text(TFP_SCRIPT.format(
+        python=sys.executable, folder=str(repo_root() / "platform" / "tfplatform_cli")))
+    script.chmod(0o755)
+
+
 def workspace_serve(*, spec: TrialSpec, events: EventWriter) -> None:
     os.environ.update(workspace_environment(spec=spec))
     for name in ("JUPYTER_CONFIG_DIR", "JUPYTER_RUNTIME_DIR"):
         Path(os.environ[name]).mkdir(parents=True, exist_ok=True)
     kernel_spec_write(folder=Path(os.environ["JUPYTER_PATH"]) / "kernels" / "python3")
+    tools = Path(SCRATCH) / "bin"
+    tfp_write(folder=tools)
+    os.environ["PATH"] = f"{tools}{os.pathsep}{os.environ.get('PATH', '')}"
     os.chdir(spec.work_dir)
     from jupyterlab.labapp import LabApp  # type: ignore[import-untyped]
 

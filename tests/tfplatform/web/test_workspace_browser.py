@@ -27,15 +27,22 @@ CELL = (
     "open('from-notebook.txt', 'w').write('kept across restarts')\n"
     "print('TRAINED', len(history.history['loss']))"
 )
+# `tfp` in the workspace reaches the platform with the session's own token.
+CLI_CELL = (
+    "import subprocess\n"
+    "run = subprocess.run(['tfp', 'workspace', 'list'], capture_output=True, text=True)\n"
+    "print('CLI', run.returncode, run.stdout, run.stderr)"
+)
 
 
 @pytest.fixture
 def platform(tmp_path: Path) -> Iterator[dict[str, Any]]:
     """A worker node with two GPU slots, the scheduler, and the ASGI web app on one origin."""
     homes = tmp_path / "h"
-    env = {"PLATFORM_HOME_DIR": str(homes), "PLATFORM_WORK_DIR": str(tmp_path / "work")}
-    logs = {name: tmp_path / f"{name}.log" for name in ("worker", "scheduler", "web")}
     port = live.free_port()
+    env = {"PLATFORM_HOME_DIR": str(homes), "PLATFORM_WORK_DIR": str(tmp_path / "work"),
+           "PLATFORM_WORKSPACE_API_URL": f"http://127.0.0.1:{port}"}
+    logs = {name: tmp_path / f"{name}.log" for name in ("worker", "scheduler", "web")}
     processes = [
         live.worker_start(node=f"wsb-{tmp_path.name[-6:]}", log=logs["worker"], gpu_slots=2,
                           **env),
@@ -95,6 +102,11 @@ def test_workspace_in_the_browser(browser: Any, platform: dict[str, Any]) -> Non
     assert "TRAINED 3" in text, text
     # Two GPU slots on a CPU-only node: two logical devices, as a trial gets them.
     assert "/device:CPU:0" in text and "/device:CPU:1" in text, text
+    page.keyboard.type(CLI_CELL)
+    page.keyboard.press("Shift+Enter")
+    page.locator(".jp-OutputArea-output").filter(has_text="CLI").wait_for(timeout=120_000)
+    cli = page.locator(".jp-OutputArea-output").filter(has_text="CLI").inner_text()
+    assert "CLI 0" in cli and "notebook" in cli and "running" in cli, cli
     home = platform["homes"] / f"user-{alice.pk}"
     assert (home / "from-notebook.txt").read_text() == "kept across restarts"
     # Nothing of Jupyter's token in any URL the browser saw.
