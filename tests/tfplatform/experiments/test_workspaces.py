@@ -149,3 +149,26 @@ def test_idle_workspace_is_culled_and_the_queue_gets_its_gpu(gpu_node: Path) -> 
     assert held.device is not None and held.device.kind == "gpu"
     finished = live.experiment_wait_finished(queued.pk, timeout=120, log=gpu_node)
     assert finished == Experiment.State.COMPLETED
+
+
+def test_a_session_past_its_teams_lifetime_is_stopped(settings: Any) -> None:
+    from tests.factories import TeamFactory
+    from tfplatform.experiments.services.transitions import experiment_transition
+    from tfplatform.experiments.services.workspaces import WorkspaceRequest, workspace_create
+
+    settings.PLATFORM = {**settings.PLATFORM, "WORKSPACE_IDLE_MINUTES": 10_000}
+    team = TeamFactory(workspace_max_hours=2)
+    owner = UserFactory(team=team)
+    workspace = workspace_create(owner=owner, request=WorkspaceRequest(name="long"))
+    session = workspace.experiment
+    assert session is not None and session.team_id == team.pk
+    experiment_transition(experiment=session, to=Experiment.State.SCHEDULED)
+    experiment_transition(experiment=session, to=Experiment.State.RUNNING)
+    Workspace.objects.filter(pk=workspace.pk).update(last_activity_at=timezone.now())
+    assert workspaces_cull() == []
+    Experiment.objects.filter(pk=session.pk).update(
+        started_at=timezone.now() - timedelta(hours=2, minutes=1))
+    assert workspaces_cull() == [workspace.pk]
+    workspace.refresh_from_db()
+    assert workspace.stop_reason == "lifetime"
+    assert workspace.experiment.state == Experiment.State.CANCELED  # type: ignore[union-attr]

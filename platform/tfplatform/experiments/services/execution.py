@@ -208,8 +208,8 @@ def trial_execute(*, trial_id: int, node_id: int | None = None) -> None:
     finally:
         close_old_connections()
         if workspace:
-            database_wait(action=lambda: workspace_session_end(experiment_id=experiment.pk),
-                          what=f"revoking workspace session {experiment.pk}'s token")
+            database_wait(action=lambda: workspace_session_end(trial=trial),
+                          what=f"revoking workspace session {trial.pk}'s token")
     if recorder is not None:
         database_wait(action=recorder.flush, what=f"recording trial {trial.pk}'s events")
     if node is not None:

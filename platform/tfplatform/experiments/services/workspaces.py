@@ -59,10 +59,13 @@ def workspace_create(*, owner: User, request: WorkspaceRequest) -> Workspace:
 
 
 def workspace_start(*, workspace: Workspace) -> Workspace:
-    if workspace_session_active(workspace=workspace):
-        raise InvalidTransition("The workspace is already started.")
     with transaction.atomic():
-        _session_start(workspace=workspace)
+        # Locked: two starts at once make one session, and the other is refused.
+        locked = Workspace.objects.select_for_update().get(pk=workspace.pk)
+        if workspace_session_active(workspace=locked):
+            raise InvalidTransition("The workspace is already started.")
+        _session_start(workspace=locked)
+    workspace.refresh_from_db()
     return workspace
 
 
@@ -88,10 +91,14 @@ def workspace_restart(*, workspace: Workspace, gpus: int | None = None) -> Works
     if workspace_session_active(workspace=workspace):
         workspace_stop(workspace=workspace, reason="restarted")
     with transaction.atomic():
+        locked = Workspace.objects.select_for_update().get(pk=workspace.pk)
+        if workspace_session_active(workspace=locked):
+            raise InvalidTransition("The workspace was started meanwhile.")
         if gpus is not None:
-            Workspace.objects.filter(pk=workspace.pk).update(gpus=gpus)
-            workspace.gpus = gpus
-        _session_start(workspace=workspace)
+            locked.gpus = gpus
+            locked.save(update_fields=["gpus"])
+        _session_start(workspace=locked)
+    workspace.refresh_from_db()
     return workspace
 
 
@@ -166,10 +173,8 @@ def workspace_session_begin(*, trial: Trial) -> SessionGrant:
     session ends), Jupyter's token, its socket and the home volume."""
     experiment = trial.experiment
     workspace = Workspace.objects.filter(experiment=experiment).first()
-    token, key = api_token_issue(
-        user=experiment.owner, name=f"workspace {workspace.name if workspace else ''}".strip(),
-        days=TOKEN_DAYS,
-    )
+    token, key = api_token_issue(user=experiment.owner, name=_token_name(trial_id=trial.pk),
+                                 days=TOKEN_DAYS)
     Workspace.objects.filter(experiment=experiment).update(
         api_token=token, last_activity_at=timezone.now(), ready_at=None
     )
@@ -183,15 +188,17 @@ def workspace_session_begin(*, trial: Trial) -> SessionGrant:
     )
 
 
-def workspace_session_end(*, experiment_id: int) -> None:
+def _token_name(*, trial_id: int) -> str:
+    # Per attempt: a restart may have moved the workspace on to a newer session meanwhile.
+    return f"workspace session {trial_id}"
+
+
+def workspace_session_end(*, trial: Trial) -> None:
     """The session's token stops working; the socket goes with it."""
-    workspace = Workspace.objects.filter(experiment_id=experiment_id).first()
-    if workspace is None:
-        return
-    if workspace.api_token_id is not None:
-        ApiToken.objects.filter(pk=workspace.api_token_id).delete()
-    Workspace.objects.filter(pk=workspace.pk).update(api_token=None)
-    workspace_socket(owner_id=workspace.owner_id, experiment_id=experiment_id).unlink(
+    experiment = trial.experiment
+    ApiToken.objects.filter(user_id=experiment.owner_id,
+                            name=_token_name(trial_id=trial.pk)).delete()
+    workspace_socket(owner_id=experiment.owner_id, experiment_id=experiment.pk).unlink(
         missing_ok=True
     )
 
