@@ -120,8 +120,21 @@ def test_workspace_lifecycle_home_and_ownership(gpu_node: Path) -> None:
     workspace = _running(workspace_id=workspace_id, log=gpu_node)
     status, found = _jupyter(workspace, "GET", "/api/contents/notes.txt")
     assert status == 200 and found["content"] == "kept"
+
+    # Detaching the GPU is a restart on a new allocation (one CPU slot), the home intact.
+    first_session = workspace.experiment_id
+    answer = client.post(f"/api/v1/workspaces/{workspace_id}/restart/", {"gpus": 0},
+                         format="json")
+    assert answer.status_code == 200, answer.content
+    workspace = _running(workspace_id=workspace_id, log=gpu_node)
+    assert workspace.experiment_id != first_session and workspace.gpus == 0
+    detail = client.get(f"/api/v1/workspaces/{workspace_id}/").json()
+    assert len(detail["devices"]) == 1 and "cpu" in detail["devices"][0], detail
+    status, found = _jupyter(workspace, "GET", "/api/contents/notes.txt")
+    assert status == 200 and found["content"] == "kept"
     client.post(f"/api/v1/workspaces/{workspace_id}/stop/")
     _stopped(workspace_id=workspace_id, log=gpu_node)
+    assert not ApiToken.objects.filter(user=owner).exists()
 
 
 def test_idle_workspace_is_culled_and_the_queue_gets_its_gpu(gpu_node: Path) -> None:

@@ -88,11 +88,13 @@ def workspace_restart(*, workspace: Workspace, gpus: int | None = None) -> Works
     if gpus is not None and gpus != workspace.gpus:
         _request_check(owner=workspace.owner, gpus=gpus, priority=workspace.priority)
         _environment_for(environment=workspace.environment, gpus=gpus)
+    replaced = workspace.experiment_id
     if workspace_session_active(workspace=workspace):
+        # The old session stops on its own time; the new one queues meanwhile.
         workspace_stop(workspace=workspace, reason="restarted")
     with transaction.atomic():
         locked = Workspace.objects.select_for_update().get(pk=workspace.pk)
-        if workspace_session_active(workspace=locked):
+        if locked.experiment_id != replaced:
             raise InvalidTransition("The workspace was started meanwhile.")
         if gpus is not None:
             locked.gpus = gpus
