@@ -25,6 +25,7 @@ import aiohttp
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.contrib.auth import get_user
+from django.db import close_old_connections
 from django.http import HttpRequest
 
 from tfplatform.accounts.tokens import api_token_check
@@ -87,6 +88,16 @@ def _user_of(headers: dict[str, str]) -> Any:
 
 def upstream_for(*, workspace_id: int, headers: dict[str, str]) -> Upstream | None:
     """Where this request may go, or None (answered 404): checked on every request."""
+    # In an executor thread, outside Django's request cycle: connections are kept or closed
+    # (CONN_MAX_AGE) as a Django request's would be.
+    close_old_connections()
+    try:
+        return _upstream_for(workspace_id=workspace_id, headers=headers)
+    finally:
+        close_old_connections()
+
+
+def _upstream_for(*, workspace_id: int, headers: dict[str, str]) -> Upstream | None:
     user = _user_of(headers)
     if user is None:
         return None
