@@ -185,3 +185,36 @@ def test_a_session_past_its_teams_lifetime_is_stopped(settings: Any) -> None:
     workspace.refresh_from_db()
     assert workspace.stop_reason == "lifetime"
     assert workspace.experiment.state == Experiment.State.CANCELED  # type: ignore[union-attr]
+
+
+def test_workspaces_count_against_the_team_gpu_quota_like_trials() -> None:
+    """Placed by the same pass: a trial of the team holds its quota, so the workspace waits
+    with the scheduler's reason; it never takes a device a trial holds."""
+    from tests.factories import DeviceFactory, NodeFactory, TeamFactory
+    from tfplatform.experiments.services.workspaces import WorkspaceRequest, workspace_create
+
+    node = NodeFactory()
+    for index in range(3):
+        DeviceFactory(node=node, index=index)
+    team = TeamFactory(gpu_quota=2)
+    owner = UserFactory(team=team)
+    trial_job = ExperimentFactory(owner=owner, team=team, gpus_per_worker=2)
+    scheduler_pass()
+    trial_job.refresh_from_db()
+    assert trial_job.state == Experiment.State.SCHEDULED
+    workspace = workspace_create(owner=owner, request=WorkspaceRequest(name="q", gpus=1))
+    scheduler_pass()
+    session = Experiment.objects.get(pk=workspace.experiment_id)
+    assert session.state == Experiment.State.QUEUED
+    assert "Team quota of 2 GPUs: 2 in use" in session.pending_reason
+    detail = _client(owner).get(f"/api/v1/workspaces/{workspace.pk}/").json()
+    assert detail["state"] == "queued" and "Team quota" in detail["pending_reason"]
+    team.gpu_quota = 3
+    team.save()
+    scheduler_pass()
+    session.refresh_from_db()
+    assert session.state == Experiment.State.SCHEDULED
+    held = Allocation.objects.get(trial__experiment=session, released_at__isnull=True)
+    trial_held = set(Allocation.objects.filter(trial__experiment=trial_job)
+                     .values_list("device_id", flat=True))
+    assert held.device_id not in trial_held
