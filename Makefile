@@ -43,7 +43,8 @@ run: install $(if $(filter process,$(PLATFORM_TRIAL_RUNTIME)),,sandbox)
 	@echo ""
 	@echo "  TF Platform: http://127.0.0.1:$${PORT:-8000}/   (API docs: /api/docs/, Ctrl-C stops everything)"
 	@echo ""
-	DJANGO_DEBUG=true $(VENV)/bin/honcho start -f Procfile -p $${PORT:-8000}
+	DJANGO_DEBUG=true PLATFORM_WORKSPACE_LAB_ORIGIN=http://127.0.0.1:$$(( $${PORT:-8000} + 100 )) \
+		$(VENV)/bin/honcho start -f Procfile -p $${PORT:-8000}
 
 lint: install
 	$(VENV)/bin/ruff check .

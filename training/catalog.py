@@ -22,6 +22,9 @@ from training.target import target_make
 ZOO_MODELS: tuple[str, ...] = ("mlp", "cifar10_cnn", "resnet20", "gru")
 BUILTIN_DATASETS: tuple[str, ...] = ("digits", "cifar10", "synthetic_images")
 DIAGNOSTIC_JOBS: tuple[str, ...] = ("pi",)
+# A workspace session: JupyterLab instead of training (training/workspace.py); the platform
+# starts these itself, an experiment may not name it.
+WORKSPACE_JOB = "workspace"
 OPTIMIZERS: tuple[str, ...] = ("adam", "sgd", "rmsprop", "adagrad")
 USER_MODULE_ENTRY = "build_model"
 USER_DATASET_ENTRY = "build_dataset"
@@ -165,7 +168,7 @@ def user_module_validate(*, path: str) -> set[str]:
 
 
 def model_validate(*, model: str) -> None:
-    if model in ZOO_MODELS or model in DIAGNOSTIC_JOBS:
+    if model in ZOO_MODELS or model in DIAGNOSTIC_JOBS or model == WORKSPACE_JOB:
         return
     if not model.endswith(".py"):
         raise InvalidInput(
@@ -204,7 +207,7 @@ def dataset_load(*, spec: TrialSpec, hparams: dict[str, Any]) -> arrays.ArrayDat
 
 def dataset_validate(*, spec: TrialSpec) -> dict[str, object]:
     """Loads uploads (and cifar10 when its directory is configured) to check them; a summary."""
-    if spec.model in DIAGNOSTIC_JOBS:
+    if spec.model in DIAGNOSTIC_JOBS or spec.model == WORKSPACE_JOB:
         return {}
     if spec.dataset_source:  # registered shards: checked at registration, never loaded here
         return ShardedSource.from_dict(spec.dataset_source).summary()

@@ -14,6 +14,7 @@ import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from training.cluster import ClusterPlan
 from training.confine import DEVICES, NVIDIA_SHARED_DEVICES, Confinement
@@ -102,6 +103,8 @@ def trial_paths(*, spec: TrialSpec) -> tuple[tuple[str, ...], tuple[str, ...]]:
         read += local_roots(source=ShardedSource.from_dict(spec.dataset_source))
     if spec.datasets_dir:
         read.append(spec.datasets_dir)
+    if spec.workspace:  # its `tfp` (the platform's REST client: no secrets, no platform code)
+        read.append(str(repo_root() / "platform" / "tfplatform_cli"))
     return (spec.work_dir,), tuple(read)
 
 
@@ -112,5 +115,13 @@ def task_confinement(*, spec: TrialSpec, python: TaskPython, plan: ClusterPlan,
     return Confinement(
         read=("/usr", "/etc", "/sys", "/proc", *runtime_paths(python=python), *read),
         write=(*write, SCRATCH, SHARED_MEMORY, "/dev/pts", *DEVICES, *gpu_devices),
-        ports=tuple(sorted({t.port for t in plan.tasks if t.port})),
+        ports=tuple(sorted({t.port for t in plan.tasks if t.port} | _api_ports(spec=spec))),
     )
+
+
+def _api_ports(*, spec: TrialSpec) -> set[int]:
+    """A workspace's `tfp` reaches the platform's API (Landlock rules name ports, not hosts)."""
+    url = urlsplit(spec.workspace.get("api_url", "")) if spec.workspace else None
+    if url is None or not url.hostname:
+        return set()
+    return {url.port or (443 if url.scheme == "https" else 80)}

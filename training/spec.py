@@ -74,6 +74,9 @@ class TrialSpec:
     target_metric: str = ""
     target_mode: str = ""
     target_value: float | None = None
+    # A workspace session (model "workspace"): its Jupyter token and socket, its owner's API
+    # token and the platform's address (training/workspace.py); empty for a trial.
+    workspace: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)

@@ -81,6 +81,11 @@ def _strategy_start(*, spec: TrialSpec, events: EventWriter, flag: StopFlag
 
 def trial_run(*, spec: TrialSpec, cluster: ClusterPlan, task: TaskAddress, events: EventWriter,
               flag: StopFlag) -> None:
+    if spec.model == catalog.WORKSPACE_JOB:
+        from training.workspace import workspace_serve  # imports Jupyter
+
+        workspace_serve(spec=spec, events=events)
+        return
     if cluster.uses_parameter_servers and task.type != "chief":
         events.emit("status", phase="serving", role=task.type)
         parameter_server_task_serve(stop_requested=lambda: flag.requested,

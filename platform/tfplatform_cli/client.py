@@ -220,6 +220,19 @@ class Client:
         )
 
 
+    def workspaces(self) -> list[dict[str, Any]]:
+        return self._every("/workspaces/", {})
+
+    def workspace_create(self, *, fields: Mapping[str, Any]) -> dict[str, Any]:
+        return dict(self.json("POST", "/workspaces/", json=dict(fields)))
+
+    def workspace_action(self, workspace_id: int, *, action: str,
+                         fields: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        return dict(self.json("POST", f"/workspaces/{workspace_id}/{action}/",
+                              json=dict(fields or {}),
+                              not_found=f"workspace {workspace_id} not found"))
+
+
 def _gone(experiment_id: int) -> str:
     # Someone else's experiment is "not found" as well: the API reveals nothing about it.
     return f"experiment {experiment_id} not found"

@@ -4,7 +4,7 @@ import argparse
 import os
 import sys
 
-from tfplatform_cli import commands, search_commands
+from tfplatform_cli import commands, search_commands, workspace_commands
 from tfplatform_cli.errors import CliError
 
 DESCRIPTION = """\
@@ -107,7 +107,38 @@ def parser_build() -> argparse.ArgumentParser:
     search = add("search", "hyperparameter searches: many experiments over a search space")
     _search_parsers(search.add_subparsers(dest="search_command", required=True,
                                           metavar="SUBCOMMAND"), common=common)
+
+    workspace = add("workspace", "workspaces: JupyterLab on scheduled devices, with your home")
+    _workspace_parsers(workspace.add_subparsers(dest="workspace_command", required=True,
+                                                metavar="SUBCOMMAND"), common=common)
     return parser
+
+
+def _workspace_parsers(sub: "argparse._SubParsersAction[argparse.ArgumentParser]", *,
+                       common: argparse.ArgumentParser) -> None:
+    def add(name: str, summary: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=summary, description=summary, parents=[common])
+
+    start = add("start", "start a new workspace (--name), or a stopped one again (its id)")
+    start.add_argument("id", type=int, nargs="?", help="a stopped workspace to start again")
+    start.add_argument("--name", help="a new workspace's name")
+    start.add_argument("--gpus", type=int, default=0, help="GPUs (0: one CPU slot)")
+    start.add_argument("--priority", type=int, default=0)
+    start.add_argument("--environment", help="an environment by name")
+    start.set_defaults(run=workspace_commands.start)
+
+    listing = add("list", "your workspaces: state, devices and where to open them")
+    listing.add_argument("--json", action="store_true", help="print the API's JSON")
+    listing.set_defaults(run=workspace_commands.workspaces_list)
+
+    stop = add("stop", "stop a workspace; its devices go back to the queue, its home is kept")
+    stop.add_argument("id", type=int)
+    stop.set_defaults(run=workspace_commands.stop)
+
+    restart = add("restart", "restart on a new allocation (--gpus attaches or detaches GPUs)")
+    restart.add_argument("id", type=int)
+    restart.add_argument("--gpus", type=int)
+    restart.set_defaults(run=workspace_commands.restart)
 
 
 def _search_parsers(sub: "argparse._SubParsersAction[argparse.ArgumentParser]", *,

@@ -13,7 +13,7 @@ from tests.conftest import peer_data_or_skip
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
-APP_SERVICES = ("migrate", "web", "model-loader", "scheduler", "worker-cpu", "worker-gpu")
+APP_SERVICES = ("migrate", "web", "lab", "model-loader", "scheduler", "worker-cpu", "worker-gpu")
 
 
 def test_compose_file_matches_compose_spec_schema() -> None:
@@ -31,6 +31,9 @@ def test_app_service_commands_exist_in_the_project(name: str) -> None:
     command = COMPOSE["services"][name]["command"]
     if command[0] == "gunicorn":
         module = command[-1].replace(".", "/") + ".py"
+        assert (ROOT / "platform" / module).is_file()
+    elif command[0] == "uvicorn":
+        module = command[1].split(":")[0].replace(".", "/") + ".py"
         assert (ROOT / "platform" / module).is_file()
     else:
         assert command[:2] == ["python", "manage.py"]

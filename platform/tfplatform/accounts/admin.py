@@ -15,8 +15,8 @@ class PlatformUserAdmin(UserAdmin):
 
 @admin.register(Team)
 class TeamAdmin(admin.ModelAdmin):
-    list_display = ("name", "gpu_quota", "max_priority", "created_at")
-    list_editable = ("gpu_quota", "max_priority")
+    list_display = ("name", "gpu_quota", "max_priority", "workspace_max_hours", "created_at")
+    list_editable = ("gpu_quota", "max_priority", "workspace_max_hours")
     search_fields = ("name",)
 
 

@@ -9,6 +9,8 @@ class Team(models.Model):
     # The highest priority its members may give an experiment (staff: any); higher ones can
     # preempt everyone else's trials, so they are granted, not taken.
     max_priority = models.IntegerField(default=10)
+    # A workspace session of one of its members is stopped after this long, idle or not.
+    workspace_max_hours = models.PositiveIntegerField(default=24)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

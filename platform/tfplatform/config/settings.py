@@ -441,6 +441,16 @@ PLATFORM = {
     # Celery workers serve their task metrics here when set (0: not served).
     "CELERY_METRICS_PORT": env.int("PLATFORM_CELERY_METRICS_PORT", default=0),
     "CELERY_METRICS_ADDRESS": env.str("PLATFORM_CELERY_METRICS_ADDRESS", default="127.0.0.1"),
+    # Workspaces: each user's persistent home volume (one folder per user), how long a session
+    # may go without kernel or terminal activity before it is stopped, a user without a team's
+    # longest session, and the address a workspace's `tfp` reaches the platform at.
+    "HOME_DIR": Path(env.str("PLATFORM_HOME_DIR", default=str(VAR_DIR / "homes"))),
+    "WORKSPACE_IDLE_MINUTES": env.float("PLATFORM_WORKSPACE_IDLE_MINUTES", default=60.0),
+    "USER_WORKSPACE_MAX_HOURS": env.float("PLATFORM_USER_WORKSPACE_MAX_HOURS", default=24.0),
+    "WORKSPACE_API_URL": env.str("PLATFORM_WORKSPACE_API_URL", default="http://127.0.0.1:8000"),
+    # Where `/workspaces/<id>/lab/` is served (the ASGI `lab` process): empty, this origin
+    # (a TLS proxy routes the path there); `make run` gives the lab process a port of its own.
+    "WORKSPACE_LAB_ORIGIN": env.str("PLATFORM_WORKSPACE_LAB_ORIGIN", default=""),
 }
 
 LOGGING = {

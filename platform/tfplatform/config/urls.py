@@ -12,6 +12,7 @@ from tfplatform.cluster.api import NodeListApi, NodeStateApi
 from tfplatform.datasets.api import DatasetDetailApi, DatasetListCreateApi
 from tfplatform.experiments import api as experiments_api
 from tfplatform.experiments.usage_api import UsageApi, UsageCsvApi
+from tfplatform.experiments import workspace_api
 from tfplatform.modelregistry import api as models_api
 from tfplatform.monitoring.views import metrics
 from tfplatform.searches import api as searches_api
@@ -22,6 +23,15 @@ api_v1 = [
     path("auth/tokens/current/", TokenRevokeCurrentApi.as_view(), name="api-token-current"),
     path("auth/tokens/<int:token_id>/", TokenRevokeApi.as_view(), name="api-token-revoke"),
     path("experiments/", experiments_api.ExperimentListCreateApi.as_view(), name="api-experiments"),
+    path("workspaces/", workspace_api.WorkspaceListCreateApi.as_view(), name="api-workspaces"),
+    path("workspaces/<int:workspace_id>/", workspace_api.WorkspaceDetailApi.as_view(),
+         name="api-workspace"),
+    path("workspaces/<int:workspace_id>/stop/", workspace_api.WorkspaceStopApi.as_view(),
+         name="api-workspace-stop"),
+    path("workspaces/<int:workspace_id>/start/", workspace_api.WorkspaceStartApi.as_view(),
+         name="api-workspace-start"),
+    path("workspaces/<int:workspace_id>/restart/", workspace_api.WorkspaceRestartApi.as_view(),
+         name="api-workspace-restart"),
     path(
         "experiments/<int:experiment_id>/",
         experiments_api.ExperimentDetailApi.as_view(),

@@ -17,6 +17,7 @@ from tfplatform.experiments.models import (
     Experiment,
     Metric,
     Trial,
+    Workspace,
 )
 
 ENVIRONMENT_FIELDS = ("name", "image", "tensorflow_version", "gpu_capable", "extra_packages")
@@ -88,7 +89,7 @@ class ExperimentAdmin(admin.ModelAdmin):
         "priority",
         "created_at",
     )
-    list_filter = ("state", "team")
+    list_filter = ("state", "kind", "team")
     search_fields = ("name", "owner__username")
     # State moves go through services, never through a form field.
     readonly_fields = (
@@ -120,3 +121,11 @@ class MetricAdmin(admin.ModelAdmin):
 @admin.register(Checkpoint)
 class CheckpointAdmin(admin.ModelAdmin):
     list_display = ("experiment", "trial", "epoch", "is_best", "path", "created_at")
+
+
+@admin.register(Workspace)
+class WorkspaceAdmin(admin.ModelAdmin):
+    list_display = ("id", "name", "owner", "team", "gpus", "priority", "experiment", "created_at")
+    search_fields = ("name", "owner__username")
+    # Sessions start and stop through services (the API, the pages), never through a form.
+    readonly_fields = ("experiment", "api_token", "last_activity_at", "ready_at", "stop_reason")

@@ -148,3 +148,20 @@ class TokenForm(forms.Form):
                            help_text="What it is for: a script, a notebook, a machine.")
     days = forms.IntegerField(min_value=1, max_value=365, initial=90,
                               help_text="How long it lives, in days.")
+
+
+class WorkspaceForm(forms.Form):
+    name = forms.CharField(max_length=200)
+    environment = forms.ModelChoiceField(
+        queryset=Environment.objects.all(), required=False, to_field_name="name",
+        empty_label="(the first that fits)",
+    )
+    gpus = forms.IntegerField(
+        min_value=0, max_value=16, initial=0, label="GPUs",
+        help_text="0: one CPU slot. GPUs are whole devices, never shared with a trial.",
+    )
+    priority = forms.IntegerField(min_value=-100, max_value=100, initial=0)
+
+
+class WorkspaceResizeForm(forms.Form):
+    gpus = forms.IntegerField(min_value=0, max_value=16, label="GPUs")

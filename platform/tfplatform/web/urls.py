@@ -12,6 +12,7 @@ from tfplatform.web import (
     search_views,
     site_views,
     usage_views,
+    workspace_views,
 )
 from tfplatform.web import experiment_views as experiments
 
@@ -26,6 +27,13 @@ urlpatterns = [
     path("account/password/", account_views.PasswordChangePage.as_view(),
          name="account-password"),
     path("experiments/", experiments.experiment_list_page, name="experiment-list"),
+    path("workspaces/", workspace_views.workspace_list_page, name="workspace-list"),
+    path("workspaces/<int:workspace_id>/stop/", workspace_views.workspace_stop_action,
+         name="workspace-stop"),
+    path("workspaces/<int:workspace_id>/start/", workspace_views.workspace_start_action,
+         name="workspace-start"),
+    path("workspaces/<int:workspace_id>/resize/", workspace_views.workspace_resize_action,
+         name="workspace-resize"),
     path("experiments/new/", experiments.experiment_new_page, name="experiment-new"),
     path("experiments/new/fit/", experiments.experiment_fit_fragment, name="experiment-fit"),
     path("experiments/compare/", compare_views.compare_page, name="experiment-compare"),

@@ -41,6 +41,12 @@ from tfplatform.experiments.services.trials import (
     trial_set_placement,
     trial_start,
 )
+from tfplatform.experiments.services.workspaces import (
+    SessionGrant,
+    workspace_activity_record,
+    workspace_session_begin,
+    workspace_session_end,
+)
 from tfplatform.experiments.validation import registered_source
 from training.catalog import BUILTIN_DATASETS, DIAGNOSTIC_JOBS
 from training.cluster import LOCALHOST
@@ -48,6 +54,7 @@ from training.containers import RUNTIME_IMAGE, ContainerSettings
 from training.runtime import CONTAINER_RUNTIMES, Runtime, runtime_for
 from training.spec import Resources, TrialOutcome, TrialSpec
 from training.supervisor import trial_supervise
+from training.workspace import JupyterActivity
 
 logger = logging.getLogger(__name__)
 State = Experiment.State
@@ -94,7 +101,7 @@ def container_settings(*, node: Node | None) -> ContainerSettings:
     )
 
 
-def trial_spec_build(*, trial: Trial) -> TrialSpec:
+def trial_spec_build(*, trial: Trial, grant: SessionGrant | None = None) -> TrialSpec:
     experiment = trial.experiment
     gpu_ids = tuple(
         trial.allocations.filter(device__kind=Device.Kind.GPU, task_type="worker")
@@ -107,7 +114,8 @@ def trial_spec_build(*, trial: Trial) -> TrialSpec:
         trial_id=str(trial.pk),
         model=experiment.model_file.path if experiment.model_file else experiment.model,
         dataset=experiment.dataset_file.path if experiment.dataset_file else experiment.dataset,
-        work_dir=str(experiment_work_dir(experiment_id=experiment.pk)),
+        # A workspace works in its owner's home volume, which outlives the session.
+        work_dir=grant.home if grant else str(experiment_work_dir(experiment_id=experiment.pk)),
         datasets_dir=str(settings.PLATFORM["DATASETS_DIR"]),
         label_column=label_column,
         dataset_source=_dataset_source(experiment=experiment),
@@ -121,6 +129,11 @@ def trial_spec_build(*, trial: Trial) -> TrialSpec:
         target_metric=experiment.target_metric,
         target_mode=experiment.target_mode,
         target_value=experiment.target_value,
+        workspace={} if grant is None else {
+            "jupyter_token": grant.jupyter_token, "socket": grant.socket,
+            "api_token": grant.api_token, "api_url": settings.PLATFORM["WORKSPACE_API_URL"],
+            "base_url": grant.base_url,
+        },
     )
 
 
@@ -155,6 +168,8 @@ def trial_execute(*, trial_id: int, node_id: int | None = None) -> None:
     chief_here = plan is None or plan.chief.host == local_host
     experiment = trial.experiment
     recorder: TrialEventRecorder | None = None
+    workspace = experiment.kind == Experiment.Kind.WORKSPACE
+    should_cancel = partial(_stop_requested, trial_id=trial.pk)
     try:
         # Before experiment_start: while this node builds the venv the experiment stays
         # "scheduled", and its pending reason says so.
@@ -165,10 +180,17 @@ def trial_execute(*, trial_id: int, node_id: int | None = None) -> None:
         )
         experiment_start(experiment=experiment)
         recorder = TrialEventRecorder(trial=trial)
+        grant = workspace_session_begin(trial=trial) if workspace else None
+        if grant is not None:
+            should_cancel = partial(_session_stop_requested, trial_id=trial.pk,
+                                    experiment_id=experiment.pk,
+                                    watch=JupyterActivity(socket=grant.socket,
+                                                          token=grant.jupyter_token,
+                                                          base_url=grant.base_url))
         outcome = trial_supervise(
-            spec=trial_spec_build(trial=trial),
+            spec=trial_spec_build(trial=trial, grant=grant),
             on_events=recorder,
-            should_cancel=lambda: _stop_requested(trial_id=trial.pk),
+            should_cancel=should_cancel,
             grace_seconds=STOP_GRACE_SECONDS,
             cluster=plan,
             local_host=local_host,
@@ -185,6 +207,9 @@ def trial_execute(*, trial_id: int, node_id: int | None = None) -> None:
         )
     finally:
         close_old_connections()
+        if workspace:
+            database_wait(action=lambda: workspace_session_end(trial=trial),
+                          what=f"revoking workspace session {trial.pk}'s token")
     if recorder is not None:
         database_wait(action=recorder.flush, what=f"recording trial {trial.pk}'s events")
     if node is not None:
@@ -207,6 +232,18 @@ def _stop_requested(*, trial_id: int) -> bool:
         database_connection_reset()
         return False  # nobody can ask it to stop while the database is away: train on
     return trial is None or bool(trial["stop_reason"]) or trial["state"] not in TRIAL_ACTIVE_STATES
+
+
+def _session_stop_requested(*, trial_id: int, experiment_id: int,
+                            watch: JupyterActivity) -> bool:
+    """A workspace's session also reports Jupyter's last activity (its idle culling reads it)."""
+    seen = watch.poll()
+    if seen is not None:
+        try:
+            workspace_activity_record(experiment_id=experiment_id, at=seen)
+        except DATABASE_ERRORS:
+            database_connection_reset()
+    return _stop_requested(trial_id=trial_id)
 
 
 def trial_outcome_record(*, trial: Trial, outcome: TrialOutcome) -> None:

@@ -15,6 +15,7 @@ from tfplatform.experiments.selectors import experiment_state_counts
 from tfplatform.experiments.services.execution import nodes_lost_handle
 from tfplatform.experiments.services.scheduling import scheduler_pass, trials_dispatch_overdue
 from tfplatform.experiments.services.submission import uploads_leftovers_remove
+from tfplatform.experiments.services.workspaces import workspaces_cull
 from tfplatform.experiments.signals import scheduler_passed
 
 logger = logging.getLogger(__name__)
@@ -47,6 +48,9 @@ class Command(BaseCommand):
                     if lost:
                         logger.warning("Marked %d node(s) lost", len(lost))
                 nodes_finish_draining()
+                culled = workspaces_cull()
+                if culled:
+                    logger.info("Stopped %d idle or expired workspace(s)", len(culled))
                 scheduled = scheduler_pass()
                 if scheduled:
                     logger.info("Scheduled %d experiment(s)", scheduled)

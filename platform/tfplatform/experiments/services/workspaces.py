@@ -1,0 +1,247 @@
+"""Workspaces: JupyterLab sessions on scheduled devices.
+
+A session is an Experiment of kind "workspace": the one scheduler queues and places it (pending
+reasons, priorities, team GPU quotas, preemption), its trial holds the Allocation rows (GPU-hour
+accounting), and stopping it is cancelling it. The workspace itself only names what to start
+again: environment, GPUs, priority, and its owner's home volume, which outlives every session.
+"""
+
+import hashlib
+import hmac
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from tfplatform.accounts.models import ApiToken, User
+from tfplatform.accounts.tokens import api_token_issue
+from tfplatform.cluster.dispatch import scheduler_wake_on_commit
+from tfplatform.core.errors import InvalidInput, InvalidTransition
+from tfplatform.experiments import validation
+from tfplatform.experiments.models import Environment, Experiment, Trial, Workspace
+from tfplatform.experiments.selectors import environment_default
+from tfplatform.experiments.services.submission import experiment_cancel
+from tfplatform.experiments.services.transitions import TERMINAL_STATES
+from training.catalog import WORKSPACE_JOB
+
+State = Experiment.State
+STOP_IDLE = "idle"
+STOP_LIFETIME = "lifetime"
+STOP_OWNER = "stopped by its owner"
+TOKEN_DAYS = 1
+SOCKET_FOLDER = ".tfplatform"
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkspaceRequest:
+    name: str
+    gpus: int = 0
+    priority: int = 0
+    environment: Environment | None = None
+
+
+def workspace_create(*, owner: User, request: WorkspaceRequest) -> Workspace:
+    """A new workspace, started at once (its session queues like any experiment)."""
+    _request_check(owner=owner, gpus=request.gpus, priority=request.priority)
+    if not request.name.strip():
+        raise InvalidInput("A workspace needs a name.", field="name")
+    environment = _environment_for(environment=request.environment, gpus=request.gpus)
+    with transaction.atomic():
+        workspace = Workspace.objects.create(
+            owner=owner, team_id=owner.team_id, name=request.name.strip(),
+            environment=environment, gpus=request.gpus, priority=request.priority,
+        )
+        _session_start(workspace=workspace)
+    return workspace
+
+
+def workspace_start(*, workspace: Workspace) -> Workspace:
+    with transaction.atomic():
+        # Locked: two starts at once make one session, and the other is refused.
+        locked = Workspace.objects.select_for_update().get(pk=workspace.pk)
+        if workspace_session_active(workspace=locked):
+            raise InvalidTransition("The workspace is already started.")
+        _session_start(workspace=locked)
+    workspace.refresh_from_db()
+    return workspace
+
+
+def workspace_stop(*, workspace: Workspace, reason: str = STOP_OWNER) -> Workspace:
+    """Stops its session: the devices go back to the queue, the home volume stays."""
+    session = workspace.experiment
+    if session is None or session.state in TERMINAL_STATES:
+        raise InvalidTransition("The workspace is not started.")
+    Workspace.objects.filter(pk=workspace.pk).update(stop_reason=reason)
+    experiment_cancel(experiment=session)
+    workspace.refresh_from_db()
+    return workspace
+
+
+def workspace_restart(*, workspace: Workspace, gpus: int | None = None) -> Workspace:
+    """A new session, on a new allocation (`gpus` resizes it); the home volume is kept.
+
+    Devices cannot be added to a running process: attaching or detaching them is this restart.
+    """
+    if gpus is not None and gpus != workspace.gpus:
+        _request_check(owner=workspace.owner, gpus=gpus, priority=workspace.priority)
+        _environment_for(environment=workspace.environment, gpus=gpus)
+    replaced = workspace.experiment_id
+    if workspace_session_active(workspace=workspace):
+        # The old session stops on its own time; the new one queues meanwhile.
+        workspace_stop(workspace=workspace, reason="restarted")
+    with transaction.atomic():
+        locked = Workspace.objects.select_for_update().get(pk=workspace.pk)
+        if locked.experiment_id != replaced:
+            raise InvalidTransition("The workspace was started meanwhile.")
+        if gpus is not None:
+            locked.gpus = gpus
+            locked.save(update_fields=["gpus"])
+        _session_start(workspace=locked)
+    workspace.refresh_from_db()
+    return workspace
+
+
+def workspace_session_active(*, workspace: Workspace) -> bool:
+    session = workspace.experiment
+    if session is not None:
+        session.refresh_from_db(fields=["state"])
+    return session is not None and session.state not in TERMINAL_STATES
+
+
+def _request_check(*, owner: User, gpus: int, priority: int) -> None:
+    validation.priority_check(user=owner, priority=priority)
+    limit = settings.PLATFORM["MAX_GPUS_PER_WORKER"]
+    if not 0 <= gpus <= limit:
+        raise InvalidInput(f"gpus must be between 0 and {limit}.", field="gpus")
+
+
+def _environment_for(*, environment: Environment | None, gpus: int) -> Environment | None:
+    chosen = environment or environment_default(gpu=gpus > 0)
+    if chosen is not None and gpus > 0 and not chosen.gpu_capable:
+        raise InvalidInput(
+            f"Environment '{chosen.name}' has no GPU support; choose a GPU-capable one.",
+            field="environment",
+        )
+    return chosen
+
+
+def _session_start(*, workspace: Workspace) -> None:
+    session = Experiment.objects.create(
+        owner=workspace.owner, team_id=workspace.team_id, kind=Experiment.Kind.WORKSPACE,
+        name=f"workspace {workspace.name}", environment=workspace.environment,
+        model=WORKSPACE_JOB, dataset="", workers=1, gpus_per_worker=workspace.gpus,
+        priority=workspace.priority, max_restarts=0, pending_reason="Waiting for the scheduler.",
+    )
+    Workspace.objects.filter(pk=workspace.pk).update(
+        experiment=session, stop_reason="", last_activity_at=None, ready_at=None
+    )
+    workspace.experiment, workspace.stop_reason, workspace.last_activity_at = session, "", None
+    workspace_home(owner_id=workspace.owner_id).mkdir(parents=True, exist_ok=True)
+    scheduler_wake_on_commit()
+
+
+# What the node and the web app both derive, so neither stores nor sends the other a secret.
+def workspace_jupyter_token(*, experiment_id: int) -> str:
+    key = settings.SECRET_KEY.encode()
+    return hmac.new(key, f"workspace-jupyter:{experiment_id}".encode(), hashlib.sha256).hexdigest()
+
+
+def workspace_home(*, owner_id: int) -> Path:
+    return Path(settings.PLATFORM["HOME_DIR"]) / f"user-{owner_id}"
+
+
+def workspace_socket(*, owner_id: int, experiment_id: int) -> Path:
+    return workspace_home(owner_id=owner_id) / SOCKET_FOLDER / f"jupyter-{experiment_id}.sock"
+
+
+@dataclass(frozen=True)
+class SessionGrant:
+    workspace_id: int
+    api_token: str
+    jupyter_token: str
+    socket: str
+    home: str
+
+    @property
+    def base_url(self) -> str:
+        return f"/workspaces/{self.workspace_id}/lab/"  # the proxy's path, which Jupyter serves
+
+
+def workspace_session_begin(*, trial: Trial) -> SessionGrant:
+    """What a session's node hands JupyterLab: a fresh API token of its owner (revoked when the
+    session ends), Jupyter's token, its socket and the home volume."""
+    experiment = trial.experiment
+    workspace = Workspace.objects.filter(experiment=experiment).first()
+    token, key = api_token_issue(user=experiment.owner, name=_token_name(trial_id=trial.pk),
+                                 days=TOKEN_DAYS)
+    Workspace.objects.filter(experiment=experiment).update(
+        api_token=token, last_activity_at=timezone.now(), ready_at=None
+    )
+    socket = workspace_socket(owner_id=experiment.owner_id, experiment_id=experiment.pk)
+    socket.parent.mkdir(parents=True, exist_ok=True)
+    socket.unlink(missing_ok=True)
+    return SessionGrant(
+        workspace_id=workspace.pk if workspace else 0, api_token=key,
+        jupyter_token=workspace_jupyter_token(experiment_id=experiment.pk),
+        socket=str(socket), home=str(workspace_home(owner_id=experiment.owner_id)),
+    )
+
+
+def _token_name(*, trial_id: int) -> str:
+    # Per attempt: a restart may have moved the workspace on to a newer session meanwhile.
+    return f"workspace session {trial_id}"
+
+
+def workspace_session_end(*, trial: Trial) -> None:
+    """The session's token stops working; the socket goes with it."""
+    experiment = trial.experiment
+    ApiToken.objects.filter(user_id=experiment.owner_id,
+                            name=_token_name(trial_id=trial.pk)).delete()
+    workspace_socket(owner_id=experiment.owner_id, experiment_id=experiment.pk).unlink(
+        missing_ok=True
+    )
+
+
+def workspace_activity_record(*, experiment_id: int, at: datetime) -> None:
+    """Jupyter answered its node: the session can be opened, and was last active `at`."""
+    Workspace.objects.filter(experiment_id=experiment_id).update(last_activity_at=at)
+    Workspace.objects.filter(experiment_id=experiment_id, ready_at__isnull=True).update(
+        ready_at=timezone.now())
+
+
+def workspace_max_lifetime(*, workspace: Workspace) -> timedelta:
+    team = workspace.team
+    hours = (team.workspace_max_hours if team is not None
+             else settings.PLATFORM["USER_WORKSPACE_MAX_HOURS"])
+    return timedelta(hours=hours)
+
+
+def workspaces_cull(*, now: datetime | None = None) -> list[int]:
+    """Stops running sessions idle longer than PLATFORM_WORKSPACE_IDLE_MINUTES (no kernel or
+    terminal activity) or older than their team's maximum lifetime; their devices go back to
+    the queue. Returns the workspaces stopped."""
+    now = now or timezone.now()
+    idle = timedelta(minutes=settings.PLATFORM["WORKSPACE_IDLE_MINUTES"])
+    stopped = []
+    running = Workspace.objects.select_related("experiment", "team", "owner").filter(
+        experiment__state=State.RUNNING
+    )
+    for workspace in running:
+        session = workspace.experiment
+        assert session is not None
+        reason = ""
+        if workspace.last_activity_at is not None and now - workspace.last_activity_at > idle:
+            reason = STOP_IDLE
+        elif session.started_at is not None and (
+                now - session.started_at > workspace_max_lifetime(workspace=workspace)):
+            reason = STOP_LIFETIME
+        if reason:
+            try:
+                workspace_stop(workspace=workspace, reason=reason)
+            except InvalidTransition:
+                continue  # it ended meanwhile
+            stopped.append(workspace.pk)
+    return stopped

@@ -1,0 +1,109 @@
+"""REST API of workspaces: list, start (create), detail, stop, restart (optionally resized)."""
+
+from typing import Any
+
+from django.db.models import QuerySet
+from drf_spectacular.utils import extend_schema
+from rest_framework import generics, serializers, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from tfplatform.experiments import selectors
+from tfplatform.experiments.models import Environment, Workspace
+from tfplatform.experiments.services import workspaces
+
+
+class WorkspaceSerializer(serializers.ModelSerializer):
+    owner = serializers.CharField(source="owner.username", read_only=True)
+    environment = serializers.CharField(source="environment.name", default=None, read_only=True)
+    state = serializers.SerializerMethodField()
+    devices = serializers.SerializerMethodField()
+    pending_reason = serializers.CharField(source="experiment.pending_reason", default="",
+                                           read_only=True)
+    started_at = serializers.DateTimeField(source="experiment.started_at", default=None,
+                                           read_only=True)
+    session = serializers.IntegerField(source="experiment_id", read_only=True)
+    lab_url = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Workspace
+        fields = ["id", "name", "owner", "environment", "gpus", "priority", "state", "devices",
+                  "pending_reason", "stop_reason", "session", "started_at", "last_activity_at",
+                  "lab_url", "created_at"]
+        read_only_fields = fields
+
+    def get_state(self, workspace: Workspace) -> str:
+        return selectors.workspace_state(workspace=workspace)
+
+    def get_devices(self, workspace: Workspace) -> list[str]:
+        return selectors.workspace_devices(workspace=workspace)
+
+    def get_lab_url(self, workspace: Workspace) -> str:
+        return f"/workspaces/{workspace.pk}/lab/"
+
+
+class WorkspaceCreateSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=200)
+    gpus = serializers.IntegerField(min_value=0, default=0)
+    priority = serializers.IntegerField(min_value=-100, max_value=100, default=0)
+    environment = serializers.SlugRelatedField(
+        slug_field="name", queryset=Environment.objects.all(), required=False, allow_null=True
+    )
+
+
+class WorkspaceRestartSerializer(serializers.Serializer):
+    gpus = serializers.IntegerField(min_value=0, required=False)
+
+
+class WorkspaceListCreateApi(generics.ListAPIView):
+    serializer_class = WorkspaceSerializer
+
+    def get_queryset(self) -> QuerySet[Workspace]:
+        return selectors.workspace_list(user=self.request.user)
+
+    @extend_schema(request=WorkspaceCreateSerializer, responses={201: WorkspaceSerializer})
+    def post(self, request: Request) -> Response:
+        serializer = WorkspaceCreateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data: dict[str, Any] = dict(serializer.validated_data)
+        workspace = workspaces.workspace_create(
+            owner=request.user,  # type: ignore[arg-type]
+            request=workspaces.WorkspaceRequest(**data),
+        )
+        return Response(WorkspaceSerializer(workspace).data, status=status.HTTP_201_CREATED)
+
+
+class WorkspaceDetailApi(APIView):
+    @extend_schema(responses=WorkspaceSerializer)
+    def get(self, request: Request, workspace_id: int) -> Response:
+        workspace = selectors.workspace_get(user=request.user, workspace_id=workspace_id)
+        return Response(WorkspaceSerializer(workspace).data)
+
+
+class WorkspaceStopApi(APIView):
+    @extend_schema(request=None, responses=WorkspaceSerializer)
+    def post(self, request: Request, workspace_id: int) -> Response:
+        workspace = selectors.workspace_get(user=request.user, workspace_id=workspace_id)
+        return Response(WorkspaceSerializer(workspaces.workspace_stop(workspace=workspace)).data)
+
+
+class WorkspaceStartApi(APIView):
+    @extend_schema(request=None, responses=WorkspaceSerializer)
+    def post(self, request: Request, workspace_id: int) -> Response:
+        workspace = selectors.workspace_get(user=request.user, workspace_id=workspace_id)
+        return Response(WorkspaceSerializer(workspaces.workspace_start(workspace=workspace)).data)
+
+
+class WorkspaceRestartApi(APIView):
+    """A new session on a new allocation (`gpus` attaches or detaches devices); the home
+    volume is kept, everything else of the running session is discarded."""
+
+    @extend_schema(request=WorkspaceRestartSerializer, responses=WorkspaceSerializer)
+    def post(self, request: Request, workspace_id: int) -> Response:
+        workspace = selectors.workspace_get(user=request.user, workspace_id=workspace_id)
+        serializer = WorkspaceRestartSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        restarted = workspaces.workspace_restart(
+            workspace=workspace, gpus=serializer.validated_data.get("gpus"))
+        return Response(WorkspaceSerializer(restarted).data)

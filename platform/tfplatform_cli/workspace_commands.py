@@ -1,0 +1,70 @@
+"""`tfp workspace ...`: JupyterLab sessions on scheduled devices."""
+
+import argparse
+import json
+from typing import Any
+
+from tfplatform_cli.commands import client_for
+from tfplatform_cli.errors import CliError
+
+COLUMNS = ("id", "name", "state", "gpus", "devices", "url")
+
+
+def _row(workspace: dict[str, Any], *, server: str) -> list[str]:
+    devices = ",".join(workspace["devices"]) or "-"
+    url = f"{server}{workspace['lab_url']}" if workspace["state"] == "running" else "-"
+    return [str(workspace["id"]), workspace["name"], workspace["state"], str(workspace["gpus"]),
+            devices, url]
+
+
+def _table(workspaces: list[dict[str, Any]], *, server: str) -> str:
+    rows = [list(COLUMNS)] + [_row(w, server=server) for w in workspaces]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
+    return "\n".join("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip()
+                     for row in rows)
+
+
+def _describe(workspace: dict[str, Any]) -> str:
+    reason = f": {workspace['pending_reason']}" if workspace.get("pending_reason") else ""
+    return f"workspace {workspace['id']} ({workspace['name']}) {workspace['state']}{reason}"
+
+
+def workspaces_list(args: argparse.Namespace) -> int:
+    client = client_for(args)
+    workspaces = client.workspaces()
+    if args.json:
+        print(json.dumps(workspaces, indent=2, sort_keys=True))
+    elif not workspaces:
+        print("No workspaces.")
+    else:
+        print(_table(workspaces, server=client.server))
+    return 0
+
+
+def start(args: argparse.Namespace) -> int:
+    """A new workspace by name, or a stopped one again by id."""
+    client = client_for(args)
+    if args.id is None and not args.name:
+        raise CliError("give a new workspace's --name, or the id of a stopped one")
+    if args.id is not None:
+        workspace = client.workspace_action(args.id, action="start")
+    else:
+        fields: dict[str, Any] = {"name": args.name, "gpus": args.gpus, "priority": args.priority}
+        if args.environment:
+            fields["environment"] = args.environment
+        workspace = client.workspace_create(fields=fields)
+    print(_describe(workspace))
+    return 0
+
+
+def stop(args: argparse.Namespace) -> int:
+    workspace = client_for(args).workspace_action(args.id, action="stop")
+    print(f"workspace {workspace['id']} stopping; its home folder is kept")
+    return 0
+
+
+def restart(args: argparse.Namespace) -> int:
+    fields = {"gpus": args.gpus} if args.gpus is not None else {}
+    workspace = client_for(args).workspace_action(args.id, action="restart", fields=fields)
+    print(f"{_describe(workspace)} (a new session on a new allocation; the home folder is kept)")
+    return 0

@@ -1,0 +1,135 @@
+"""A workspace in a real Chromium: started from the workspaces page, JupyterLab opened through
+the platform's proxy (HTTP and websockets, served as `tfplatform.config.asgi` is in production),
+a cell that lists TensorFlow's logical devices and trains a tiny model, a file saved to the home
+volume and found again after a stop and a start; another user gets 404 on the lab and the API."""
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests import live
+from tests.factories import UserFactory
+from tests.tfplatform.web.conftest import ARTIFACTS
+from tests.tfplatform.web.test_browser import login
+from tfplatform.cluster.models import Node
+from tfplatform.experiments.models import Workspace
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser, pytest.mark.slow]
+
+CELL = (
+    "import numpy as np, tensorflow as tf\n"
+    "print('DEVICES', [d.name for d in tf.config.list_logical_devices()])\n"
+    "model = tf.keras.Sequential([tf.keras.layers.Dense(1)]); model.compile('sgd', 'mse')\n"
+    "history = model.fit(np.ones((16, 2)), np.ones((16, 1)), epochs=3, verbose=0)\n"
+    "open('from-notebook.txt', 'w').write('kept across restarts')\n"
+    "print('TRAINED', len(history.history['loss']))"
+)
+# `tfp` in the workspace reaches the platform with the session's own token.
+CLI_CELL = (
+    "import subprocess\n"
+    "run = subprocess.run(['tfp', 'workspace', 'list'], capture_output=True, text=True)\n"
+    "print('CLI', run.returncode, run.stdout, run.stderr)"
+)
+
+
+@pytest.fixture
+def platform(tmp_path: Path) -> Iterator[dict[str, Any]]:
+    """A worker node with two GPU slots, the scheduler, and the ASGI web app on one origin."""
+    homes = tmp_path / "h"
+    port = live.free_port()
+    env = {"PLATFORM_HOME_DIR": str(homes), "PLATFORM_WORK_DIR": str(tmp_path / "work"),
+           "PLATFORM_WORKSPACE_API_URL": f"http://127.0.0.1:{port}"}
+    logs = {name: tmp_path / f"{name}.log" for name in ("worker", "scheduler", "web")}
+    processes = [
+        live.worker_start(node=f"wsb-{tmp_path.name[-6:]}", log=logs["worker"], gpu_slots=2,
+                          **env),
+        live.start([sys.executable, "manage.py", "scheduler", "--interval", "1"],
+                   env=live.child_env(**env), log=logs["scheduler"]),
+        live.start([sys.executable, "-m", "uvicorn", "tfplatform.config.asgi:application",
+                    "--host", "127.0.0.1", "--port", str(port), "--ws", "websockets-sansio"],
+                   env=live.child_env(PYTHONPATH="platform:.", **env), log=logs["web"]),
+    ]
+    live.wait_for(lambda: Node.objects.exists(), timeout=90, what="the node", log=logs["worker"])
+    base = f"http://127.0.0.1:{port}"
+    live.wait_for(lambda: live.http_status(f"{base}/healthz") == 200, timeout=60,
+                  what="the ASGI web app", log=logs["web"])
+    yield {"base": base, "homes": homes, "logs": logs}
+    for process in processes:
+        live.stop(process)
+
+
+def _wait_state(page: Any, base: str, workspace_id: int, state: str, log: Path) -> None:
+    def reached() -> bool:
+        page.goto(f"{base}/workspaces/")
+        return bool(page.get_attribute(f"#workspace-{workspace_id}", "data-state") == state)
+
+    live.wait_for(reached, timeout=240, what=f"workspace {workspace_id} {state}", log=log)
+
+
+def test_workspace_in_the_browser(browser: Any, platform: dict[str, Any]) -> None:
+    base, logs = platform["base"], platform["logs"]
+    alice, bob = UserFactory(username="alice"), UserFactory(username="bob")
+    page = browser.new_page()
+    login(page, base, alice.username)
+    page.goto(f"{base}/workspaces/")
+    page.fill("#id_name", "notebook")
+    page.fill("#id_gpus", "2")
+    page.click("#workspace-new button[type=submit]")
+    workspace = Workspace.objects.get(owner=alice)
+    _wait_state(page, base, workspace.pk, "running", logs["worker"])
+    row = page.inner_text(f"#workspace-{workspace.pk}")
+    assert row.count("gpu:") == 2, row
+    assert "Not live" in row  # resizing is said to be a restart
+    page.screenshot(path=str(ARTIFACTS / "workspaces-running.png"))
+
+    lab = f"{base}/workspaces/{workspace.pk}/lab/lab"
+    page.goto(lab)
+    page.click(".jp-LauncherCard[data-category='Notebook']", timeout=120_000)
+    editor = page.locator(".jp-Notebook .jp-Cell .cm-content").first
+    editor.wait_for(timeout=60_000)
+    # The kernel is idle once the notebook's kernel status says so.
+    page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=120_000)
+    editor.click()
+    page.keyboard.type(CELL)
+    page.keyboard.press("Shift+Enter")
+    output = page.locator(".jp-OutputArea-output").filter(has_text="TRAINED")
+    output.wait_for(timeout=180_000)
+    text = page.inner_text(".jp-OutputArea")
+    page.screenshot(path=str(ARTIFACTS / "workspace-lab-cell.png"))
+    assert "TRAINED 3" in text, text
+    # Two GPU slots on a CPU-only node: two logical devices, as a trial gets them.
+    assert "/device:CPU:0" in text and "/device:CPU:1" in text, text
+    page.keyboard.type(CLI_CELL)
+    page.keyboard.press("Shift+Enter")
+    page.locator(".jp-OutputArea-output").filter(has_text="CLI").wait_for(timeout=120_000)
+    cli = page.locator(".jp-OutputArea-output").filter(has_text="CLI").inner_text()
+    assert "CLI 0" in cli and "notebook" in cli and "running" in cli, cli
+    home = platform["homes"] / f"user-{alice.pk}"
+    assert (home / "from-notebook.txt").read_text() == "kept across restarts"
+    # Nothing of Jupyter's token in any URL the browser saw.
+    token_seen = page.evaluate("() => performance.getEntries().map(e => e.name).join(' ')")
+    assert "token=" not in token_seen
+
+    other = browser.new_page()
+    login(other, base, bob.username)
+    other.wait_for_url(f"{base}/experiments/")
+    assert other.goto(lab).status == 404
+    assert other.goto(f"{base}/workspaces/{workspace.pk}/lab/api/contents").status == 404
+    assert other.request.get(f"{base}/api/v1/workspaces/{workspace.pk}/").status == 404
+
+    page.goto(f"{base}/workspaces/")
+    page.click(f"#workspace-{workspace.pk} button.stop")
+    _wait_state(page, base, workspace.pk, "stopped", logs["worker"])
+    assert page.goto(lab).status == 404  # no session: nothing to reach
+    page.goto(f"{base}/workspaces/")
+    page.click(f"#workspace-{workspace.pk} button.start")
+    _wait_state(page, base, workspace.pk, "running", logs["worker"])
+    found = page.request.get(
+        f"{base}/workspaces/{workspace.pk}/lab/api/contents/from-notebook.txt")
+    assert found.status == 200 and found.json()["content"] == "kept across restarts"
+    page.goto(f"{base}/workspaces/")
+    page.click(f"#workspace-{workspace.pk} button.stop")
+    _wait_state(page, base, workspace.pk, "stopped", logs["worker"])

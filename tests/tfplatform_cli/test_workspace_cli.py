@@ -1,0 +1,45 @@
+"""`tfp workspace` against a live server: start, list, restart with other GPUs, stop, start
+again; another user's workspace is "not found"."""
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from tests.tfplatform_cli.conftest import Tfp
+from tests.tfplatform_cli.test_search_cli import signed_in
+from tfplatform.experiments.models import Experiment, Workspace
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_workspaces_from_the_command_line(live_server: Any, tfp: Callable[[str], Tfp]) -> None:
+    alice = signed_in(tfp, live_server.url, "alice")
+    started = alice("workspace", "start", "--name", "notebook", "--gpus", "1")
+    assert started.returncode == 0, started.stderr
+    workspace = Workspace.objects.get(name="notebook")
+    # No node: it waits in the queue with the scheduler's reason.
+    assert f"workspace {workspace.pk} (notebook) queued" in started.stdout
+
+    listed = alice("workspace", "list")
+    assert listed.returncode == 0 and "notebook" in listed.stdout and "queued" in listed.stdout
+    assert alice("workspace", "list", "--json").stdout.lstrip().startswith("[")
+
+    resized = alice("workspace", "restart", str(workspace.pk), "--gpus", "0")
+    assert resized.returncode == 0, resized.stderr
+    assert "new allocation" in resized.stdout
+    workspace.refresh_from_db()
+    assert workspace.gpus == 0
+    assert Experiment.objects.filter(kind="workspace").count() == 2  # a new session
+
+    bob = signed_in(tfp, live_server.url, "bob")
+    refused = bob("workspace", "stop", str(workspace.pk))
+    assert refused.returncode == 1 and f"workspace {workspace.pk} not found" in refused.stderr
+    assert "No workspaces." in bob("workspace", "list").stdout
+
+    stopped = alice("workspace", "stop", str(workspace.pk))
+    assert stopped.returncode == 0, stopped.stderr
+    assert "stopped" in alice("workspace", "list").stdout
+    again = alice("workspace", "start", str(workspace.pk))
+    assert again.returncode == 0 and "queued" in again.stdout
+    assert alice("workspace", "start").returncode == 1  # neither a name nor an id
