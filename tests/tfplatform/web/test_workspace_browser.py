@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from tests import live
 from tests.factories import UserFactory
@@ -33,6 +34,34 @@ CLI_CELL = (
     "run = subprocess.run(['tfp', 'workspace', 'list'], capture_output=True, text=True)\n"
     "print('CLI', run.returncode, run.stdout, run.stderr)"
 )
+
+
+def _run_cell(page: Any, *, index: int) -> None:
+    """Run cell `index` and wait until the kernel has taken it (its prompt leaves `[ ]`).
+    JupyterLab shows the kernel idle before its websocket has settled; a request it sends
+    then is dropped without a trace, so it is sent again, at most three times."""
+    prompt = page.locator(".jp-Notebook .jp-Cell .jp-InputPrompt").nth(index)
+    for _ in range(3):
+        page.locator(".jp-Notebook .jp-Cell .cm-content").nth(index).click()
+        page.keyboard.press("Control+Enter")
+        try:
+            page.wait_for_function(
+                "p => p.innerText.trim() !== '[ ]:'", arg=prompt.element_handle(), timeout=30_000)
+            return
+        except PlaywrightTimeout:
+            continue
+    pytest.fail(f"the kernel never took cell {index}: {page.inner_text('.jp-Notebook')}")
+
+
+def _wait_output(page: Any, text: str) -> None:
+    """Wait for a cell's output holding `text`; if it never comes, fail with what the notebook
+    shows (and a screenshot), not just a timeout."""
+    try:
+        page.locator(".jp-OutputArea-output").filter(has_text=text).wait_for(timeout=180_000)
+    except PlaywrightTimeout:
+        page.screenshot(path=str(ARTIFACTS / "workspace-lab-timeout.png"))
+        pytest.fail(f"no output with {text!r}; the notebook shows:\n"
+                    f"{page.inner_text('.jp-Notebook')}")
 
 
 @pytest.fixture
@@ -93,18 +122,21 @@ def test_workspace_in_the_browser(browser: Any, platform: dict[str, Any]) -> Non
     # The kernel is idle once the notebook's kernel status says so.
     page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=120_000)
     editor.click()
-    page.keyboard.type(CELL)
-    page.keyboard.press("Shift+Enter")
-    output = page.locator(".jp-OutputArea-output").filter(has_text="TRAINED")
-    output.wait_for(timeout=180_000)
+    # Inserted, not typed: typed keys go through the editor's auto-indent and completer.
+    page.keyboard.insert_text(CELL)
+    _run_cell(page, index=0)
+    _wait_output(page, "TRAINED")
     text = page.inner_text(".jp-OutputArea")
     page.screenshot(path=str(ARTIFACTS / "workspace-lab-cell.png"))
     assert "TRAINED 3" in text, text
     # Two GPU slots on a CPU-only node: two logical devices, as a trial gets them.
     assert "/device:CPU:0" in text and "/device:CPU:1" in text, text
-    page.keyboard.type(CLI_CELL)
-    page.keyboard.press("Shift+Enter")
-    page.locator(".jp-OutputArea-output").filter(has_text="CLI").wait_for(timeout=120_000)
+    page.keyboard.press("Escape")
+    page.keyboard.press("b")  # a new cell below, in command mode
+    page.locator(".jp-Notebook .jp-Cell .cm-content").nth(1).click()
+    page.keyboard.insert_text(CLI_CELL)
+    _run_cell(page, index=1)
+    _wait_output(page, "CLI")
     cli = page.locator(".jp-OutputArea-output").filter(has_text="CLI").inner_text()
     assert "CLI 0" in cli and "notebook" in cli and "running" in cli, cli
     home = platform["homes"] / f"user-{alice.pk}"
