@@ -28,7 +28,17 @@ from training.data import Data
 from training.tfenv import tf
 
 TOLERANCE = 1e-5
+# A mixed-precision model's served outputs may differ from Keras' by its compute dtype's rounding:
+# the SavedModel's graph and Keras' eager call can take different kernels (oneDNN picks AMX or
+# AVX512-BF16 ones by CPU), each rounding once more or less. A few ulps, never more.
+ULPS = 4
+EPSILON = {"bfloat16": 2.0**-7, "float16": 2.0**-10}
 CHECK_ROWS = 64
+
+
+def _tolerance(*, model: Any) -> float:
+    compute = str(getattr(model, "compute_dtype", "float32"))
+    return max(TOLERANCE, ULPS * EPSILON.get(compute, 0.0))
 
 
 def _input_specs(*, data: Data) -> dict[str, Any]:
@@ -110,7 +120,7 @@ def export_saved_model(*, model: Any, data: Data, export_dir: str, classifier: b
             difference = max(difference, float(np.max(np.abs(got - want), initial=0.0)) / scale)
         elif not classifier and not np.array_equal(want, got):  # class_id may tie
             difference = float("inf")
-    if difference > TOLERANCE:
+    if difference > _tolerance(model=model):
         raise RuntimeError(f"exported model disagrees with Keras by {difference:g}")
     return {
         "path": str(target),

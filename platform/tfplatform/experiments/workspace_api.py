@@ -16,14 +16,15 @@ from tfplatform.experiments.services import workspaces
 
 class WorkspaceSerializer(serializers.ModelSerializer):
     owner = serializers.CharField(source="owner.username", read_only=True)
-    environment = serializers.CharField(source="environment.name", default=None, read_only=True)
+    environment = serializers.CharField(source="environment.name", default=None, read_only=True,
+                                        allow_null=True)
     state = serializers.SerializerMethodField()
     devices = serializers.SerializerMethodField()
     pending_reason = serializers.CharField(source="experiment.pending_reason", default="",
                                            read_only=True)
     started_at = serializers.DateTimeField(source="experiment.started_at", default=None,
-                                           read_only=True)
-    session = serializers.IntegerField(source="experiment_id", read_only=True)
+                                           read_only=True, allow_null=True)
+    session = serializers.IntegerField(source="experiment_id", read_only=True, allow_null=True)
     lab_url = serializers.SerializerMethodField()
 
     class Meta:
