@@ -64,6 +64,7 @@ EXIT_WATCH_SECONDS = 0.1
 EXIT_POLL_SECONDS = 0.5
 ENGINE_TIMEOUT_SECONDS = 120
 GANG_NETWORKS = ("host", "gang")
+GANG_NETWORK_PREFIX = "tfplatform-gang-"
 
 
 @dataclass(frozen=True)
@@ -83,11 +84,18 @@ class ContainerSettings:
     # network, narrowed by Landlock) or "gang" (every node starts containers on this one engine:
     # an internal network per gang, nothing else on it).
     gang_network: str = "host"
+    # Where a workspace container reaches the platform's API for its `tfp`: "host" (narrowed
+    # by Landlock to the API's port) or an existing network on which only the web app answers.
+    workspace_network: str = "host"
 
     def __post_init__(self) -> None:
         if self.gang_network not in GANG_NETWORKS:
             raise InvalidInput(f"Unknown gang network {self.gang_network!r} (PLATFORM_CONTAINER_"
                                f"GANG_NETWORK): choose one of {', '.join(GANG_NETWORKS)}.")
+        if self.workspace_network in ("", "none") or self.workspace_network.startswith(
+                ("container:", GANG_NETWORK_PREFIX)):
+            raise InvalidInput(f"PLATFORM_CONTAINER_WORKSPACE_NETWORK {self.workspace_network!r}"
+                               " must be 'host' or the name of a network the web app is on.")
 
     def client(self) -> DockerClient:
         import docker
@@ -170,8 +178,6 @@ def containers_reap(*, settings: ContainerSettings) -> int:
         client.networks.prune(filters={"label": LABEL_TRIAL})
     return len(found)
 
-
-GANG_NETWORK_PREFIX = "tfplatform-gang-"
 
 
 def gang_network_name(*, trial_id: str, plan: ClusterPlan) -> str:

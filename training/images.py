@@ -32,7 +32,7 @@ from pathlib import Path
 from training.containers import ContainerSettings
 from training.environments import KEY_CHARS, environment_packages_validate
 from training.errors import EnvironmentBuildFailed
-from training.runtime import TaskPython
+from training.runtime import TaskPython, client_dir
 
 DERIVED_REPOSITORY = "localhost/tfplatform-env"
 LABEL_ENVIRONMENT = "tfplatform.environment"
@@ -143,10 +143,15 @@ def image_derive(*, settings: ContainerSettings, base: str, packages: Sequence[s
 
 
 def _harness_files() -> dict[str, bytes]:
-    """`training/` as this node runs it: a trial in the image runs the same harness."""
+    """`training/` as this node runs it: a trial in the image runs the same harness. With it,
+    the platform's REST client, which a workspace's `tfp` runs (its layout as on the node)."""
     package = Path(__file__).resolve().parent
-    return {f"harness/training/{path.relative_to(package)}": path.read_bytes()
-            for path in sorted(package.rglob("*.py"))}
+    client = client_dir()
+    files = {f"harness/training/{path.relative_to(package)}": path.read_bytes()
+             for path in sorted(package.rglob("*.py"))}
+    files.update({f"harness/platform/tfplatform_cli/{path.relative_to(client)}": path.read_bytes()
+                  for path in sorted(client.rglob("*.py"))})
+    return files
 
 
 def _harness_digest() -> str:

@@ -104,6 +104,12 @@ def repo_root() -> Path:
     return Path(__file__).resolve().parents[1]
 
 
+def client_dir() -> Path:
+    """The platform's REST client (`tfp`), which a workspace runs: stdlib, requests and yaml,
+    no platform code or secrets. Beside `training/` wherever the harness is (an image's too)."""
+    return repo_root() / "platform" / "tfplatform_cli"
+
+
 if __name__ == "__main__":  # `make sandbox`: can this machine sandbox trials?
     try:
         runtime_sandbox_check()

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 
 from training.cluster import ClusterPlan
 from training.confine import DEVICES, NVIDIA_SHARED_DEVICES, Confinement
-from training.runtime import BWRAP, TaskPython, repo_root
+from training.runtime import BWRAP, TaskPython, client_dir, repo_root
 from training.shard_schema import ShardedSource, local_roots
 from training.spec import TrialSpec
 
@@ -57,8 +57,9 @@ def _under(path: str, roots: tuple[str, ...]) -> bool:
 
 
 def runtime_paths(*, python: TaskPython) -> tuple[str, ...]:
-    """The node's interpreter, its venv, the environment's venv and `training/`."""
-    paths = [sys.base_prefix, sys.prefix, *python.paths, str(repo_root() / "training")]
+    """The node's interpreter, its venv, the environment's venv, `training/` and `tfp`."""
+    paths = [sys.base_prefix, sys.prefix, *python.paths, str(repo_root() / "training"),
+             str(client_dir())]
     return tuple(dict.fromkeys(paths))
 
 
@@ -103,8 +104,6 @@ def trial_paths(*, spec: TrialSpec) -> tuple[tuple[str, ...], tuple[str, ...]]:
         read += local_roots(source=ShardedSource.from_dict(spec.dataset_source))
     if spec.datasets_dir:
         read.append(spec.datasets_dir)
-    if spec.workspace:  # its `tfp` (the platform's REST client: no secrets, no platform code)
-        read.append(str(repo_root() / "platform" / "tfplatform_cli"))
     return (spec.work_dir,), tuple(read)
 
 

@@ -299,7 +299,7 @@ def trial_supervise(
                     isolated=runtime.isolated,
                     tasks=[{"task": t.name, "address": t.address} for t in local])
         for address in local:
-            network = _network(plan=plan, tasks=gang.tasks, runtime=runtime, trial_id=spec.trial_id)
+            network = _network(spec=spec, plan=plan, tasks=gang.tasks, runtime=runtime)
             gang.tasks.append(_launch(spec=spec, plan=plan, task=address, attempt=attempt,
                                       runtime=runtime, python=python, network=network,
                                       network_alias=local_host))
@@ -321,19 +321,23 @@ def trial_supervise(
             gang.stop(grace_seconds=grace_seconds)
 
 
-def _network(*, plan: ClusterPlan, tasks: list[_Task], runtime: Runtime, trial_id: str) -> str:
+def _network(*, spec: TrialSpec, plan: ClusterPlan, tasks: list[_Task], runtime: Runtime) -> str:
     """A container's network: none of its own for the first task of a single-node trial, that
     one's loopback for the others. Across nodes, the first task of each node joins the gang's
     own network where every node shares one engine, else the host's (narrowed to the gang's
-    ports); the node's other tasks join the first one's."""
+    ports); the node's other tasks join the first one's. A workspace's `tfp` must reach the
+    platform's API: it joins the node's workspace network (the host's, narrowed by Landlock to
+    the API's port as a sandbox is, or one where the web app is all there is to reach)."""
     if tasks:
         return tasks[0].host.network_ref
+    if spec.workspace.get("api_url") and runtime.containers is not None:
+        return runtime.containers.workspace_network
     if len({t.host for t in plan.tasks}) == 1:
         return "none"
     if runtime.containers is not None and runtime.containers.gang_network == "gang":
         from training.containers import gang_network_name
 
-        return gang_network_name(trial_id=trial_id, plan=plan)
+        return gang_network_name(trial_id=spec.trial_id, plan=plan)
     return "host"
 
 

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from training.hosts import Host, host_start
-from training.runtime import Runtime, TaskPython
+from training.runtime import Runtime, TaskPython, client_dir
 from training.sandbox import Exposure
 
 # After the task a warm host became has ended, before its replacement starts importing.
@@ -104,7 +104,8 @@ def _serve(*, channel_fd: int | None = None, channel_dir: str | None = None) -> 
 
         confinement = Confinement.from_dict(order["confine"])
         # An image's own Python lives where its image put it.
-        runtime = (sys.base_prefix, sys.prefix, str(Path(training.tfenv.__file__).parent))
+        runtime = (sys.base_prefix, sys.prefix, str(Path(training.tfenv.__file__).parent),
+                   str(client_dir()))
         confine_apply(confinement=replace(confinement, read=confinement.read + runtime))
     from training.worker import task_main
 

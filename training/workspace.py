@@ -21,8 +21,9 @@ import time
 from datetime import datetime
 from pathlib import Path
 
+from training.errors import UserCodeError
 from training.events import EventWriter
-from training.runtime import repo_root
+from training.runtime import client_dir, repo_root
 from training.sandbox import SCRATCH
 from training.spec import TrialSpec
 from training.workspace_kernel import GPUS_ENV
@@ -148,7 +149,7 @@ def tfp_write(*, folder: Path) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     script = folder / "tfp"
     script.write_text(TFP_SCRIPT.format(
-        python=sys.executable, folder=str(repo_root() / "platform" / "tfplatform_cli")))
+        python=sys.executable, folder=str(client_dir())))
     script.chmod(0o755)
 
 
@@ -161,7 +162,13 @@ def workspace_serve(*, spec: TrialSpec, events: EventWriter) -> None:
     tfp_write(folder=tools)
     os.environ["PATH"] = f"{tools}{os.pathsep}{os.environ.get('PATH', '')}"
     os.chdir(spec.work_dir)
-    from jupyterlab.labapp import LabApp  # type: ignore[import-untyped]
+    try:
+        from jupyterlab.labapp import LabApp  # type: ignore[import-untyped]
+    except ImportError as error:
+        raise UserCodeError(
+            "This environment has no JupyterLab, so it cannot be opened as a workspace: add "
+            f"`jupyterlab` to its packages (or its image) ({error})."
+        ) from error
 
     events.emit("status", phase="workspace", socket=os.path.basename(spec.workspace["socket"]))
     server = LabApp.initialize_server(argv=workspace_arguments(spec=spec))

@@ -167,10 +167,11 @@ def test_only_worker_nodes_get_the_engine_socket_and_they_use_it_for_trials() ->
 
 def test_every_path_a_trial_container_is_given_is_the_same_on_the_host_and_in_the_worker() -> None:
     services = CONTAINERS["services"]
-    for name in ("migrate", "web", "scheduler", "worker-cpu", "worker-gpu"):
+    for name in ("migrate", "web", "lab", "scheduler", "worker-cpu", "worker-gpu"):
         env = services[name]["environment"]
         for setting in ("PLATFORM_WORK_DIR", "DATASETS_DIR", "PLATFORM_MEDIA_ROOT",
-                        "PLATFORM_RUN_DIR", "PLATFORM_ENVIRONMENTS_DIR", "MODEL_BASE_PATH"):
+                        "PLATFORM_RUN_DIR", "PLATFORM_ENVIRONMENTS_DIR", "MODEL_BASE_PATH",
+                        "PLATFORM_HOME_DIR"):
             assert env[setting].startswith(f"{DATA}/"), (name, setting)
         assert f"{DATA}:{DATA}" in services[name]["volumes"], name
     serving = services["tfserving"]
@@ -178,3 +179,16 @@ def test_every_path_a_trial_container_is_given_is_the_same_on_the_host_and_in_th
     assert f"{DATA}/models:{DATA}/models:ro" in serving["volumes"]
     # The rest of TF Serving's command is the base file's.
     assert serving["command"][1:] == COMPOSE["services"]["tfserving"]["command"][1:]
+
+
+def test_workspace_containers_reach_the_web_app_and_nothing_else_of_the_platform() -> None:
+    """A workspace's `tfp` needs the API; its container joins a network of the web app's only."""
+    name = CONTAINERS["networks"]["workspace-api"]["name"]
+    assert CONTAINERS["networks"]["workspace-api"]["internal"] is True
+    for worker in ("worker-cpu", "worker-gpu"):
+        assert CONTAINERS["services"][worker]["environment"][
+            "PLATFORM_CONTAINER_WORKSPACE_NETWORK"] == name
+    on_it = {service for service, spec in CONTAINERS["services"].items()
+             if "workspace-api" in spec.get("networks", [])}
+    assert on_it == {"web"}
+    assert COMPOSE["x-app"]["environment"]["PLATFORM_WORKSPACE_API_URL"] == "http://web:8000"

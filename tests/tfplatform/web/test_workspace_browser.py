@@ -1,7 +1,9 @@
 """A workspace in a real Chromium: started from the workspaces page, JupyterLab opened through
 the platform's proxy (HTTP and websockets, served as `tfplatform.config.asgi` is in production),
 a cell that lists TensorFlow's logical devices and trains a tiny model, a file saved to the home
-volume and found again after a stop and a start; another user gets 404 on the lab and the API."""
+volume and found again after a stop and a start; another user gets 404 on the lab and the API.
+Under both isolating trial runtimes: the sandbox, and podman (a container of the environment's
+image, the home bind-mounted, its `tfp` on the host's network narrowed to the API's port)."""
 
 import sys
 from collections.abc import Iterator
@@ -12,11 +14,12 @@ import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from tests import live
-from tests.factories import UserFactory
+from tests.factories import EnvironmentFactory, UserFactory
 from tests.tfplatform.web.conftest import ARTIFACTS
 from tests.tfplatform.web.test_browser import login
 from tfplatform.cluster.models import Node
-from tfplatform.experiments.models import Workspace
+from tfplatform.experiments.models import Experiment, Workspace
+from training.containers import LABEL_TRIAL, RUNTIME_IMAGE, ContainerSettings
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser, pytest.mark.slow]
 
@@ -64,13 +67,20 @@ def _wait_output(page: Any, text: str) -> None:
                     f"{page.inner_text('.jp-Notebook')}")
 
 
-@pytest.fixture
-def platform(tmp_path: Path) -> Iterator[dict[str, Any]]:
+@pytest.fixture(params=["sandbox", "podman"])
+def platform(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[str, Any]]:
     """A worker node with two GPU slots, the scheduler, and the ASGI web app on one origin."""
     homes = tmp_path / "h"
     port = live.free_port()
     env = {"PLATFORM_HOME_DIR": str(homes), "PLATFORM_WORK_DIR": str(tmp_path / "work"),
-           "PLATFORM_WORKSPACE_API_URL": f"http://127.0.0.1:{port}"}
+           "PLATFORM_WORKSPACE_API_URL": f"http://127.0.0.1:{port}",
+           "PLATFORM_TRIAL_RUNTIME": request.param}
+    environment, engine = "", ""
+    if request.param == "podman":
+        engine = request.getfixturevalue("podman_engine")
+        env |= {"PLATFORM_CONTAINER_ENGINE_URL": engine, "PLATFORM_CONTAINER_OCI_RUNTIME": "runc"}
+        environment = EnvironmentFactory(name="node-runtime-image", image=RUNTIME_IMAGE,
+                                         gpu_capable=True).name
     logs = {name: tmp_path / f"{name}.log" for name in ("worker", "scheduler", "web")}
     processes = [
         live.worker_start(node=f"wsb-{tmp_path.name[-6:]}", log=logs["worker"], gpu_slots=2,
@@ -85,7 +95,8 @@ def platform(tmp_path: Path) -> Iterator[dict[str, Any]]:
     base = f"http://127.0.0.1:{port}"
     live.wait_for(lambda: live.http_status(f"{base}/healthz") == 200, timeout=60,
                   what="the ASGI web app", log=logs["web"])
-    yield {"base": base, "homes": homes, "logs": logs}
+    yield {"base": base, "homes": homes, "logs": logs, "environment": environment,
+           "engine": engine}
     for process in processes:
         live.stop(process)
 
@@ -106,9 +117,17 @@ def test_workspace_in_the_browser(browser: Any, platform: dict[str, Any]) -> Non
     page.goto(f"{base}/workspaces/")
     page.fill("#id_name", "notebook")
     page.fill("#id_gpus", "2")
+    if platform["environment"]:
+        page.select_option("#id_environment", platform["environment"])
     page.click("#workspace-new button[type=submit]")
     workspace = Workspace.objects.get(owner=alice)
     _wait_state(page, base, workspace.pk, "running", logs["worker"])
+    if platform["engine"]:  # JupyterLab runs in a container of the environment's image
+        session = Experiment.objects.get(pk=workspace.experiment_id)
+        client = ContainerSettings(engine_url=platform["engine"], node="observer").client()
+        [container] = client.containers.list(
+            filters={"label": f"{LABEL_TRIAL}={session.trials.get().pk}"})
+        assert container.image.tags == [f"{RUNTIME_IMAGE}"], container.image.tags
     row = page.inner_text(f"#workspace-{workspace.pk}")
     assert row.count("gpu:") == 2, row
     assert "Not live" in row  # resizing is said to be a restart

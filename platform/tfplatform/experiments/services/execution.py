@@ -98,6 +98,7 @@ def container_settings(*, node: Node | None) -> ContainerSettings:
         pids=config["CONTAINER_PIDS"],
         cpus=config["CONTAINER_CPUS"],
         gang_network=config["CONTAINER_GANG_NETWORK"],
+        workspace_network=config["CONTAINER_WORKSPACE_NETWORK"],
     )
 
 

@@ -46,7 +46,10 @@ def worker_nodes(tmp_path: Path) -> Iterator[list[Path]]:
     for name, address, gpus in NODES:
         log = tmp_path / f"node-{name}.log"
         args = [*live.WORKER_ARGS, "--node", f"{name}-{tmp_path.name[-6:]}", "--address", address]
-        args += ["--gpu-slots", str(gpus), "--cpu-slots", "1"]
+        # Only the two scheduler loops schedule here: a node consuming the wake-ups that ended
+        # trials send would take nearly every pass on a fast machine, leaving the loops (the
+        # thing raced here) with only the first.
+        args += ["--gpu-slots", str(gpus), "--cpu-slots", "1", "--no-scheduler-queue"]
         processes.append(live.start(args, env=live.child_env(PLATFORM_WORK_DIR=work), log=log))
         logs.append(log)
     live.wait_for(
