@@ -13,6 +13,7 @@ its environment is the trial's allow-list plus the session's own API token for `
 from __future__ import annotations
 
 import http.client
+import importlib.util
 import json
 import os
 import socket as socketlib
@@ -153,7 +154,18 @@ def tfp_write(*, folder: Path) -> None:
     script.chmod(0o755)
 
 
+def jupyterlab_check() -> None:
+    """An environment (a venv, or an image with its own Python) may lack JupyterLab: the session
+    fails saying what to add, not with an ImportError's traceback."""
+    if importlib.util.find_spec("jupyterlab") is None:
+        raise UserCodeError(
+            "This environment has no JupyterLab, so it cannot be opened as a workspace: add "
+            "`jupyterlab` to its packages (or its image)."
+        )
+
+
 def workspace_serve(*, spec: TrialSpec, events: EventWriter) -> None:
+    jupyterlab_check()
     os.environ.update(workspace_environment(spec=spec))
     for name in ("JUPYTER_CONFIG_DIR", "JUPYTER_RUNTIME_DIR"):
         Path(os.environ[name]).mkdir(parents=True, exist_ok=True)
@@ -162,13 +174,8 @@ def workspace_serve(*, spec: TrialSpec, events: EventWriter) -> None:
     tfp_write(folder=tools)
     os.environ["PATH"] = f"{tools}{os.pathsep}{os.environ.get('PATH', '')}"
     os.chdir(spec.work_dir)
-    try:
-        from jupyterlab.labapp import LabApp  # type: ignore[import-untyped]
-    except ImportError as error:
-        raise UserCodeError(
-            "This environment has no JupyterLab, so it cannot be opened as a workspace: add "
-            f"`jupyterlab` to its packages (or its image) ({error})."
-        ) from error
+    # Imported once Jupyter's paths are set in the environment, which it reads as it starts.
+    from jupyterlab.labapp import LabApp  # type: ignore[import-untyped]
 
     events.emit("status", phase="workspace", socket=os.path.basename(spec.workspace["socket"]))
     server = LabApp.initialize_server(argv=workspace_arguments(spec=spec))

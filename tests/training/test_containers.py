@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from tests.training.conftest import OWN_PYTHON_PACKAGES
 from training.cluster import ClusterPlan, TaskAddress, ports_free
 from training.containers import (
     LABEL_NODE,
@@ -233,7 +234,7 @@ def test_a_trial_trains_in_an_image_that_brings_its_own_python(
     from training.images import image_derive, image_key
 
     assert podman.containers is not None
-    packages = ["scikit-learn==1.9.1", "tensorflow==2.21.0", "tf-keras==2.21.0"]
+    packages = OWN_PYTHON_PACKAGES  # JupyterLab too: test_workspace_containers.py shares it
     key = image_key(settings=podman.containers, base=python_image, packages=packages)
     python = image_derive(settings=podman.containers, base=python_image, packages=packages,
                           key=key, log_path=tmp_path / "build.log")
