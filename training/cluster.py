@@ -124,3 +124,12 @@ def gpu_ids_for(*, resources: Resources, task: TaskAddress) -> tuple[int, ...]:
     granted = resources.gpu_ids or tuple(range(resources.workers * k))
     # Several workers on one node get disjoint slices; on different nodes each starts at its own 0.
     return tuple(granted[task.index * k:(task.index + 1) * k])
+
+
+def slots_for(*, resources: Resources, task: TaskAddress) -> int:
+    """The node's slots one task holds, what its container is sized by: its GPUs, else its
+    CPU slots (several only for a GPU-less worker that asked for them)."""
+    gpus = len(gpu_ids_for(resources=resources, task=task))
+    if gpus:
+        return gpus
+    return max(1, resources.cpu_slots_per_worker) if task.type == "worker" else 1

@@ -383,7 +383,7 @@ def container_host_start(*, settings: ContainerSettings, engine: str, python: Ta
                          env: dict[str, str], exposure: Exposure, log: Path, channel: Path,
                          network: str = "none", network_alias: str = "",
                          labels: dict[str, str] | None = None,
-                         gpus: tuple[int, ...] = ()) -> ContainerHost:
+                         gpus: tuple[int, ...] = (), slots: int = 1) -> ContainerHost:
     """One container of `python.image`, importing TensorFlow, waiting for its order.
 
     `network`: "none", "host", "container:<id>" (another task's), or a gang network, which it
@@ -399,7 +399,7 @@ def container_host_start(*, settings: ContainerSettings, engine: str, python: Ta
     if network.startswith(GANG_NETWORK_PREFIX):
         gang_network_ensure(settings=settings, name=network, trial_id=(labels or {}).get(
             LABEL_TRIAL, ""))
-    slots = max(1, len(gpus))  # a task holds one slot, or its GPUs
+    slots = max(1, len(gpus), slots)  # a task holds its GPUs, or its CPU slots
     request = ContainerRequest(
         image=image, command=(executable, "-m", "training.warm", "--channel-dir", CHANNEL),
         user=f"{SANDBOX_UID}:{SANDBOX_UID}",

@@ -146,9 +146,11 @@ class Host(Protocol):
 
 def host_start(*, runtime: Runtime, python: TaskPython, env: dict[str, str], exposure: Exposure,
                log: Path, cwd: Path, network: str = "none", network_alias: str = "",
-               labels: dict[str, str] | None = None, gpus: tuple[int, ...] = ()) -> Host:
-    """A task host; `network`, `labels` and `gpus` matter to containers only (a sandbox shares
-    the node's network, narrowed by Landlock, and sees GPUs as device nodes)."""
+               labels: dict[str, str] | None = None, gpus: tuple[int, ...] = (),
+               slots: int = 1) -> Host:
+    """A task host; `network`, `labels`, `gpus` and `slots` (the node's slots it holds, which
+    size its memory and CPU weight) matter to containers only (a sandbox shares the node's
+    network, narrowed by Landlock, sees GPUs as device nodes, and has no per-task limits)."""
     if runtime.containers is not None:
         from training.containers import container_host_start
 
@@ -156,7 +158,8 @@ def host_start(*, runtime: Runtime, python: TaskPython, env: dict[str, str], exp
         return container_host_start(settings=runtime.containers, engine=runtime.name,
                                     python=python, env=env, exposure=exposure, log=log,
                                     channel=channel, network=network,
-                                    network_alias=network_alias, labels=labels, gpus=gpus)
+                                    network_alias=network_alias, labels=labels, gpus=gpus,
+                                    slots=slots)
     # A root missing now is not mounted (bwrap's -try binds), so the host must not claim it.
     exposure = Exposure(write=tuple(p for p in exposure.write if os.path.isdir(p)),
                         read=tuple(p for p in exposure.read if os.path.exists(p)))

@@ -42,6 +42,9 @@ class Resources:
     # Physical GPU indices granted on this node; worker i gets gpu_ids[i*k:(i+1)*k]. Empty means
     # "the first k per worker", which is also what the CPU-only emulation uses.
     gpu_ids: tuple[int, ...] = ()
+    # CPU slots a worker without GPUs holds on its node (a workspace may ask for several); its
+    # container's memory and CPU weight scale with them. Chief and ps tasks hold one.
+    cpu_slots_per_worker: int = 1
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Resources:
@@ -50,6 +53,7 @@ class Resources:
             gpus_per_worker=int(data.get("gpus_per_worker", 0)),
             parameter_servers=int(data.get("parameter_servers", 0)),
             gpu_ids=tuple(int(i) for i in data.get("gpu_ids", ())),
+            cpu_slots_per_worker=int(data.get("cpu_slots_per_worker", 1)),
         )
 
 

@@ -26,7 +26,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from training import catalog
-from training.cluster import LOCALHOST, ClusterPlan, TaskAddress, cluster_plan, gpu_ids_for
+from training.cluster import (
+    LOCALHOST,
+    ClusterPlan,
+    TaskAddress,
+    cluster_plan,
+    gpu_ids_for,
+    slots_for,
+)
 from training.containers import LABEL_TASK, LABEL_TRIAL
 from training.errors import InvalidInput, no_space
 from training.events import EventTail, LineTail
@@ -123,6 +130,7 @@ def _launch(*, spec: TrialSpec, plan: ClusterPlan, task: TaskAddress, attempt: P
     events_path, log_path = attempt / f"{stem}.events.jsonl", attempt / f"{stem}.log"
     host_log_path = attempt / f"{stem}.host.log"
     gpus = gpu_ids_for(resources=spec.resources, task=task)
+    slots = slots_for(resources=spec.resources, task=task)
     confinement = (task_confinement(spec=spec, python=python, plan=plan, gpus=gpus)
                    if runtime.isolated else None)
     order = {
@@ -134,9 +142,9 @@ def _launch(*, spec: TrialSpec, plan: ClusterPlan, task: TaskAddress, attempt: P
     }
     write, read = trial_paths(spec=spec)
     pool = warm_pool()
-    # A warm container has no GPUs and no network of its own to share: it can only be a
-    # GPU-less first task of a single-node trial.
-    warm_fits = not runtime.in_containers or (network == "none" and not gpus)
+    # A warm container has no GPUs and no network of its own to share, and one slot's size: it
+    # can only be a one-slot GPU-less first task of a single-node trial.
+    warm_fits = not runtime.in_containers or (network == "none" and not gpus and slots == 1)
     host = (pool.take(python=python, write=write, read=read)
             if pool is not None and pool.runtime == runtime and warm_fits else None)
     warm = host is not None
@@ -145,6 +153,7 @@ def _launch(*, spec: TrialSpec, plan: ClusterPlan, task: TaskAddress, attempt: P
         host = host_start(runtime=runtime, python=python, env=task_base_environment(python=python),
                           exposure=Exposure(write=write, read=read), log=host_log_path,
                           cwd=attempt, network=network, network_alias=network_alias, gpus=gpus,
+                          slots=slots,
                           labels={LABEL_TRIAL: spec.trial_id, LABEL_TASK: task.name})
         host.hand(order=order, events=events_path, log=log_path)
     return _Task(task, host, EventTail(path=str(events_path), task=task.name,

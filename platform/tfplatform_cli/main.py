@@ -122,7 +122,9 @@ def _workspace_parsers(sub: "argparse._SubParsersAction[argparse.ArgumentParser]
     start = add("start", "start a new workspace (--name), or a stopped one again (its id)")
     start.add_argument("id", type=int, nargs="?", help="a stopped workspace to start again")
     start.add_argument("--name", help="a new workspace's name")
-    start.add_argument("--gpus", type=int, default=0, help="GPUs (0: one CPU slot)")
+    start.add_argument("--gpus", type=int, default=0, help="GPUs (0: CPU slots only)")
+    start.add_argument("--cpu-slots", type=int, default=1,
+                       help="CPU slots on one node, for a workspace without GPUs (default 1)")
     start.add_argument("--priority", type=int, default=0)
     start.add_argument("--environment", help="an environment by name")
     start.set_defaults(run=workspace_commands.start)
@@ -135,9 +137,11 @@ def _workspace_parsers(sub: "argparse._SubParsersAction[argparse.ArgumentParser]
     stop.add_argument("id", type=int)
     stop.set_defaults(run=workspace_commands.stop)
 
-    restart = add("restart", "restart on a new allocation (--gpus attaches or detaches GPUs)")
+    restart = add("restart", "restart on a new allocation (--gpus, --cpu-slots resize it)")
     restart.add_argument("id", type=int)
     restart.add_argument("--gpus", type=int)
+    restart.add_argument("--cpu-slots", type=int,
+                         help="CPU slots without GPUs (omitted: kept, or 1 when GPUs are asked)")
     restart.set_defaults(run=workspace_commands.restart)
 
 

@@ -7,14 +7,16 @@ from typing import Any
 from tfplatform_cli.commands import client_for
 from tfplatform_cli.errors import CliError
 
-COLUMNS = ("id", "name", "state", "gpus", "devices", "url")
+COLUMNS = ("id", "name", "state", "gpus", "cpu_slots", "devices", "url")
 
 
 def _row(workspace: dict[str, Any], *, server: str) -> list[str]:
     devices = ",".join(workspace["devices"]) or "-"
     url = f"{server}{workspace['lab_url']}" if workspace["state"] == "running" else "-"
+    # A server older than CPU slots sends none: its workspaces hold one.
+    cpu_slots = "-" if workspace["gpus"] else str(workspace.get("cpu_slots", 1))
     return [str(workspace["id"]), workspace["name"], workspace["state"], str(workspace["gpus"]),
-            devices, url]
+            cpu_slots, devices, url]
 
 
 def _table(workspaces: list[dict[str, Any]], *, server: str) -> str:
@@ -49,7 +51,8 @@ def start(args: argparse.Namespace) -> int:
     if args.id is not None:
         workspace = client.workspace_action(args.id, action="start")
     else:
-        fields: dict[str, Any] = {"name": args.name, "gpus": args.gpus, "priority": args.priority}
+        fields: dict[str, Any] = {"name": args.name, "gpus": args.gpus,
+                                  "cpu_slots": args.cpu_slots, "priority": args.priority}
         if args.environment:
             fields["environment"] = args.environment
         workspace = client.workspace_create(fields=fields)
@@ -64,7 +67,8 @@ def stop(args: argparse.Namespace) -> int:
 
 
 def restart(args: argparse.Namespace) -> int:
-    fields = {"gpus": args.gpus} if args.gpus is not None else {}
+    fields = {key: value for key, value in (("gpus", args.gpus), ("cpu_slots", args.cpu_slots))
+              if value is not None}
     workspace = client_for(args).workspace_action(args.id, action="restart", fields=fields)
     print(f"{_describe(workspace)} (a new session on a new allocation; the home folder is kept)")
     return 0

@@ -43,3 +43,29 @@ def test_workspaces_from_the_command_line(live_server: Any, tfp: Callable[[str],
     again = alice("workspace", "start", str(workspace.pk))
     assert again.returncode == 0 and "queued" in again.stdout
     assert alice("workspace", "start").returncode == 1  # neither a name nor an id
+
+
+def test_cpu_slots_from_the_command_line(live_server: Any, tfp: Callable[[str], Tfp]) -> None:
+    alice = signed_in(tfp, live_server.url, "alice")
+    started = alice("workspace", "start", "--name", "wide", "--cpu-slots", "3")
+    assert started.returncode == 0, started.stderr
+    workspace = Workspace.objects.get(name="wide")
+    assert (workspace.gpus, workspace.cpu_slots) == (0, 3)
+    listed = alice("workspace", "list").stdout.splitlines()
+    assert listed[0].split()[:5] == ["id", "name", "state", "gpus", "cpu_slots"]
+    assert listed[1].split()[3:5] == ["0", "3"]
+
+    resized = alice("workspace", "restart", str(workspace.pk), "--cpu-slots", "2")
+    assert resized.returncode == 0, resized.stderr
+    workspace.refresh_from_db()
+    assert workspace.cpu_slots == 2 and workspace.experiment is not None
+    assert workspace.experiment.cpu_slots_per_worker == 2
+
+    # The API's field errors, said by the CLI; nothing is made or changed.
+    refused = alice("workspace", "start", "--name", "none", "--cpu-slots", "0")
+    assert refused.returncode == 1 and "cpu_slots" in refused.stderr
+    refused = alice("workspace", "restart", str(workspace.pk), "--gpus", "1", "--cpu-slots", "4")
+    assert refused.returncode == 1 and "holds no CPU slots" in refused.stderr
+    assert not Workspace.objects.filter(name="none").exists()
+    workspace.refresh_from_db()
+    assert (workspace.gpus, workspace.cpu_slots) == (0, 2)

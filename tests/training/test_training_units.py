@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from training.cluster import TaskAddress, cluster_plan, gpu_ids_for
+from training.cluster import TaskAddress, cluster_plan, gpu_ids_for, slots_for
 from training.errors import InvalidInput
 from training.events import EventTail, EventWriter
 from training.outcome import exit_describe
@@ -97,6 +97,22 @@ def test_cluster_with_parameter_servers_has_chief_workers_and_ps() -> None:
     assert gpu_ids_for(resources=resources, task=plan.task(type="worker", index=1)) == (6, 7)
     assert gpu_ids_for(resources=resources, task=plan.task(type="ps", index=0)) == ()
     assert gpu_ids_for(resources=resources, task=plan.chief) == ()
+
+
+def test_a_task_holds_its_gpus_or_its_cpu_slots() -> None:
+    """What sizes its container: GPUs, else the CPU slots a GPU-less worker was granted."""
+    gang = Resources(workers=2, parameter_servers=1, gpus_per_worker=2, gpu_ids=(4, 5, 6, 7))
+    plan = cluster_plan(resources=gang)
+    assert slots_for(resources=gang, task=plan.task(type="worker", index=1)) == 2
+    assert slots_for(resources=gang, task=plan.task(type="ps", index=0)) == 1
+    assert slots_for(resources=gang, task=plan.chief) == 1
+    wide = Resources(cpu_slots_per_worker=3)
+    assert slots_for(resources=wide, task=cluster_plan(resources=wide).tasks[0]) == 3
+    assert slots_for(resources=Resources(), task=cluster_plan(resources=Resources()).tasks[0]) == 1
+    # Through the spec file the supervisor reads; an older spec without the field holds one.
+    spec = TrialSpec(trial_id="1", model="workspace", dataset="", work_dir="/w", resources=wide)
+    assert TrialSpec.from_json(spec.to_json()).resources.cpu_slots_per_worker == 3
+    assert Resources.from_dict({"workers": 1}).cpu_slots_per_worker == 1
 
 
 def test_single_worker_has_no_tf_config_and_multi_node_plans_split_by_host() -> None:

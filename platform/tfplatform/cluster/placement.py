@@ -1,8 +1,10 @@
 """Where a gang fits: the scheduler's placement rules, on plain values, with no database.
 
 Each task of a TF cluster (worker i with k accelerators, or a parameter server) needs either k
-free GPU devices on one node or, with k = 0, one CPU slot. Nodes are chosen best-fit (the node
-whose free block is the smallest that still fits) so large blocks stay whole for large jobs.
+free GPU devices on one node or, with k = 0, c CPU slots on one node (c is 1 except for a
+workspace session that asked for more; a task with GPUs holds no CPU slot). Nodes are chosen
+best-fit (the node whose free block is the smallest that still fits) so large blocks stay whole
+for large jobs.
 The experiments app's scheduling pass (experiments/services/scheduling.py) and the submit
 form's outlook (cluster/selectors.py `resources_fit`) both place with these functions.
 """
@@ -17,7 +19,7 @@ NODES_NAMED = 3
 
 # node id → device kind → free device ids (in device index order)
 FreeMap = dict[int, dict[str, list[int]]]
-Shape = tuple[int, int, int]
+Shape = tuple[int, int, int, int]  # workers, GPUs per worker, parameter servers, CPU slots
 
 
 @dataclass(frozen=True)
@@ -25,6 +27,7 @@ class TaskNeed:
     task_type: str
     task_index: int
     gpus: int
+    cpus: int = 1  # CPU slots on one node, held only when gpus is 0
 
 
 @dataclass(frozen=True)
@@ -67,15 +70,19 @@ def quota_key(*, team_id: int | None, owner_id: int) -> QuotaKey:
     return ("team", team_id) if team_id is not None else ("user", owner_id)
 
 
-def task_needs(*, workers: int, gpus_per_worker: int, parameter_servers: int) -> list[TaskNeed]:
-    """A gang's tasks, the largest first (they are the hardest to place)."""
-    needs = [TaskNeed("worker", i, gpus_per_worker) for i in range(workers)]
+def task_needs(
+    *, workers: int, gpus_per_worker: int, parameter_servers: int, cpu_slots_per_worker: int = 1
+) -> list[TaskNeed]:
+    """A gang's tasks, the largest first (they are the hardest to place). A worker without
+    GPUs holds `cpu_slots_per_worker` CPU slots; a parameter server holds one."""
+    needs = [TaskNeed("worker", i, gpus_per_worker, max(1, cpu_slots_per_worker))
+             for i in range(workers)]
     needs += [TaskNeed("ps", i, 0) for i in range(parameter_servers)]
-    return sorted(needs, key=lambda need: -need.gpus)
+    return sorted(needs, key=lambda need: (-need.gpus, -need.cpus))
 
 
 def need_kind(*, need: TaskNeed) -> tuple[str, int]:
-    return (KIND_GPU, need.gpus) if need.gpus else (KIND_CPU, 1)
+    return (KIND_GPU, need.gpus) if need.gpus else (KIND_CPU, need.cpus)
 
 
 def gang_place(*, needs: list[TaskNeed], free: FreeMap) -> list[Placement] | None:
@@ -108,6 +115,10 @@ def pending_reason(*, needs: list[TaskNeed], free: FreeMap) -> str:
     if gpu_need:
         largest = max((len(kinds.get(KIND_GPU, [])) for kinds in free.values()), default=0)
         return f"Needs {gpu_need} GPUs on one node; the largest free block is {largest}."
+    cpu_need = max((need.cpus for need in needs), default=1)
+    if cpu_need > 1:
+        largest = max((len(kinds.get(KIND_CPU, [])) for kinds in free.values()), default=0)
+        return f"Needs {cpu_need} CPU slots on one node; the largest free block is {largest}."
     return "Waiting for a free CPU slot on a worker node."
 
 
@@ -143,7 +154,8 @@ def holders_fewest(
     placements = gang_place(needs=needs, free=free_map_with(view=view, holders=base + ordered))
     if not ordered or placements is None:
         return None
-    # Fit only grows with the devices added (tasks of one kind have one size), so bisect.
+    # Fit only grows with the devices added (tasks of one kind have one size: several CPU
+    # slots only for a workspace's single worker), so bisect.
     low, high = 0, len(ordered)
     while low < high:
         middle = (low + high) // 2

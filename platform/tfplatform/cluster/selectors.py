@@ -218,7 +218,7 @@ def resources_fit(
 def _misfit(capacity: Capacity, needs: list[TaskNeed]) -> str:
     gpu_block = max((need.gpus for need in needs), default=0)
     gpus = sum(need.gpus for need in needs)
-    cpu_slots = sum(1 for need in needs if not need.gpus)
+    cpu_slots = sum(need.cpus for need in needs if not need.gpus)
     if gpu_block > capacity.largest_gpu_node:
         largest = capacity.largest_gpu_node
         return f"a worker needs {gpu_block} GPUs on one node, the largest has {largest}"

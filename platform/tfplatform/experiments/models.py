@@ -93,6 +93,9 @@ class Experiment(models.Model):
     workers = models.PositiveIntegerField(default=1)
     gpus_per_worker = models.PositiveIntegerField(default=0)
     parameter_servers = models.PositiveIntegerField(default=0)
+    # CPU slots a worker without GPUs holds on its node: more than one only for a workspace
+    # session that asked for them (the experiment API has no such field).
+    cpu_slots_per_worker = models.PositiveIntegerField(default=1)
     priority = models.IntegerField(default=0)
     # What judges its epochs (training/target.py): the best epoch and the time to target.
     target_metric = models.CharField(max_length=100, default="val_accuracy")
@@ -214,6 +217,8 @@ class Workspace(models.Model):
         Environment, null=True, blank=True, on_delete=models.PROTECT, related_name="workspaces"
     )
     gpus = models.PositiveIntegerField(default=0)
+    # CPU slots on one node when gpus is 0 (a workspace with GPUs holds no CPU slot).
+    cpu_slots = models.PositiveIntegerField(default=1)
     priority = models.IntegerField(default=0)
     # The current (or last) session; a restart makes a new one.
     experiment = models.ForeignKey(

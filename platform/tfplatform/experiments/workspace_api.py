@@ -29,7 +29,8 @@ class WorkspaceSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Workspace
-        fields = ["id", "name", "owner", "environment", "gpus", "priority", "state", "devices",
+        fields = ["id", "name", "owner", "environment", "gpus", "cpu_slots", "priority", "state",
+                  "devices",
                   "pending_reason", "stop_reason", "session", "started_at", "last_activity_at",
                   "lab_url", "created_at"]
         read_only_fields = fields
@@ -47,6 +48,11 @@ class WorkspaceSerializer(serializers.ModelSerializer):
 class WorkspaceCreateSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=200)
     gpus = serializers.IntegerField(min_value=0, default=0)
+    cpu_slots = serializers.IntegerField(
+        min_value=1, max_value=workspaces.MAX_CPU_SLOTS, default=1,
+        help_text="CPU slots on one node, for a workspace without GPUs (more than 1 with GPUs "
+                  "is refused: GPUs replace the CPU slot).",
+    )
     priority = serializers.IntegerField(min_value=-100, max_value=100, default=0)
     environment = serializers.SlugRelatedField(
         slug_field="name", queryset=Environment.objects.all(), required=False, allow_null=True
@@ -55,6 +61,10 @@ class WorkspaceCreateSerializer(serializers.Serializer):
 
 class WorkspaceRestartSerializer(serializers.Serializer):
     gpus = serializers.IntegerField(min_value=0, required=False)
+    cpu_slots = serializers.IntegerField(
+        min_value=1, max_value=workspaces.MAX_CPU_SLOTS, required=False,
+        help_text="Omitted: kept, or back to 1 when GPUs are asked for.",
+    )
 
 
 class WorkspaceListCreateApi(generics.ListAPIView):
@@ -97,7 +107,7 @@ class WorkspaceStartApi(APIView):
 
 
 class WorkspaceRestartApi(APIView):
-    """A new session on a new allocation (`gpus` attaches or detaches devices); the home
+    """A new session on a new allocation (`gpus`, `cpu_slots` attach or detach devices); the home
     volume is kept, everything else of the running session is discarded."""
 
     @extend_schema(request=WorkspaceRestartSerializer, responses=WorkspaceSerializer)
@@ -106,5 +116,6 @@ class WorkspaceRestartApi(APIView):
         serializer = WorkspaceRestartSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         restarted = workspaces.workspace_restart(
-            workspace=workspace, gpus=serializer.validated_data.get("gpus"))
+            workspace=workspace, gpus=serializer.validated_data.get("gpus"),
+            cpu_slots=serializer.validated_data.get("cpu_slots"))
         return Response(WorkspaceSerializer(restarted).data)

@@ -38,6 +38,8 @@ OUTCOMES = (*FINISHED_TRIAL_STATES, PREEMPTED)
 
 def _reason_kind() -> Case:
     return Case(
+        # "Needs 3 CPU slots on one node; ..." (a workspace's), before "Needs " (GPUs).
+        When(pending_reason__regex=r"^Needs [0-9]+ CPU slots", then=Value("cpu_slots")),
         *(When(pending_reason__startswith=prefix, then=Value(kind))
           for prefix, kind in REASON_PREFIXES),
         When(pending_reason="", state=Experiment.State.SCHEDULED, then=Value("starting")),

@@ -3,6 +3,7 @@ from typing import Any
 from django import forms
 
 from tfplatform.experiments.models import Environment
+from tfplatform.experiments.services.workspaces import MAX_CPU_SLOTS
 from training import catalog
 
 MODEL_CHOICES = [(name, name) for name in (*catalog.ZOO_MODELS, *catalog.DIAGNOSTIC_JOBS)]
@@ -158,10 +159,17 @@ class WorkspaceForm(forms.Form):
     )
     gpus = forms.IntegerField(
         min_value=0, max_value=16, initial=0, label="GPUs",
-        help_text="0: one CPU slot. GPUs are whole devices, never shared with a trial.",
+        help_text="GPUs are whole devices, never shared with a trial.",
+    )
+    cpu_slots = forms.IntegerField(
+        min_value=1, max_value=MAX_CPU_SLOTS, initial=1, label="CPU slots",
+        help_text="On one node, for a workspace without GPUs (with GPUs it holds none).",
     )
     priority = forms.IntegerField(min_value=-100, max_value=100, initial=0)
 
 
 class WorkspaceResizeForm(forms.Form):
     gpus = forms.IntegerField(min_value=0, max_value=16, label="GPUs")
+    # Omitted (a form of an older page): kept, or back to 1 with GPUs.
+    cpu_slots = forms.IntegerField(min_value=1, max_value=MAX_CPU_SLOTS, label="CPU slots",
+                                   required=False)

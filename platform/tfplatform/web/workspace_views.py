@@ -6,10 +6,12 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.template.defaultfilters import pluralize
 from django.views.decorators.http import require_POST
 
-from tfplatform.core.errors import PlatformError
+from tfplatform.core.errors import InvalidInput, PlatformError
 from tfplatform.experiments import selectors
+from tfplatform.experiments.models import Workspace
 from tfplatform.experiments.services import workspaces
 from tfplatform.web.forms import WorkspaceForm, WorkspaceResizeForm
 
@@ -39,6 +41,7 @@ def workspace_list_page(request: HttpRequest) -> HttpResponse:
     return render(request, "workspaces/list.html", {
         "rows": rows, "form": form, "resize_form": WorkspaceResizeForm(), "refresh": refresh,
         "lab_origin": settings.PLATFORM["WORKSPACE_LAB_ORIGIN"],
+        "max_cpu_slots": workspaces.MAX_CPU_SLOTS,
     })
 
 
@@ -66,10 +69,23 @@ def workspace_resize_action(request: HttpRequest, workspace_id: int) -> HttpResp
     workspace = selectors.workspace_get(user=request.user, workspace_id=workspace_id)
     form = WorkspaceResizeForm(request.POST)
     if not form.is_valid():
-        messages.error(request, "GPUs must be a whole number from 0 to 16.")
+        messages.error(request, "GPUs must be a whole number from 0 to 16, CPU slots from 1 to "
+                       f"{workspaces.MAX_CPU_SLOTS}.")
         return redirect("workspace-list")
-    workspaces.workspace_restart(workspace=workspace, gpus=form.cleaned_data["gpus"])
+    try:
+        restarted = workspaces.workspace_restart(workspace=workspace,
+                                                 gpus=form.cleaned_data["gpus"],
+                                                 cpu_slots=form.cleaned_data["cpu_slots"])
+    except InvalidInput as error:
+        messages.error(request, error.message)
+        return redirect("workspace-list")
     messages.success(
-        request, f"Workspace '{workspace.name}' restarts with {form.cleaned_data['gpus']} GPUs: "
+        request, f"Workspace '{workspace.name}' restarts with {_devices_text(restarted)}: "
         "running kernels end, files in its home are kept.")
     return redirect("workspace-list")
+
+
+def _devices_text(workspace: Workspace) -> str:
+    if workspace.gpus:
+        return f"{workspace.gpus} GPU{pluralize(workspace.gpus)}"
+    return f"{workspace.cpu_slots} CPU slot{pluralize(workspace.cpu_slots)}"

@@ -11,12 +11,14 @@ from tfplatform.monitoring.selectors import pending_by_team_and_reason
 pytestmark = pytest.mark.django_db
 GPU = [TaskNeed(task_type="worker", task_index=0, gpus=2)]
 CPU = [TaskNeed(task_type="worker", task_index=0, gpus=0)]
+CPUS = [TaskNeed(task_type="worker", task_index=0, gpus=0, cpus=3)]
 
 
 @pytest.mark.parametrize(("text", "kind"), [
     (pending_reason(needs=GPU, free={}), "no_nodes"),
     (pending_reason(needs=GPU, free={1: {"gpu": [7]}}), "gpus"),
     (pending_reason(needs=CPU, free={1: {}}), "cpu_slots"),
+    (pending_reason(needs=CPUS, free={1: {"cpu": [4, 5]}}), "cpu_slots"),
     (disk_full_text(disk_full={"gpu-1": 2**20}, min_free_bytes=2**28), "disk_pressure"),
     ("Team quota of 4 GPUs: 4 in use, this needs 2. Queue position 3.", "quota"),
     ("Quota of a user without a team of 4 GPUs: 4 in use, this needs 1.", "quota"),

@@ -126,6 +126,7 @@ def trial_spec_build(*, trial: Trial, grant: SessionGrant | None = None) -> Tria
             gpus_per_worker=experiment.gpus_per_worker,
             parameter_servers=experiment.parameter_servers,
             gpu_ids=gpu_ids,
+            cpu_slots_per_worker=experiment.cpu_slots_per_worker,
         ),
         target_metric=experiment.target_metric,
         target_mode=experiment.target_mode,

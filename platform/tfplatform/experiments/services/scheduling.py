@@ -79,11 +79,14 @@ def _needs(*, experiment: Experiment) -> list[TaskNeed]:
         workers=experiment.workers,
         gpus_per_worker=experiment.gpus_per_worker,
         parameter_servers=experiment.parameter_servers,
+        cpu_slots_per_worker=experiment.cpu_slots_per_worker,
     )
 
 
 def _shape(*, experiment: Experiment) -> Shape:
-    return (experiment.workers, experiment.gpus_per_worker, experiment.parameter_servers)
+    # The CPU slots too: a 4-slot session that cannot start says nothing of a 1-slot one.
+    return (experiment.workers, experiment.gpus_per_worker, experiment.parameter_servers,
+            experiment.cpu_slots_per_worker)
 
 
 def scheduler_pass() -> int:
@@ -142,6 +145,7 @@ def _queued_experiments() -> list[Experiment]:
             "workers",
             "gpus_per_worker",
             "parameter_servers",
+            "cpu_slots_per_worker",
             "pending_reason",
             "team__gpu_quota",
             "owner_id",

@@ -3,7 +3,11 @@
 A session is an Experiment of kind "workspace": the one scheduler queues and places it (pending
 reasons, priorities, team GPU quotas, preemption), its trial holds the Allocation rows (GPU-hour
 accounting), and stopping it is cancelling it. The workspace itself only names what to start
-again: environment, GPUs, priority, and its owner's home volume, which outlives every session.
+again: environment, devices, priority, and its owner's home volume, which outlives every session.
+
+Devices: `gpus` whole GPUs on one node, or with none, `cpu_slots` CPU slots on one node. A
+session with GPUs holds no CPU slot (a trial's GPU worker does not either), so cpu_slots above 1
+with GPUs is refused rather than silently ignored.
 """
 
 import hashlib
@@ -33,26 +37,30 @@ STOP_LIFETIME = "lifetime"
 STOP_OWNER = "stopped by its owner"
 TOKEN_DAYS = 1
 SOCKET_FOLDER = ".tfplatform"
+MAX_CPU_SLOTS = 64
 
 
 @dataclass(frozen=True, kw_only=True)
 class WorkspaceRequest:
     name: str
     gpus: int = 0
+    cpu_slots: int = 1
     priority: int = 0
     environment: Environment | None = None
 
 
 def workspace_create(*, owner: User, request: WorkspaceRequest) -> Workspace:
     """A new workspace, started at once (its session queues like any experiment)."""
-    _request_check(owner=owner, gpus=request.gpus, priority=request.priority)
+    _request_check(owner=owner, gpus=request.gpus, cpu_slots=request.cpu_slots,
+                   priority=request.priority)
     if not request.name.strip():
         raise InvalidInput("A workspace needs a name.", field="name")
     environment = _environment_for(environment=request.environment, gpus=request.gpus)
     with transaction.atomic():
         workspace = Workspace.objects.create(
             owner=owner, team_id=owner.team_id, name=request.name.strip(),
-            environment=environment, gpus=request.gpus, priority=request.priority,
+            environment=environment, gpus=request.gpus, cpu_slots=request.cpu_slots,
+            priority=request.priority,
         )
         _session_start(workspace=workspace)
     return workspace
@@ -80,14 +88,22 @@ def workspace_stop(*, workspace: Workspace, reason: str = STOP_OWNER) -> Workspa
     return workspace
 
 
-def workspace_restart(*, workspace: Workspace, gpus: int | None = None) -> Workspace:
-    """A new session, on a new allocation (`gpus` resizes it); the home volume is kept.
+def workspace_restart(
+    *, workspace: Workspace, gpus: int | None = None, cpu_slots: int | None = None
+) -> Workspace:
+    """A new session, on a new allocation (`gpus`, `cpu_slots` resize it); the home volume is
+    kept. Asking for GPUs without naming cpu_slots drops the CPU slots back to 1: the GPUs
+    replace them.
 
     Devices cannot be added to a running process: attaching or detaching them is this restart.
     """
-    if gpus is not None and gpus != workspace.gpus:
-        _request_check(owner=workspace.owner, gpus=gpus, priority=workspace.priority)
-        _environment_for(environment=workspace.environment, gpus=gpus)
+    new_gpus = workspace.gpus if gpus is None else gpus
+    if cpu_slots is None:
+        cpu_slots = 1 if new_gpus else workspace.cpu_slots
+    if (new_gpus, cpu_slots) != (workspace.gpus, workspace.cpu_slots):
+        _request_check(owner=workspace.owner, gpus=new_gpus, cpu_slots=cpu_slots,
+                       priority=workspace.priority)
+        _environment_for(environment=workspace.environment, gpus=new_gpus)
     replaced = workspace.experiment_id
     if workspace_session_active(workspace=workspace):
         # The old session stops on its own time; the new one queues meanwhile.
@@ -96,9 +112,9 @@ def workspace_restart(*, workspace: Workspace, gpus: int | None = None) -> Works
         locked = Workspace.objects.select_for_update().get(pk=workspace.pk)
         if locked.experiment_id != replaced:
             raise InvalidTransition("The workspace was started meanwhile.")
-        if gpus is not None:
-            locked.gpus = gpus
-            locked.save(update_fields=["gpus"])
+        if (new_gpus, cpu_slots) != (locked.gpus, locked.cpu_slots):
+            locked.gpus, locked.cpu_slots = new_gpus, cpu_slots
+            locked.save(update_fields=["gpus", "cpu_slots"])
         _session_start(workspace=locked)
     workspace.refresh_from_db()
     return workspace
@@ -111,11 +127,17 @@ def workspace_session_active(*, workspace: Workspace) -> bool:
     return session is not None and session.state not in TERMINAL_STATES
 
 
-def _request_check(*, owner: User, gpus: int, priority: int) -> None:
+def _request_check(*, owner: User, gpus: int, cpu_slots: int, priority: int) -> None:
     validation.priority_check(user=owner, priority=priority)
     limit = settings.PLATFORM["MAX_GPUS_PER_WORKER"]
     if not 0 <= gpus <= limit:
         raise InvalidInput(f"gpus must be between 0 and {limit}.", field="gpus")
+    if not 1 <= cpu_slots <= MAX_CPU_SLOTS:
+        raise InvalidInput(f"cpu_slots must be between 1 and {MAX_CPU_SLOTS}.",
+                           field="cpu_slots")
+    if gpus and cpu_slots > 1:
+        raise InvalidInput("A workspace with GPUs holds no CPU slots: ask for cpu_slots only "
+                           "with gpus = 0.", field="cpu_slots")
 
 
 def _environment_for(*, environment: Environment | None, gpus: int) -> Environment | None:
@@ -133,6 +155,7 @@ def _session_start(*, workspace: Workspace) -> None:
         owner=workspace.owner, team_id=workspace.team_id, kind=Experiment.Kind.WORKSPACE,
         name=f"workspace {workspace.name}", environment=workspace.environment,
         model=WORKSPACE_JOB, dataset="", workers=1, gpus_per_worker=workspace.gpus,
+        cpu_slots_per_worker=1 if workspace.gpus else workspace.cpu_slots,
         priority=workspace.priority, max_restarts=0, pending_reason="Waiting for the scheduler.",
     )
     Workspace.objects.filter(pk=workspace.pk).update(
