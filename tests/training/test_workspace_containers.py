@@ -1,7 +1,8 @@
 """A workspace session under the podman runtime, in an environment image that brings its own
 Python: TensorFlow and JupyterLab from the image (the derived build installs them as the
 environment's packages), on a Unix socket in the bind-mounted home, its `tfp` baked in beside
-the harness, its kernel able to reach the API's port and no other."""
+the harness, its kernel able to reach the API's port and no other; the container is sized by
+the two CPU slots the session holds."""
 
 import json
 import socket
@@ -17,13 +18,16 @@ from websockets.sync.client import unix_connect
 from tests import live
 from tests.training.conftest import OWN_PYTHON_PACKAGES
 from training.catalog import WORKSPACE_JOB
-from training.containers import ContainerSettings, containers_reap
+from training.containers import LABEL_TRIAL, ContainerSettings, containers_reap
 from training.images import image_derive, image_key
 from training.runtime import Runtime, runtime_for
+from training.spec import Resources
 from training.supervisor import trial_supervise
 from training.workspace import UnixConnection, jupyter_status
 
 pytestmark = pytest.mark.slow
+
+MEMORY_PER_SLOT = 2**30
 
 TOKEN = "jupyter-token-of-this-session"
 KERNEL_CODE = """
@@ -46,7 +50,8 @@ print("TFP", run.returncode, "workspace" in run.stdout, run.stderr[-300:])
 @pytest.fixture(scope="module")
 def podman(podman_engine: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runtime]:
     node = f"ws-{tmp_path_factory.getbasetemp().name}"
-    settings = ContainerSettings(engine_url=podman_engine, node=node, oci_runtime="runc")
+    settings = ContainerSettings(engine_url=podman_engine, node=node, oci_runtime="runc",
+                                 memory_bytes=MEMORY_PER_SLOT)
     yield runtime_for(name="podman", containers=settings)
     containers_reap(settings=settings)
 
@@ -65,6 +70,7 @@ def _session(make_spec: Callable[..., Any], home: Path, api_port: int) -> Any:
     sock = home / ".sockets" / "jupyter-1.sock"
     sock.parent.mkdir(parents=True)
     return make_spec(work_dir=home, model=WORKSPACE_JOB, dataset="", hyperparameters={},
+                     resources=Resources(cpu_slots_per_worker=2),
                      workspace={"jupyter_token": TOKEN, "socket": str(sock), "base_url": "/",
                                 "api_token": "t", "api_url": f"http://127.0.0.1:{api_port}"})
 
@@ -139,6 +145,12 @@ def test_a_workspace_runs_jupyterlab_from_the_environments_own_image(
             return jupyter_status(socket=sock, token=TOKEN) is not None
 
         live.wait_for(answers, timeout=180, what="JupyterLab in the container")
+        # Two CPU slots: two slots' memory and CPU weight.
+        assert podman.containers is not None
+        [container] = podman.containers.client().containers.list(
+            filters={"label": f"{LABEL_TRIAL}={spec.trial_id}"})
+        limits = container.attrs["HostConfig"]
+        assert (limits["Memory"], limits["CpuShares"]) == (2 * MEMORY_PER_SLOT, 2 * 1024)
         _jupyter(sock, "PUT", "/api/contents/note.txt",
                  {"type": "file", "format": "text", "content": "in the home"})
         kernel = _jupyter(sock, "POST", "/api/kernels", {"name": "python3"})["id"]
