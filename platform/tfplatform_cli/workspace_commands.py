@@ -12,7 +12,10 @@ COLUMNS = ("id", "name", "state", "gpus", "cpu_slots", "devices", "url")
 
 def _row(workspace: dict[str, Any], *, server: str) -> list[str]:
     devices = ",".join(workspace["devices"]) or "-"
-    url = f"{server}{workspace['lab_url']}" if workspace["state"] == "running" else "-"
+    # Absolute where the lab has an origin of its own, else a path on the server's.
+    lab = str(workspace["lab_url"])
+    url = lab if lab.startswith(("http://", "https://")) else f"{server}{lab}"
+    url = url if workspace["state"] == "running" else "-"
     # A server older than CPU slots sends none: its workspaces hold one.
     cpu_slots = "-" if workspace["gpus"] else str(workspace.get("cpu_slots", 1))
     return [str(workspace["id"]), workspace["name"], workspace["state"], str(workspace["gpus"]),

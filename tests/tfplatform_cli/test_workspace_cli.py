@@ -5,6 +5,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from tfplatform_cli.workspace_commands import _row
 
 from tests.tfplatform_cli.conftest import Tfp
 from tests.tfplatform_cli.test_search_cli import signed_in
@@ -69,3 +70,14 @@ def test_cpu_slots_from_the_command_line(live_server: Any, tfp: Callable[[str], 
     assert not Workspace.objects.filter(name="none").exists()
     workspace.refresh_from_db()
     assert (workspace.gpus, workspace.cpu_slots) == (0, 2)
+
+
+@pytest.mark.parametrize(("lab_url", "shown"), [
+    ("/workspaces/4/lab/", "https://tfp.example/workspaces/4/lab/"),
+    ("http://127.0.0.1:8100/workspaces/4/lab/", "http://127.0.0.1:8100/workspaces/4/lab/"),
+])
+def test_the_listed_url_is_the_labs_own_origin_or_the_servers(lab_url: str, shown: str) -> None:
+    running = {"id": 4, "name": "n", "state": "running", "gpus": 0, "cpu_slots": 1,
+               "devices": ["a/cpu:0"], "lab_url": lab_url}
+    assert _row(running, server="https://tfp.example")[-1] == shown
+    assert _row({**running, "state": "queued"}, server="https://tfp.example")[-1] == "-"

@@ -75,6 +75,12 @@ def workspace_state(*, workspace: Workspace) -> str:
     return WORKSPACE_STATES.get(session.state, session.state)
 
 
+def workspace_lab_url(*, workspace: Workspace) -> str:
+    """Where its JupyterLab is reached: the `lab` process' origin when it has one of its own
+    (`make run`: PORT+100), else a path on the platform's own origin (compose's TLS proxy)."""
+    return f"{settings.PLATFORM['WORKSPACE_LAB_ORIGIN']}/workspaces/{workspace.pk}/lab/"
+
+
 def workspace_devices(*, workspace: Workspace) -> list[str]:
     """The devices its session holds now, e.g. ["node-1/gpu:0"]."""
     session = workspace.experiment

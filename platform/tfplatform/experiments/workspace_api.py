@@ -42,7 +42,7 @@ class WorkspaceSerializer(serializers.ModelSerializer):
         return selectors.workspace_devices(workspace=workspace)
 
     def get_lab_url(self, workspace: Workspace) -> str:
-        return f"/workspaces/{workspace.pk}/lab/"
+        return selectors.workspace_lab_url(workspace=workspace)
 
 
 class WorkspaceCreateSerializer(serializers.Serializer):
