@@ -35,7 +35,9 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 # In everything of A's that B could be shown: names, hyperparameters, paths.
 MARKER = "alice-private-7f3a9c"
-EXAMPLES_PER_OPERATION = 40
+# Per operation and mode (was 40): this test was among the suite's longest, and the suite must
+# stay under 30 minutes on a 2-core machine.
+EXAMPLES_PER_OPERATION = 30
 CHECKS = [not_a_server_error, response_schema_conformance, status_code_conformance,
           negative_data_rejection]
 
