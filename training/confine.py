@@ -31,16 +31,20 @@ MINIMUM_ABI = 6
 class Confinement:
     read: tuple[str, ...]
     write: tuple[str, ...]
-    ports: tuple[int, ...]
+    ports: tuple[int, ...]  # bound and connected to: the gang's own
+    # Only connected to: a workspace's API port, which it must never listen on in the node's name.
+    connect_ports: tuple[int, ...] = ()
 
     def as_dict(self) -> dict[str, list[object]]:
-        return {"read": list(self.read), "write": list(self.write), "ports": list(self.ports)}
+        return {"read": list(self.read), "write": list(self.write), "ports": list(self.ports),
+                "connect_ports": list(self.connect_ports)}
 
     @classmethod
     def from_dict(cls, data: dict[str, list[object]]) -> Confinement:
         return cls(read=tuple(str(p) for p in data["read"]),
                    write=tuple(str(p) for p in data["write"]),
-                   ports=tuple(int(str(p)) for p in data["ports"]))
+                   ports=tuple(int(str(p)) for p in data["ports"]),
+                   connect_ports=tuple(int(str(p)) for p in data.get("connect_ports", [])))
 
 
 def landlock_abi() -> int:
@@ -75,4 +79,6 @@ def confine_apply(*, confinement: Confinement) -> None:
                 ruleset.allow_path(path, rights)
         for port in sorted(set(confinement.ports)):
             ruleset.allow_port(port, AccessNet.BIND_TCP | AccessNet.CONNECT_TCP)
+        for port in sorted(set(confinement.connect_ports) - set(confinement.ports)):
+            ruleset.allow_port(port, AccessNet.CONNECT_TCP)
         ruleset.restrict()

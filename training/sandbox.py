@@ -114,7 +114,8 @@ def task_confinement(*, spec: TrialSpec, python: TaskPython, plan: ClusterPlan,
     return Confinement(
         read=("/usr", "/etc", "/sys", "/proc", *runtime_paths(python=python), *read),
         write=(*write, SCRATCH, SHARED_MEMORY, "/dev/pts", *DEVICES, *gpu_devices),
-        ports=tuple(sorted({t.port for t in plan.tasks if t.port} | _api_ports(spec=spec))),
+        ports=tuple(sorted({t.port for t in plan.tasks if t.port})),
+        connect_ports=tuple(sorted(_api_ports(spec=spec))),
     )
 
 
