@@ -1,9 +1,11 @@
-"""The profiler service on the gRPC port: TensorFlow's own client collects a trace of a model
-server process, the access token and --enable_profiler hold, and a confined server writes
-traces only under its --profiler_write_root."""
+"""The profiler service on the gRPC port: TensorFlow's own client and TensorBoard's capture-profile
+(its profile plugin, xprof) collect a trace of a model server process, the access token and
+--enable_profiler hold, and a confined server writes traces only under its --profiler_write_root."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -12,6 +14,7 @@ from pathlib import Path
 import grpc
 import numpy as np
 import pytest
+import requests
 import tensorflow as tf
 from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 
@@ -69,6 +72,52 @@ def test_tf_client_traces_a_model_server_process(model_base: Path, tmp_path: Pat
         assert trace_events(written) > 0
     finally:
         assert stop(process) == 0
+
+
+@pytest.mark.slow
+def test_tensorboard_capture_profile_traces_a_model_server_process(
+    model_base: Path, tmp_path: Path
+) -> None:
+    """As an operator does it: TensorBoard with its profile plugin, "Capture profile" pointed at
+    the model server's gRPC port, then the trace read back in TensorBoard's trace viewer."""
+    grpc_port, rest_port, board_port = free_port(), free_port(), free_port()
+    logdir = tmp_path / "board"
+    logdir.mkdir()
+    server = launch(f"--port={grpc_port}", f"--rest_api_port={rest_port}", "--host=127.0.0.1",
+                    "--model_name=default", f"--model_base_path={model_base / 'half_plus_two'}")
+    board = subprocess.Popen(
+        [sys.executable, "-m", "tensorboard.main", "--logdir", str(logdir), "--host", "127.0.0.1",
+         "--port", str(board_port)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    plugin = f"http://127.0.0.1:{board_port}/data/plugin/profile"
+    try:
+        wait_ready(server, f"http://127.0.0.1:{rest_port}/v1/models/default")
+        wait_ready(board, f"http://127.0.0.1:{board_port}/data/plugins_listing")
+        listing = requests.get(f"http://127.0.0.1:{board_port}/data/plugins_listing", timeout=10)
+        assert "profile" in listing.json()
+        with traffic(f"127.0.0.1:{grpc_port}"):
+            # The query the plugin's "Capture profile" dialog sends.
+            captured = requests.get(f"{plugin}/capture_profile", timeout=120, params={
+                "service_addr": f"127.0.0.1:{grpc_port}", "is_tpu_name": "false",
+                "duration": 1000, "num_retry": 0, "worker_list": "", "delay": 0,
+                "host_tracer_level": 2, "device_tracer_level": 1, "python_tracer_level": 0,
+            })
+        assert captured.status_code == 200, captured.text
+        assert "error" not in captured.json(), captured.json()
+        (written,) = logdir.glob("plugins/profile/*/*.xplane.pb")
+        assert written.name == f"127.0.0.1_{grpc_port}.xplane.pb"
+        assert trace_events(written) > 0
+        run = written.parent.name
+        assert run in requests.get(f"{plugin}/runs", timeout=30).json()
+        trace = requests.get(f"{plugin}/data", timeout=120, params={
+            "run": run, "tag": "trace_viewer", "host": written.name.removesuffix(".xplane.pb")})
+        assert trace.status_code == 200, trace.text
+        assert any(event.get("ph") == "X" for event in trace.json()["traceEvents"])
+    finally:
+        board.terminate()
+        board.wait(timeout=30)
+        assert stop(server) == 0
 
 
 @pytest.mark.slow
