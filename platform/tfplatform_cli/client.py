@@ -190,6 +190,14 @@ class Client:
         response.encoding = "utf-8"  # the server says so; requests would guess otherwise
         return response.text
 
+    def usage(self, *, query: Mapping[str, str]) -> dict[str, Any]:
+        """GPU-hour showback: `query` is the API's own parameters (group_by, from, to, ...)."""
+        return dict(self.json("GET", "/usage/", params=dict(query)))
+
+    def usage_csv(self, *, query: Mapping[str, str]) -> bytes:
+        # Bytes, not text: `tfp usage --csv` hands on the server's CSV as it came.
+        return self.request("GET", "/usage.csv", params=dict(query)).content
+
     def model(self, name: str) -> dict[str, Any]:
         path = f"/models/{quote(name, safe='')}/"
         return dict(self.json("GET", path, not_found=f"model {name} not found"))

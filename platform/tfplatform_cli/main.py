@@ -4,7 +4,7 @@ import argparse
 import os
 import sys
 
-from tfplatform_cli import commands, search_commands, workspace_commands
+from tfplatform_cli import commands, search_commands, usage_commands, workspace_commands
 from tfplatform_cli.errors import CliError
 
 DESCRIPTION = """\
@@ -103,6 +103,23 @@ def parser_build() -> argparse.ArgumentParser:
     which.add_argument("--version", type=int, help="ask this version")
     which.add_argument("--label", help="ask the version with this label (stable, canary)")
     predict.set_defaults(run=commands.predict)
+
+    usage = add("usage", "GPU-hours and CPU-slot-hours held per user, team, experiment or UTC "
+                "day, and measured GPU utilization: yours and your team's (staff: everyone's)")
+    # The API's query parameters, named as it names them; the server checks every value.
+    usage.add_argument("--group-by", "--by", dest="group_by", metavar="GROUPS",
+                       help="a comma list of user, team, experiment, day (default: user)")
+    usage.add_argument("--from", "--since", dest="start", metavar="YYYY-MM-DD",
+                       help="first UTC day (default: 29 days before --to)")
+    usage.add_argument("--to", "--until", dest="end", metavar="YYYY-MM-DD",
+                       help="last UTC day, inclusive (default: today); at most 366 days in all")
+    usage.add_argument("--user", help="only this user's experiments")
+    usage.add_argument("--team", help="only this team's experiments")
+    usage.add_argument("--experiment", type=int, metavar="ID", help="only this experiment")
+    output = usage.add_mutually_exclusive_group()
+    output.add_argument("--json", action="store_true", help="print the API's JSON")
+    output.add_argument("--csv", action="store_true", help="print the API's CSV as it is")
+    usage.set_defaults(run=usage_commands.usage)
 
     search = add("search", "hyperparameter searches: many experiments over a search space")
     _search_parsers(search.add_subparsers(dest="search_command", required=True,
