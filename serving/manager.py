@@ -22,6 +22,7 @@ from tensorflow_serving.config import model_server_config_pb2
 from serving import layout
 from serving.config import aspired_versions
 from serving.errors import Code, ServingError, invalid_argument
+from serving.monitoring import served_version_set
 from serving.servable import Servable
 
 log = logging.getLogger(__name__)
@@ -287,6 +288,7 @@ class ModelManager:
                 raise ServingError(Code.NOT_FOUND, f"Servable not found for request: {request}")
             if servable.acquire():
                 break  # else it is being unloaded: the map already changed, look again
+        served_version_set(servable.version)  # the request's metrics count it for this version
         try:
             yield servable
         finally:

@@ -12,6 +12,7 @@ import bisect
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,25 @@ _APIS = ("Predict", "Classify", "Regress")  # the calls prediction_service_impl.
 def _exponential(scale: float, growth: float, count: int) -> tuple[float, ...]:
     """monitoring::Buckets::Exponential: count-1 finite bounds, then the overflow bucket."""
     return tuple(scale * growth**index for index in range(count - 1))
+
+
+# TF Serving's request metrics name the model, not the version that answered. The platform's
+# health per version needs that too: these two families repeat request_count and
+# request_latency with a `model_version` label, under names that are not TF Serving's.
+VERSION_REQUEST_COUNT = ":tfplatform:serving:request_count"
+VERSION_REQUEST_LATENCY = ":tfplatform:serving:request_latency"
+
+# The version the manager resolved for the request being handled (a request runs in one
+# thread, or one event-loop task, from its parse to its count); None until one is resolved.
+_served_version: ContextVar[int | None] = ContextVar("served_version", default=None)
+
+
+def served_version_set(version: int | None) -> None:
+    _served_version.set(version)
+
+
+def served_version() -> int | None:
+    return _served_version.get()
 
 
 _LATENCY = _exponential(10, 1.8, 33)  # ~20 minutes in microseconds
@@ -177,10 +197,17 @@ class ServingMetrics:
             _name(serving + "model_warmup_latency"),
             "Distribution of wall time (in microseconds) for warming up the model.",
             ("model_path", "status"), _LATENCY)
-        self._counters = (self._request_count, self._load_attempts, self._load_latency)
+        self._version_count = _Counter(
+            VERSION_REQUEST_COUNT, "request_count of each model version that answered.",
+            ("model_name", "model_version", "status"))
+        self._version_latency = _Histogram(
+            VERSION_REQUEST_LATENCY, "request_latency (microseconds) of each model version that "
+            "answered.", ("model_name", "model_version", "API", "entrypoint"), _LATENCY)
+        self._counters = (self._request_count, self._load_attempts, self._load_latency,
+                          self._version_count)
         self._histograms = (
-            self._request_latency, self._runtime_latency, self._queuing, self._input_size,
-            self._processed_size, self._padding, self._warmup,
+            self._request_latency, self._runtime_latency, self._version_latency, self._queuing,
+            self._input_size, self._processed_size, self._padding, self._warmup,
         )
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self)
@@ -188,12 +215,19 @@ class ServingMetrics:
     # ---- recording ------------------------------------------------------------------------
 
     def request(self, *, model_name: str, api: str, entrypoint: str, latency_us: float,
-                status: str) -> None:
-        """RecordModelRequestCount, and RecordRequestLatency for requests that succeeded."""
+                status: str, version: int | None = None) -> None:
+        """RecordModelRequestCount, and RecordRequestLatency for requests that succeeded; the
+        same per version when the request got as far as one (a bad name or label does not)."""
         with self._lock:
             self._request_count.add((model_name, status), 1)
             if status == "OK":
                 self._request_latency.add((model_name, api, entrypoint), latency_us)
+            if version is None:
+                return
+            self._version_count.add((model_name, str(version), status), 1)
+            if status == "OK":
+                self._version_latency.add((model_name, str(version), api, entrypoint),
+                                          latency_us)
 
     def runtime(self, *, model_name: str, api: str, latency_us: float) -> None:
         with self._lock:
@@ -259,6 +293,7 @@ class MetricsInterceptor(grpc.ServerInterceptor):
 
         def timed(request: Any, context: grpc.ServicerContext) -> Any:
             started = time.perf_counter()
+            served_version_set(None)  # this thread's previous request may have set it
             status = "OK"
             try:
                 return inner(request, context)
@@ -268,7 +303,8 @@ class MetricsInterceptor(grpc.ServerInterceptor):
                 raise
             finally:
                 metrics.request(model_name=_model_name(request), api=api, entrypoint="GRPC",
-                                latency_us=since_us(started), status=status)
+                                latency_us=since_us(started), status=status,
+                                version=served_version())
 
         return grpc.unary_unary_rpc_method_handler(
             timed, request_deserializer=handler.request_deserializer,

@@ -22,7 +22,7 @@ from tensorflow_serving.apis import get_model_metadata_pb2, get_model_status_pb2
 from serving import json_request, json_response, rjson
 from serving.errors import Code, ServingError, invalid_argument
 from serving.inference import DEFAULT_SIGNATURE, SIGNATURE_DEF_FIELD, Inference, PredictPlan
-from serving.monitoring import ServingMetrics, since_us
+from serving.monitoring import ServingMetrics, served_version, served_version_set, since_us
 from serving.servable import Servable
 
 log = logging.getLogger(__name__)
@@ -101,12 +101,14 @@ class RestApi:
     def handle(self, *, method: str, path: str, body: bytes) -> tuple[int, bytes]:
         """ProcessRequest: (HTTP status, JSON body) for one request to a /v1/ path."""
         started, codes = time.perf_counter(), list[Code]()
+        served_version_set(None)
         answer = _answer(lambda: self._process(method, path, body), method=method, path=path,
                          codes=codes)
-        self._record(method, path, started, codes)
+        self._record(method, path, started, codes, version=served_version())
         return answer
 
-    def _record(self, method: str, path: str, started: float, codes: list[Code]) -> None:
+    def _record(self, method: str, path: str, started: float, codes: list[Code], *,
+                version: int | None) -> None:
         """Every /v1/ request counted as TF Serving's http_server.cc counts it: the model name
         and verb (`predict`, as in the URL; empty for GETs) its path parsed to, if any."""
         if self._metrics is None or not codes:
@@ -117,7 +119,8 @@ class RestApi:
         elif method == "GET" and (match := _MODEL_STATUS.fullmatch(path)) and match.group(1):
             name = _decode(match.group(1))
         self._metrics.request(model_name=name, api=api, entrypoint="REST",
-                              latency_us=since_us(started), status=codes[0].name)
+                              latency_us=since_us(started), status=codes[0].name,
+                              version=version if name else None)
 
     # ---- predict without blocking: parse, start, finish ----------------------------------
 
@@ -131,6 +134,7 @@ class RestApi:
         stack = ExitStack()
         parsed: list[PredictCall] = []
         started, codes = time.perf_counter(), list[Code]()
+        served_version_set(None)
 
         def parse() -> bytes:
             parsed.append(self._predict_parse(_model_spec(match), body, stack, path=path))
@@ -141,7 +145,7 @@ class RestApi:
             parsed[0].started = started
             return parsed[0]
         stack.close()
-        self._record("POST", path, started, codes)
+        self._record("POST", path, started, codes, version=served_version())
         return answer
 
     def predict_start(self, call: PredictCall, *, executor: Executor) -> Future[list[Any]]:
@@ -161,7 +165,7 @@ class RestApi:
             )
         finally:
             call.release.close()
-            self._record("POST", call.path, call.started, codes)
+            self._record("POST", call.path, call.started, codes, version=call.servable.version)
 
     def _process(self, method: str, path: str, body: bytes) -> bytes:
         malformed = invalid_argument(f"Malformed request: {method} {path}")

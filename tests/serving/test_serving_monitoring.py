@@ -41,8 +41,11 @@ def value(samples: dict, name: str, **labels: str) -> float:
     return samples.get((name, frozenset(labels.items())), 0.0)
 
 
-def grpc_predict(server: ModelServer, *, name: str, alias: str = "x") -> grpc.StatusCode:
+def grpc_predict(server: ModelServer, *, name: str, alias: str = "x",
+                 version: int | None = None) -> grpc.StatusCode:
     request = predict_pb2.PredictRequest(model_spec={"name": name})
+    if version is not None:
+        request.model_spec.version.value = version
     request.inputs[alias].CopyFrom(to_proto(np.array([1.0, 2.0], dtype=np.float32)))
     with grpc.insecure_channel(server.grpc_target) as channel:
         stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
@@ -104,6 +107,47 @@ def test_request_metrics_after_known_traffic(monitored: ModelServer, model_base:
                  model_path=model_path, status="success") == 1
     assert value(samples, ":tensorflow:cc:saved_model:load_latency_total",
                  model_path=model_path) > 0
+
+
+def test_request_metrics_per_version_beside_tf_servings(
+    start_server: Callable[..., ModelServer], model_base: Path
+) -> None:
+    config = single_model_config(name="two", base_path=str(model_base / "two_versions"))
+    config.model_config_list.config[0].model_version_policy.all.SetInParent()
+    server = start_server(config=config, access_token=TOKEN,
+                          monitoring=MonitoringOptions(prometheus=True))
+    for version in (123, 123, 124):
+        assert grpc_predict(server, name="two", version=version) == grpc.StatusCode.OK
+    assert grpc_predict(server, name="two") == grpc.StatusCode.OK  # the latest, 124
+    assert grpc_predict(server, name="two", version=124, alias="nope") == (
+        grpc.StatusCode.INVALID_ARGUMENT)
+    assert grpc_predict(server, name="two", version=7) == grpc.StatusCode.NOT_FOUND
+    assert rest_predict(server, name="two/versions/123", body={"instances": [1.0]}) == 200
+    assert rest_predict(server, name="two/versions/124", body={"inputs": {"no": [1.0]}}) == 400
+
+    samples = scrape(server)
+    count = ":tfplatform:serving:request_count_total"
+    assert value(samples, count, model_name="two", model_version="123", status="OK") == 3
+    assert value(samples, count, model_name="two", model_version="124", status="OK") == 2
+    assert value(samples, count, model_name="two", model_version="124",
+                 status="INVALID_ARGUMENT") == 2
+    # A request that named no servable version is the model's only, as in TF Serving's.
+    assert not any(name == count and ("model_version", "7") in labels
+                   for name, labels in samples)
+    assert value(samples, ":tensorflow:serving:request_count_total", model_name="two",
+                 status="NOT_FOUND") == 1
+    latency = ":tfplatform:serving:request_latency"
+    assert value(samples, latency + "_count", model_name="two", model_version="123",
+                 API="Predict", entrypoint="GRPC") == 2
+    assert value(samples, latency + "_count", model_name="two", model_version="123",
+                 API="predict", entrypoint="REST") == 1
+    assert value(samples, latency + "_bucket", model_name="two", model_version="124",
+                 API="Predict", entrypoint="GRPC", le="+Inf") == 2
+    # TF Serving's own series are unchanged: per model, all versions together.
+    assert value(samples, ":tensorflow:serving:request_count_total", model_name="two",
+                 status="OK") == 5
+    assert value(samples, ":tensorflow:serving:request_latency_count", model_name="two",
+                 API="Predict", entrypoint="GRPC") == 4
 
 
 def test_exposition_uses_tf_serving_names(monitored: ModelServer) -> None:

@@ -18,6 +18,7 @@ from tfplatform.core.serializers import StrictInputSerializer
 from tfplatform.core.throttling import ScopedWindowRateThrottle
 from tfplatform.experiments.selectors import experiment_get
 from tfplatform.modelregistry import selectors, services
+from tfplatform.modelregistry.health import WHOLE_MODEL
 from tfplatform.modelregistry.inference import inference_predict
 from tfplatform.modelregistry.models import ModelVersion, RegisteredModel
 
@@ -152,24 +153,36 @@ class HealthSerializer(serializers.Serializer):
     p99_ms = serializers.FloatField(allow_null=True)
 
 
+class VersionHealthSerializer(serializers.Serializer):
+    version = serializers.IntegerField()
+    health = HealthSerializer()
+
+
 class ModelHealthSerializer(serializers.Serializer):
     model = serializers.CharField()
-    granularity = serializers.CharField()
-    health = HealthSerializer(allow_null=True)
+    health = HealthSerializer(allow_null=True, help_text="The whole model, all versions.")
+    versions = VersionHealthSerializer(
+        many=True, help_text="Each version that two scrapes saw answer, newest first. The "
+        "embedded model server reports versions; a stock tensorflow/serving does not (its "
+        "request metrics carry the model name only), and then this is empty.")
 
 
 class ModelHealthApi(APIView):
-    """Serving health over the last hour, from the model server's own metrics: per model
-    (TF Serving's request metrics carry the model name, not the version); `health` is null
-    until two scrapes reported the model."""
+    """Serving health over the last hour, from the model server's own metrics: the whole
+    model, and each version where the server reports versions; `health` is null until two
+    scrapes reported the model."""
 
     @extend_schema(responses=ModelHealthSerializer)
     def get(self, request: Request, name: str) -> Response:
         model = selectors.model_get(user=request.user, name=name)
-        health = selectors.model_serving_health(model=model)
+        figures = selectors.model_versions_serving_health(model=model)
+        whole = figures.pop(WHOLE_MODEL, None)
         return Response(ModelHealthSerializer({
-            "model": model.name, "granularity": "model",
-            "health": asdict(health) if health is not None else None,
+            "model": model.name,
+            "health": asdict(whole) if whole is not None else None,
+            "versions": [{"version": version, "health": asdict(figures[version])}
+                         for version in sorted((v for v in figures if v is not None),
+                                               reverse=True)],
         }).data)
 
 

@@ -12,6 +12,11 @@ from prometheus_client.parser import text_string_to_metric_families
 
 REQUEST_COUNT = ":tensorflow:serving:request_count"
 REQUEST_LATENCY = ":tensorflow:serving:request_latency"
+# The embedded model server's per-version repeats of the two (serving/monitoring.py).
+VERSION_REQUEST_COUNT = ":tfplatform:serving:request_count"
+VERSION_REQUEST_LATENCY = ":tfplatform:serving:request_latency"
+# The key of a whole model's counts, beside its versions'.
+WHOLE_MODEL = None
 
 
 @dataclass(frozen=True)
@@ -38,35 +43,53 @@ def _le(bound: str) -> float:
     return math.inf if bound == "+Inf" else float(bound)
 
 
-def scrape_parse(text: str) -> dict[str, Counts]:
-    """{model name: its counts} from the exposition text. Succeeded requests and their
-    latency come from request_latency, leaving out what has no API (REST status and metadata
-    reads, such as the model loader's polls); failed ones from request_count, which has no API
-    label, so a failed read of the model's status counts too."""
-    ok: dict[str, float] = {}
-    failed: dict[str, float] = {}
-    buckets: dict[str, dict[str, float]] = {}
+def scrape_parse(text: str) -> dict[tuple[str, int | None], Counts]:
+    """{(model name, version or WHOLE_MODEL): its counts} from the exposition text. Succeeded
+    requests and their latency come from request_latency, leaving out what has no API (REST
+    status and metadata reads, such as the model loader's polls); failed ones from
+    request_count, which has no API label, so a failed read of the model's status counts too.
+    Versions are there only when the server reports them (the embedded one does)."""
+    ok: dict[tuple[str, int | None], float] = {}
+    failed: dict[tuple[str, int | None], float] = {}
+    buckets: dict[tuple[str, int | None], dict[str, float]] = {}
     for family in text_string_to_metric_families(text):
+        if family.name in (REQUEST_COUNT, REQUEST_LATENCY):
+            versioned = False
+        elif family.name in (VERSION_REQUEST_COUNT, VERSION_REQUEST_LATENCY):
+            versioned = True
+        else:
+            continue
         for sample in family.samples:
-            model = sample.labels.get("model_name")
-            if model is None:
+            key = _key(sample.labels, versioned=versioned)
+            if key is None:
                 continue
-            if family.name == REQUEST_COUNT and sample.labels.get("status") != "OK":
-                failed[model] = failed.get(model, 0.0) + sample.value
-            elif family.name == REQUEST_LATENCY and sample.labels.get("API"):
+            if family.name in (REQUEST_COUNT, VERSION_REQUEST_COUNT):
+                if sample.labels.get("status") != "OK":
+                    failed[key] = failed.get(key, 0.0) + sample.value
+            elif sample.labels.get("API"):
                 if sample.name.endswith("_count"):
-                    ok[model] = ok.get(model, 0.0) + sample.value
+                    ok[key] = ok.get(key, 0.0) + sample.value
                 elif sample.name.endswith("_bucket"):
-                    per_model = buckets.setdefault(model, {})
+                    cells = buckets.setdefault(key, {})
                     bound = sample.labels["le"]
-                    per_model[bound] = per_model.get(bound, 0.0) + sample.value
+                    cells[bound] = cells.get(bound, 0.0) + sample.value
     return {
-        model: Counts(
-            ok=ok.get(model, 0.0), failed=failed.get(model, 0.0),
-            buckets=tuple(sorted(buckets.get(model, {}).items(), key=lambda b: _le(b[0]))),
+        key: Counts(
+            ok=ok.get(key, 0.0), failed=failed.get(key, 0.0),
+            buckets=tuple(sorted(buckets.get(key, {}).items(), key=lambda b: _le(b[0]))),
         )
-        for model in set(ok) | set(failed) | set(buckets)
+        for key in set(ok) | set(failed) | set(buckets)
     }
+
+
+def _key(labels: dict[str, str], *, versioned: bool) -> tuple[str, int | None] | None:
+    model = labels.get("model_name")
+    if model is None:
+        return None
+    if not versioned:
+        return model, WHOLE_MODEL
+    version = labels.get("model_version", "")
+    return (model, int(version)) if version.isdecimal() and int(version) > 0 else None
 
 
 def _increase(values: Sequence[float]) -> float:

@@ -91,13 +91,16 @@ class ModelLabel(models.Model):
 
 
 class ServingSample(models.Model):
-    """The model server's own cumulative request metrics for one model at one scrape
-    (TF Serving's request_count and request_latency, which are per model name, not per
-    version). Rates and quantiles come from the differences between samples."""
+    """The model server's own cumulative request metrics for one model, or one of its
+    versions, at one scrape. Rates and quantiles come from the differences between samples."""
 
     model = models.ForeignKey(
         RegisteredModel, on_delete=models.CASCADE, related_name="serving_samples"
     )
+    # None: the whole model, from TF Serving's request_count and request_latency (per model
+    # name). A version: from the embedded server's per-version families, which a stock
+    # tensorflow/serving does not have.
+    version = models.PositiveIntegerField(null=True, blank=True)
     # Not auto_now_add: pruning and tests set the time explicitly.
     recorded_at = models.DateTimeField(db_index=True)
     requests_ok = models.FloatField(default=0)
@@ -111,4 +114,5 @@ class ServingSample(models.Model):
         indexes = [models.Index(fields=["model", "recorded_at"])]
 
     def __str__(self) -> str:
-        return f"{self.model.name}@{self.recorded_at:%Y-%m-%d %H:%M:%S}"
+        which = self.model.name if self.version is None else f"{self.model.name}/{self.version}"
+        return f"{which}@{self.recorded_at:%Y-%m-%d %H:%M:%S}"

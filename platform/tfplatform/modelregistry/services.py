@@ -490,20 +490,24 @@ SERVING_SAMPLES_KEEP = timedelta(days=1)
 
 def serving_health_record() -> int:
     """Scrape the model server's Prometheus endpoint once: a ServingSample for each registered
-    model it reports, and forget samples older than SERVING_SAMPLES_KEEP. Returns the samples
-    stored; raises ModelServerError when the server does not answer."""
+    model it reports and for each of its versions it reports, and forget samples older than
+    SERVING_SAMPLES_KEEP. Returns the samples stored; raises ModelServerError when the server
+    does not answer."""
     path = settings.PLATFORM["TF_SERVING_METRICS_PATH"]
     if not path:
         return 0
     counts = scrape_parse(model_server_client().metrics(path=path))
     now = timezone.now()
+    registered = RegisteredModel.objects.in_bulk(
+        {name for name, _ in counts}, field_name="name")
     samples = [
         ServingSample(
-            model=model, recorded_at=now, requests_ok=counts[model.name].ok,
-            requests_failed=counts[model.name].failed,
-            latency_buckets=dict(counts[model.name].buckets),
+            model=registered[name], version=version, recorded_at=now,
+            requests_ok=figures.ok, requests_failed=figures.failed,
+            latency_buckets=dict(figures.buckets),
         )
-        for model in RegisteredModel.objects.filter(name__in=list(counts))
+        for (name, version), figures in counts.items()
+        if name in registered
     ]
     ServingSample.objects.bulk_create(samples)
     ServingSample.objects.filter(recorded_at__lt=now - SERVING_SAMPLES_KEEP).delete()

@@ -15,7 +15,7 @@ from tfplatform.core.errors import InvalidInput, PayloadTooLarge, PlatformError
 from tfplatform.core.throttling import ScopedWindowRateThrottle
 from tfplatform.modelregistry import selectors as model_selectors
 from tfplatform.modelregistry import services as model_services
-from tfplatform.modelregistry.health import Health
+from tfplatform.modelregistry.health import WHOLE_MODEL, Health
 from tfplatform.modelregistry.inference import inference_predict
 from tfplatform.modelregistry.models import ModelLabel
 
@@ -41,16 +41,26 @@ def model_detail_page(request: HttpRequest, name: str) -> HttpResponse:
         "can_change": model_services.model_can_change(user=request.user, model=model),  # type: ignore[arg-type]
         "loading": model_selectors.model_loading(model=model),
         "signature_version": model_selectors.model_signature_version(model=model),
-        "health": _health_view(model_selectors.model_serving_health(model=model)),
+        **_health_views(model_selectors.model_versions_serving_health(model=model)),
         "health_sample_seconds": settings.PLATFORM["SERVING_HEALTH_SAMPLE_SECONDS"],
         "health_scraped": bool(settings.PLATFORM["TF_SERVING_METRICS_PATH"]),
     }
     return render(request, "models/detail.html", context)
 
 
-def _health_view(health: Health | None) -> dict[str, Any] | None:
-    if health is None:
-        return None
+def _health_views(figures: dict[int | None, Health]) -> dict[str, Any]:
+    """The whole model's health, and each reported version's, newest first."""
+    whole = figures.get(WHOLE_MODEL)
+    return {
+        "health": _health_view(whole) if whole is not None else None,
+        "version_health": [
+            {"version": version, **_health_view(figures[version])}
+            for version in sorted((v for v in figures if v is not None), reverse=True)
+        ],
+    }
+
+
+def _health_view(health: Health) -> dict[str, Any]:
     error_percent = health.error_rate * 100 if health.error_rate is not None else None
     return {**asdict(health), "window_minutes": health.window_seconds / 60,
             "error_percent": error_percent}

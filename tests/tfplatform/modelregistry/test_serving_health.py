@@ -1,5 +1,6 @@
 """Serving health: the scheduler's pass scrapes the real model server's Prometheus endpoint
-and the model page and API show request rate, error rate and latency after known traffic."""
+and the model page and API show request rate, error rate and latency after known traffic, for
+the whole model and for each of its versions."""
 
 from typing import Any
 
@@ -10,7 +11,7 @@ from django.urls import reverse
 
 from serving.client import ModelServerError
 from tests.factories import UserFactory
-from tests.tfplatform.modelregistry.conftest import api, predict, register
+from tests.tfplatform.modelregistry.conftest import HALF_PLUS_THREE, api, predict, register
 from tfplatform.experiments.signals import scheduler_passed
 from tfplatform.modelregistry.models import ServingSample
 from tfplatform.modelregistry.server import model_server_client
@@ -30,16 +31,22 @@ def test_health_after_known_traffic(model_server: dict[str, Any], settings: Any)
     owner_user = UserFactory()
     owner = api(owner_user)
     register(owner, "health-a")
-    url = "/api/v1/models/health-a:predict"
-    assert predict(owner, url, {"instances": [1.0]}).status_code == 200
-    scheduler_pass()  # the first sample: the model's counts so far
-    assert ServingSample.objects.filter(model__name="health-a").count() == 1
+    register(owner, "health-a", HALF_PLUS_THREE)  # version 2
+    v1, v2 = ("/api/v1/models/health-a/versions/1:predict",
+              "/api/v1/models/health-a/versions/2:predict")
+    assert predict(owner, v1, {"instances": [1.0]}).status_code == 200
+    assert predict(owner, v2, {"instances": [1.0]}).status_code == 200
+    scheduler_pass()  # the first samples: the model's and each version's counts so far
+    assert set(ServingSample.objects.filter(model__name="health-a").values_list(
+        "version", flat=True)) == {None, 1, 2}
 
-    ok, failing = 4, 2
-    for value in range(ok):
-        assert predict(owner, url, {"instances": [float(value)]}).status_code == 200
+    ok_v1, ok_v2, failing_v2 = 3, 1, 2
+    for value in range(ok_v1):
+        assert predict(owner, v1, {"instances": [float(value)]}).status_code == 200
+    for value in range(ok_v2):
+        assert predict(owner, v2, {"instances": [float(value)]}).status_code == 200
     server = model_server_client()
-    for _ in range(failing):
+    for _ in range(failing_v2):
         with pytest.raises(ModelServerError) as refused:
             server.predict(name="health-a", inputs={"nope": np.array([1.0], np.float32)})
         assert refused.value.code == "INVALID_ARGUMENT"
@@ -48,13 +55,22 @@ def test_health_after_known_traffic(model_server: dict[str, Any], settings: Any)
     answer = owner.get("/api/v1/models/health-a/health/")
     assert answer.status_code == 200, answer.content
     body = answer.json()
-    assert body["model"] == "health-a" and body["granularity"] == "model"
+    assert body["model"] == "health-a"
+    ok, failing = ok_v1 + ok_v2, failing_v2
     health = body["health"]
     assert health["requests"] == ok + failing
     assert health["failed"] == failing
     assert health["error_rate"] == pytest.approx(failing / (ok + failing))
     assert health["request_rate"] == pytest.approx((ok + failing) / health["window_seconds"])
     assert 0 < health["p50_ms"] <= health["p99_ms"] < 60_000
+    versions = {entry["version"]: entry["health"] for entry in body["versions"]}
+    assert [entry["version"] for entry in body["versions"]] == [2, 1]
+    assert (versions[1]["requests"], versions[1]["failed"]) == (ok_v1, 0)
+    assert versions[1]["error_rate"] == 0
+    assert (versions[2]["requests"], versions[2]["failed"]) == (ok_v2 + failing_v2, failing_v2)
+    assert versions[2]["error_rate"] == pytest.approx(failing_v2 / (ok_v2 + failing_v2))
+    for figures in versions.values():
+        assert 0 < figures["p50_ms"] <= figures["p99_ms"] < 60_000
 
     browser = Client()
     browser.force_login(owner_user)
@@ -65,6 +81,10 @@ def test_health_after_known_traffic(model_server: dict[str, Any], settings: Any)
     assert "33.3 %" in html  # 2 of 6 failed
     assert f"({ok + failing} in" in html
     assert "ms</dd>" in html
+    row_v2 = html[html.index('id="version-health-2"'):]
+    row_v2 = row_v2[:row_v2.index("</tr>")]
+    assert "66.7 % (2)" in row_v2  # 2 of version 2's 3 failed
+    assert 'id="version-health-1"' in html
 
     stranger = UserFactory()
     assert api(stranger).get("/api/v1/models/health-a/health/").status_code == 404

@@ -4,7 +4,13 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from tfplatform.modelregistry.health import Counts, health_compute, quantile, scrape_parse
+from tfplatform.modelregistry.health import (
+    WHOLE_MODEL,
+    Counts,
+    health_compute,
+    quantile,
+    scrape_parse,
+)
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -30,9 +36,33 @@ TEXT = f"""# TYPE :tensorflow:serving:request_count counter
 
 
 def test_scrape_sums_statuses_and_entrypoints_but_not_status_reads() -> None:
-    counts = scrape_parse(TEXT)["m"]  # the 7 calls without an API are status reads
+    counts = scrape_parse(TEXT)[("m", None)]  # the 7 calls without an API are status reads
     assert (counts.ok, counts.failed) == (10, 3)
     assert counts.buckets == (("10", 1), ("18", 10), ("+Inf", 10))
+
+
+V = ":tfplatform:serving:request_latency"
+VERSIONED = TEXT + f"""# TYPE :tfplatform:serving:request_count counter
+:tfplatform:serving:request_count{{model_name="m",model_version="1",status="OK"}} 3
+:tfplatform:serving:request_count{{model_name="m",model_version="2",status="OK"}} 7
+:tfplatform:serving:request_count{{model_name="m",model_version="2",status="INTERNAL"}} 2
+:tfplatform:serving:request_count{{model_name="m",model_version="x",status="INTERNAL"}} 9
+# TYPE :tfplatform:serving:request_latency histogram
+{V}_bucket{{API="Predict",entrypoint="GRPC",model_name="m",model_version="1",le="10"}} 3
+{V}_bucket{{API="Predict",entrypoint="GRPC",model_name="m",model_version="1",le="+Inf"}} 3
+{V}_count{{API="Predict",entrypoint="GRPC",model_name="m",model_version="1"}} 3
+{V}_bucket{{API="predict",entrypoint="REST",model_name="m",model_version="2",le="10"}} 0
+{V}_bucket{{API="predict",entrypoint="REST",model_name="m",model_version="2",le="+Inf"}} 7
+{V}_count{{API="predict",entrypoint="REST",model_name="m",model_version="2"}} 7
+"""
+
+
+def test_versions_are_parsed_beside_the_whole_model() -> None:
+    counts = scrape_parse(VERSIONED)
+    assert set(counts) == {("m", WHOLE_MODEL), ("m", 1), ("m", 2)}  # "x" is no version
+    assert (counts[("m", WHOLE_MODEL)].ok, counts[("m", WHOLE_MODEL)].failed) == (10, 3)
+    assert (counts[("m", 1)].ok, counts[("m", 1)].failed) == (3, 0)
+    assert counts[("m", 2)] == Counts(ok=7, failed=2, buckets=(("10", 0), ("+Inf", 7)))
 
 
 def test_rates_and_quantiles_from_deltas() -> None:
