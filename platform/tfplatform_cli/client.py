@@ -178,9 +178,11 @@ class Client:
         path = f"/searches/{search_id}/cancel/"
         return dict(self.json("POST", path, not_found=_search_gone(search_id)))
 
-    def search_best_deploy(self, search_id: int, *, model_name: str) -> dict[str, Any]:
+    def search_best_deploy(self, search_id: int, *, model_name: str,
+                           tflite: bool = False) -> dict[str, Any]:
         return dict(self.json(
-            "POST", f"/searches/{search_id}/deploy-best/", json={"model_name": model_name},
+            "POST", f"/searches/{search_id}/deploy-best/",
+            json={"model_name": model_name, "tflite": tflite},
             not_found=_search_gone(search_id), timeout=DEPLOY_TIMEOUT,
         ))
 

@@ -200,6 +200,8 @@ def _search_parsers(sub: "argparse._SubParsersAction[argparse.ArgumentParser]", 
     deploy.add_argument("id", type=int)
     deploy.add_argument("--model-name", required=True, help="the model's name to publish as")
     deploy.add_argument("--wait", action="store_true", help="wait for the version to load")
+    deploy.add_argument("--tflite", action="store_true",
+                        help="also convert it to TF Lite, which then serves this version")
     deploy.set_defaults(run=search_commands.deploy_best)
 
     csv = add("csv", "the trials table as CSV: a row per trial, a column per hyperparameter")

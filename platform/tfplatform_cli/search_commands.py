@@ -62,7 +62,7 @@ def cancel(args: argparse.Namespace) -> int:
 def deploy_best(args: argparse.Namespace) -> int:
     client = client_for(args)
     search = client.search(args.id)
-    version = client.search_best_deploy(args.id, model_name=args.model_name)
+    version = client.search_best_deploy(args.id, model_name=args.model_name, tflite=args.tflite)
     if args.wait:
         version = {**version, **version_wait(client, name=args.model_name,
                                              version=version["version"])}

@@ -80,6 +80,7 @@ class SearchDeployBestApi(APIView):
         version = services.search_best_deploy(
             user=request.user,  # type: ignore[arg-type]
             search=search, model_name=serializer.validated_data["model_name"],
+            tflite=serializer.validated_data["tflite"],
         )
         return Response(ModelVersionSerializer(version).data, status=status.HTTP_202_ACCEPTED)
 

@@ -139,3 +139,6 @@ class SearchDetailSerializer(SearchSerializer):
 
 class SearchDeploySerializer(StrictInputSerializer):
     model_name = serializers.CharField(max_length=100)
+    tflite = serializers.BooleanField(
+        default=False, help_text="Also convert to TF Lite: model.tflite beside the SavedModel, "
+        "which the model server then serves for this version.")

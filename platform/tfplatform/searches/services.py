@@ -303,11 +303,14 @@ def search_cancel(*, user: User, search: Search) -> Search:
     return search
 
 
-def search_best_deploy(*, user: User, search: Search, model_name: str) -> ModelVersion:
+def search_best_deploy(*, user: User, search: Search, model_name: str,
+                       tflite: bool = False) -> ModelVersion:
+    """`tflite`: also a TF Lite conversion, as a single experiment's deploy offers."""
     best = search_best_trial(search=search)
     if best is None:
         raise Conflict("No trial of this search has completed with a value of its metric yet.")
-    return experiment_deploy(user=user, experiment=best.experiment, model_name=model_name)
+    return experiment_deploy(user=user, experiment=best.experiment, model_name=model_name,
+                             tflite=tflite)
 
 
 def searches_settle_overdue() -> list[int]:

@@ -132,7 +132,7 @@ def search_deploy_action(request: HttpRequest, search_id: int) -> HttpResponse:
     name = request.POST.get("model_name", "").strip()
     version = services.search_best_deploy(
         user=request.user,  # type: ignore[arg-type]
-        search=search, model_name=name,
+        search=search, model_name=name, tflite=request.POST.get("tflite") == "on",
     )
     messages.success(request, f"Deploying the best trial as {name} version {version.version}: "
                               "it is loading.")

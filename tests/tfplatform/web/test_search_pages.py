@@ -187,6 +187,30 @@ def test_deploy_best_publishes_the_best_completed_trial(tmp_path: Path, settings
     assert version.source_experiment_id == better.experiment_id
 
 
+def test_deploy_best_can_convert_to_tflite(tmp_path: Path, settings: Any) -> None:
+    settings.PLATFORM = {**settings.PLATFORM, "WORK_DIR": tmp_path / "work",
+                         "MODEL_BASE_PATH": tmp_path / "models"}
+    search = search_launch(owner=UserFactory(), max_trials=1)
+    (only,) = search.trials.all()
+    trial_train(member=only, values=[0.8])
+    export = experiment_export_dir(experiment=only.experiment)
+    export.parent.mkdir(parents=True)
+    saved_model_save(doubler(), export)
+    client = logged_in(search.owner)
+    assert 'id="deploy-tflite"' in client.get(f"/searches/{search.pk}/").content.decode()
+    response = client.post(f"/searches/{search.pk}/deploy-best/",
+                           {"model_name": "swept-lite", "tflite": "on"})
+    assert response.status_code == 302
+    version = ModelVersion.objects.get(model__name="swept-lite")
+    assert version.tflite
+    assert (Path(version.path) / "model.tflite").is_file()
+    # And over the API, where it is off unless asked.
+    api = client.post(f"/api/v1/searches/{search.pk}/deploy-best/",
+                      {"model_name": "swept-plain"}, content_type="application/json")
+    assert api.status_code == 202, api.content
+    assert api.json()["tflite"] is False
+
+
 def doubler() -> object:
     """A tiny SavedModel's module: a trial's export stand-in."""
     import tensorflow as tf
