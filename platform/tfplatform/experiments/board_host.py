@@ -12,6 +12,8 @@ TensorFlow's stub instead of TensorFlow: no import of TF, a small process) on 12
   thread starts: it reads only the runs' folders and the Python runtime, writes nothing, binds
   only its port and connects nowhere. The event files were written by user code: a link planted
   in a run folder, or a projector config naming another file, leads nowhere readable;
+- shows the trials' profiler traces in its Profile tab (`board_profile.py`: these runs' traces
+  only; no capture, no other folder);
 - ends when the process that started it ends (its stdin, a pipe from it, reaches EOF) or on
   SIGTERM.
 
@@ -70,13 +72,15 @@ def main(argv: list[str]) -> None:
     runs = dict(run.split("=", 1) for run in args.run)
     # TensorFlow's stub, not TensorFlow: local files are all it reads (tensorboard.compat.tf).
     sys.modules["tensorboard.compat.notf"] = types.ModuleType("tensorboard.compat.notf")
-    from tensorboard import default, program
+    # Nor for xprof, which imports it if it can, for the capture the board refuses.
+    sys.modules["tensorflow"] = None  # type: ignore[assignment]
+    from tensorboard import program
 
     _links_unlisted()
     def server(app: WsgiApp, flags: Any) -> Any:
         return program.WerkzeugServer(token_guard(app=app, token=token), flags)
 
-    board = program.TensorBoard(plugins=default.get_plugins(), server_class=server)
+    board = program.TensorBoard(plugins=_plugins(runs=runs), server_class=server)
     board.configure(argv=[
         "", "--logdir_spec", ",".join(f"{name}:{path}" for name, path in runs.items()),
         "--host", "127.0.0.1", "--port", str(args.port), "--path_prefix", args.path_prefix,
@@ -92,6 +96,22 @@ def main(argv: list[str]) -> None:
     print(f"serving on 127.0.0.1:{args.port}", flush=True)
     threading.Thread(target=_exit_with_parent, daemon=True).start()
     signal.pause()
+
+
+def _plugins(*, runs: dict[str, str]) -> list[Any]:
+    """TensorBoard's plugins, bundled and installed (the projector, xprof), but xprof's own
+    ProfilePlugin, which reads any folder a request names and captures from any address: where
+    xprof imports, the Profile tab is the board's (`board_profile.py`), over these runs' traces."""
+    from tensorboard import default
+
+    plugins = [plugin for plugin in default.get_plugins()
+               if not getattr(plugin, "__module__", "").startswith("xprof.")]
+    try:
+        from tfplatform.experiments.board_profile import BoardProfileLoader
+    except ImportError as error:  # TensorBoard's notice that the plugin is missing, then
+        print(f"Profile tab not served: xprof does not import ({error})", flush=True)
+        return plugins
+    return [*plugins, BoardProfileLoader(runs=runs)]
 
 
 def _links_unlisted() -> None:

@@ -1,9 +1,15 @@
 """TensorBoard of experiments through the platform (experiments/boards.py): a real `tensorboard`
 process per set of experiments, reached only through the signed-in proxy. The owner, a teammate
 and staff see the scalars; another user gets 404 whatever key or path they try, the board's port
-answers nobody without its token, and a link planted in a run folder shows nothing."""
+answers nobody without its token, and a link planted in a run folder shows nothing. Its Profile
+tab shows the trials' profiler traces, of its own runs only, and captures nothing."""
 
+import gzip
 import json
+import shutil
+import socket
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -147,6 +153,132 @@ def test_several_experiments_share_a_board_and_planted_links_lead_nowhere(
     assert boards.boards_reap(idle_seconds=3600) == []
     assert sorted(boards.boards_reap(idle_seconds=0)) == sorted([key, str(queued.pk)])
     assert not list(Path(boards_here.parent / "boards").glob("*.json"))
+
+
+@pytest.fixture(scope="module")
+def trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A profile run as the profiler leaves one (`<run>/<host>.xplane.pb`), written once by
+    TensorFlow's profiler around a few ops, in a process of its own."""
+    logdir = tmp_path_factory.mktemp("trace")
+    subprocess.run([sys.executable, "-c", (
+        "import sys, tensorflow as tf\n"
+        "tf.profiler.experimental.start(sys.argv[1])\n"
+        "x = tf.ones([64, 64])\n"
+        "for _ in range(3): x = tf.matmul(x, x) / 64.0\n"
+        "tf.profiler.experimental.stop()\n"), str(logdir)],
+        check=True, capture_output=True, timeout=120)
+    (written,) = logdir.glob("plugins/profile/*/*.xplane.pb")
+    return written.parent
+
+
+def traced(experiment: Experiment, trace: Path) -> Path:
+    """The trace in the experiment's TensorBoard folder, where a trial's profile_steps put it."""
+    profiles = experiment_work_dir(experiment_id=experiment.pk) / "tensorboard" / "plugins"
+    return Path(shutil.copytree(trace, profiles / "profile" / trace.name))
+
+
+def profile_get(client: Client, key: Any, route: str, **params: str) -> tuple[int, Any]:
+    """A Profile tab query through the proxy: its status and body (xprof gzips every answer)."""
+    answer = client.get(f"/tensorboard/{key}/data/plugin/profile/{route}", params)
+    body = b"".join(answer.streaming_content) if answer.streaming else answer.content
+    if answer.get("Content-Encoding") == "gzip":
+        body = gzip.decompress(body)
+    try:
+        return answer.status_code, json.loads(body)
+    except ValueError:
+        return answer.status_code, body.decode(errors="replace")
+
+
+def test_the_profile_tab_shows_an_experiments_trace_and_nothing_else(
+    boards_here: Path, trace: Path
+) -> None:
+    owner = UserFactory()
+    experiment = finished(owner=owner, name="digits: mlp")
+    traced(experiment, trace)
+    theirs = finished(owner=UserFactory(), name="secret")
+    their_profile = traced(theirs, trace)
+    client = client_for(owner)
+    key = experiment.pk
+    run = f"{experiment.pk}-digits-mlp/{trace.name}"
+    host = next(trace.glob("*.xplane.pb")).name.removesuffix(".xplane.pb")
+
+    listing = json.loads(b"".join(client.get(f"/tensorboard/{key}/data/plugins_listing")
+                                  .streaming_content))
+    assert listing["profile"]["enabled"] and "profile_redirect" not in listing
+    assert profile_get(client, key, "runs") == (200, [run])
+    status, tools = profile_get(client, key, "run_tools", run=run)
+    assert status == 200 and {"trace_viewer", "overview_page"} <= set(tools)
+    assert profile_get(client, key, "hosts", run=run, tag="trace_viewer") == (
+        200, [{"hostname": host}])
+    status, events = profile_get(client, key, "data", run=run, tag="trace_viewer", host=host)
+    assert status == 200 and any(e.get("ph") == "X" for e in events["traceEvents"])
+    status, overview = profile_get(client, key, "data", run=run, tag="overview_page", host=host)
+    assert status == 200 and overview
+    assert profile_get(client, key, "config")[1]["hideCaptureProfileButton"] is True
+
+    # Folders named in the query (xprof's session_path and run_path) are not read: another
+    # experiment's profile, or any folder, gives nothing; only the board's runs are named.
+    for elsewhere in ({"session_path": str(their_profile)},
+                      {"run_path": str(their_profile.parent)},
+                      {"session_path": str(their_profile.parent.parent.parent)},
+                      {"run_path": "/etc"}):
+        assert profile_get(client, key, "runs", **elsewhere) == (200, [run]), elsewhere
+        for profile_run in (trace.name, f"{theirs.pk}-secret/{trace.name}"):
+            for route, extra in (("run_tools", {}), ("hosts", {"tag": "trace_viewer"}),
+                                 ("data", {"tag": "trace_viewer", "host": host}),
+                                 ("module_list", {})):
+                status, body = profile_get(client, key, route, run=profile_run, **elsewhere,
+                                           **extra)
+                assert status == 404 and "No profile run" in body, (route, elsewhere, body)
+    status, refused = profile_get(client, key, "generate_cache", session_path=str(their_profile))
+    assert status == 403 and "error" in refused
+
+    # Capture would make the board connect out to the address given: refused, never attempted.
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        listener.settimeout(1.0)
+        address = f"127.0.0.1:{listener.getsockname()[1]}"
+        for service in (address, f"grpc://{address}"):
+            status, refused = profile_get(client, key, "capture_profile", service_addr=service,
+                                          duration="100", is_tpu_name="false")
+            assert status == 403 and "captures none" in refused["error"]
+        with pytest.raises(TimeoutError):
+            listener.accept()
+    assert not [p for p in (experiment_work_dir(experiment_id=experiment.pk) / "tensorboard"
+                            / "plugins").rglob("*") if p.is_file()
+                and p.name != next(trace.glob("*.xplane.pb")).name]  # it wrote nothing
+
+    assert client_for(theirs.owner).get(
+        f"/tensorboard/{key}/data/plugin/profile/runs").status_code == 404
+
+
+def test_a_board_of_two_experiments_lists_each_ones_profiles_under_its_run(
+    boards_here: Path, trace: Path
+) -> None:
+    owner = UserFactory()
+    first, second = finished(owner=owner, name="a"), finished(owner=owner, name="b")
+    other = finished(owner=UserFactory(), name="secret")
+    traced(first, trace)
+    traced(second, trace)
+    # A hostile trial's links: a profile run that is another user's, and a trace file of theirs.
+    their_profile = traced(other, trace)
+    planted = experiment_work_dir(experiment_id=second.pk) / "tensorboard/plugins/profile"
+    (planted / "stolen").symlink_to(their_profile, target_is_directory=True)
+    (planted / trace.name / "theirs.xplane.pb").symlink_to(next(their_profile.glob("*.pb")))
+    client = client_for(owner)
+    key = f"{first.pk}-{second.pk}"
+    status, runs = profile_get(client, key, "runs")
+    assert status == 200
+    assert sorted(runs) == sorted([f"{first.pk}-a/{trace.name}", f"{second.pk}-b/{trace.name}"])
+    host = next(trace.glob("*.xplane.pb")).name.removesuffix(".xplane.pb")
+    for run in runs:
+        assert profile_get(client, key, "hosts", run=run, tag="trace_viewer") == (
+            200, [{"hostname": host}])
+        status, events = profile_get(client, key, "data", run=run, tag="trace_viewer",
+                                     host=host)
+        assert status == 200 and any(e.get("ph") == "X" for e in events["traceEvents"])
+    assert profile_get(client, key, "run_tools", run=f"{second.pk}-b/stolen")[0] == 404
+    assert profile_get(client, key, "data", run=f"{second.pk}-b/{trace.name}",
+                       tag="trace_viewer", host="theirs")[0] == 404
 
 
 def test_the_api_links_an_experiments_tensorboard(boards_here: Path) -> None:
