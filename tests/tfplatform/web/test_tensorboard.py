@@ -307,6 +307,35 @@ def test_tensorboard_shows_the_scalars_in_a_browser(
                      shot="tensorboard-scalars")
 
 
+@pytest.mark.browser
+@pytest.mark.django_db(transaction=True)
+def test_the_profile_tab_shows_the_trace_in_a_browser(
+    browser: Any, live_server: Any, boards_here: Path, trace: Path
+) -> None:
+    owner = UserFactory(username="tb-profiler")
+    experiment = finished(owner=owner, name="digits")
+    traced(experiment, trace)
+    base = str(live_server.url)
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.goto(f"{base}/login/")
+    page.fill("#id_username", owner.username)
+    page.fill("#id_password", PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{base}/experiments/")
+    page.goto(f"{base}/tensorboard/{experiment.pk}/#profile")
+    profile = page.frame_locator("iframe")
+    # The overview opens first (its charts come from Google's CDN, unreachable here); then the
+    # trace viewer, whose events the page fetches through the proxy.
+    profile.get_by_text("Overview Page").click(timeout=60_000)
+    with page.expect_response(lambda r: "/data/plugin/profile/data?" in r.url
+                              and "tag=trace_viewer" in r.url, timeout=60_000) as fetched:
+        profile.get_by_role("option", name="Trace Viewer").click()
+    events = fetched.value.json()["traceEvents"]
+    assert any(e.get("ph") == "X" and e.get("name") == "EagerExecute" for e in events)
+    page.wait_for_timeout(2000)  # drawn
+    page.screenshot(path=str(ARTIFACTS / "tensorboard-profile.png"), full_page=True)
+
+
 def board_page_check(*, page: Any, base: str, experiment_id: int, points: int, shot: str) -> None:
     """From the experiment's page, follows its TensorBoard link (signed in) and finds the
     experiment's epoch_loss there, with `points` steps fetched through the proxy."""
