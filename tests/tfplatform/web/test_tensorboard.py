@@ -289,6 +289,17 @@ def test_the_api_links_an_experiments_tensorboard(boards_here: Path) -> None:
         f"http://testserver/experiments/tensorboard/?ids={experiment.pk}")
 
 
+def signed_in_page(*, browser: Any, base: str, user: Any) -> Any:
+    """A browser page signed in as `user`, on the experiments list."""
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.goto(f"{base}/login/")
+    page.fill("#id_username", user.username)
+    page.fill("#id_password", PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{base}/experiments/")
+    return page
+
+
 @pytest.mark.browser
 @pytest.mark.django_db(transaction=True)
 def test_tensorboard_shows_the_scalars_in_a_browser(
@@ -297,12 +308,7 @@ def test_tensorboard_shows_the_scalars_in_a_browser(
     owner = UserFactory(username="tb-owner")
     experiment = finished(owner=owner, name="digits")
     base = str(live_server.url)
-    page = browser.new_page(viewport={"width": 1280, "height": 900})
-    page.goto(f"{base}/login/")
-    page.fill("#id_username", owner.username)
-    page.fill("#id_password", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{base}/experiments/")
+    page = signed_in_page(browser=browser, base=base, user=owner)
     board_page_check(page=page, base=base, experiment_id=experiment.pk, points=3,
                      shot="tensorboard-scalars")
 
@@ -316,12 +322,7 @@ def test_the_profile_tab_shows_the_trace_in_a_browser(
     experiment = finished(owner=owner, name="digits")
     traced(experiment, trace)
     base = str(live_server.url)
-    page = browser.new_page(viewport={"width": 1280, "height": 900})
-    page.goto(f"{base}/login/")
-    page.fill("#id_username", owner.username)
-    page.fill("#id_password", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{base}/experiments/")
+    page = signed_in_page(browser=browser, base=base, user=owner)
     page.goto(f"{base}/tensorboard/{experiment.pk}/#profile")
     profile = page.frame_locator("iframe")
     # The overview opens first (its charts come from Google's CDN, unreachable here); then the
