@@ -24,20 +24,23 @@ import signal
 import socket
 import subprocess
 import threading
+import time
 import uuid
 from pathlib import Path
 from typing import Any, Protocol
 
 from training.runtime import Runtime, TaskPython
-from training.sandbox import Exposure, sandbox_command
+from training.sandbox import NETNS_PREFIX, NETWORK_HOST, NETWORK_OWN, Exposure, sandbox_command
+from training.seccomp import seccomp_memfd
 
 
 class TaskHost:
     def __init__(self, *, process: subprocess.Popen[bytes], channel: socket.socket,
-                 python: TaskPython, sandboxed: bool, exposure: Exposure) -> None:
+                 python: TaskPython, sandboxed: bool, exposure: Exposure, network: str) -> None:
         self.process, self.channel, self.python = process, channel, python
-        self.sandboxed, self.exposure = sandboxed, exposure
+        self.sandboxed, self.exposure, self.network = sandboxed, exposure, network
         self._task_pid: int | None = None
+        self._netns_fd: int | None = None
         self._lock = threading.Lock()
 
     @property
@@ -50,13 +53,30 @@ class TaskHost:
 
     @property
     def network_ref(self) -> str:
-        return "host"  # a sandbox shares the node's network; Landlock narrows it to its ports
+        """What another task of the same gang on this node joins: this sandbox's own network
+        namespace, held by a descriptor (a pid could be reused by another process)."""
+        if not self.sandboxed or self.network != NETWORK_OWN:
+            return self.network if self.sandboxed else NETWORK_HOST
+        if self._netns_fd is None:
+            self._netns_fd = _netns_open(host=self)
+        return f"{NETNS_PREFIX}/proc/self/fd/{self._netns_fd}"
 
     def poll(self) -> int | None:
-        return self.process.poll()
+        code = self.process.poll()
+        if code is not None:
+            self._netns_close()
+        return code
 
     def wait(self, timeout: float | None = None) -> int:
-        return self.process.wait(timeout=timeout)
+        code = self.process.wait(timeout=timeout)
+        self._netns_close()
+        return code
+
+    def _netns_close(self) -> None:
+        if self._netns_fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._netns_fd)
+            self._netns_fd = None
 
     def hand(self, *, order: dict[str, Any], events: Path, log: Path) -> bool:
         """Sends the task; False when the host died waiting (the caller starts another)."""
@@ -112,6 +132,26 @@ class TaskHost:
                 os.killpg(self.process.pid, signal.SIGKILL)  # its session: user code's children
 
 
+NETNS_WAIT_SECONDS = 10.0
+
+
+def _netns_open(*, host: TaskHost) -> int:
+    """The sandbox's network namespace, once bwrap has made it (never the node's own)."""
+    deadline = time.monotonic() + NETNS_WAIT_SECONDS
+    own = os.stat("/proc/self/ns/net").st_ino
+    while time.monotonic() < deadline:
+        pid = host.task_pid()
+        if pid is not None:
+            fd = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+            if os.fstat(fd).st_ino != own and host.process.poll() is None:
+                return fd
+            os.close(fd)
+        elif host.process.poll() is not None:
+            break
+        time.sleep(0.01)
+    raise OSError("The gang's first task ended before its network could be shared.")
+
+
 def _open_for_task(path: Path) -> int:
     return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC,
                    0o600)
@@ -148,9 +188,10 @@ def host_start(*, runtime: Runtime, python: TaskPython, env: dict[str, str], exp
                log: Path, cwd: Path, network: str = "none", network_alias: str = "",
                labels: dict[str, str] | None = None, gpus: tuple[int, ...] = (),
                slots: int = 1) -> Host:
-    """A task host; `network`, `labels`, `gpus` and `slots` (the node's slots it holds, which
-    size its memory and CPU weight) matter to containers only (a sandbox shares the node's
-    network, narrowed by Landlock, sees GPUs as device nodes, and has no per-task limits)."""
+    """A task host. `network`: "none" (one of its own), "host" (the node's: a gang across
+    nodes), or another task's `network_ref`. `labels`, `gpus` and `slots` (the node's slots it
+    holds, which size its memory and CPU weight) matter to containers only (a sandbox sees GPUs
+    as device nodes and has no per-task limits)."""
     if runtime.containers is not None:
         from training.containers import container_host_start
 
@@ -165,16 +206,25 @@ def host_start(*, runtime: Runtime, python: TaskPython, env: dict[str, str], exp
                         read=tuple(p for p in exposure.read if os.path.exists(p)))
     parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     entry = [python.executable, "-m", "training.warm", "--channel-fd", str(child.fileno())]
-    argv = sandbox_command(python=python, exposure=exposure) + entry if runtime.isolated else entry
+    passed = [child.fileno()]
+    argv = entry
+    if runtime.isolated:
+        passed.append(seccomp := seccomp_memfd())
+        if network.startswith(f"{NETNS_PREFIX}/proc/self/fd/"):
+            passed.append(int(network.rsplit("/", 1)[1]))  # the gang's namespace, for nsenter
+        argv = sandbox_command(python=python, exposure=exposure, seccomp_fd=seccomp,
+                               network=network) + entry
     try:
         with log.open("ab") as output:
             process = subprocess.Popen(
                 argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=output,
-                stderr=subprocess.STDOUT, pass_fds=(child.fileno(),),
+                stderr=subprocess.STDOUT, pass_fds=tuple(passed),
                 # Its own session, so a kill of the group reaches all a plain process started.
                 start_new_session=True,
             )
     finally:
         child.close()
+        if runtime.isolated:
+            os.close(seccomp)
     return TaskHost(process=process, channel=parent, python=python, sandboxed=runtime.isolated,
-                    exposure=exposure)
+                    exposure=exposure, network=network)

@@ -8,12 +8,15 @@ wait for one order (see warm.py). Under "sandbox" each host is a bubblewrap sand
 ipc, uts, user and cgroup namespaces; a read-only view of the Python runtime and `training/`,
 nothing else of the repository or var/), and the order it is handed narrows it further with
 Landlock before any user code runs: write access to its own work dir only, read access to its
-own uploads and dataset, TCP only on its own gang's ports (confine.py).
+own uploads and dataset, TCP only on its own gang's ports (confine.py). The wall itself is made
+of namespaces (a network of its own unless its gang spans nodes) and a seccomp filter
+(seccomp.py), which hold on kernels without Landlock too.
 """
 
 from __future__ import annotations
 
 import shutil
+import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,13 +58,17 @@ class Runtime:
     name: str
     isolated: bool
     containers: ContainerSettings | None = None  # the engine, under docker and podman
+    # The Landlock ABI tasks are confined with (0: none; namespaces and seccomp still hold).
+    landlock_abi: int = 0
 
     @property
     def in_containers(self) -> bool:
         return self.name in CONTAINER_RUNTIMES
 
 
-def runtime_for(*, name: str, containers: ContainerSettings | None = None) -> Runtime:
+def runtime_for(*, name: str, containers: ContainerSettings | None = None,
+                landlock_limit: int | None = None) -> Runtime:
+    """`landlock_limit`: the highest Landlock ABI to use (None: what the kernel has; 0: off)."""
     if name not in RUNTIMES:
         raise InvalidInput(f"Unknown trial runtime {name!r}; choose one of {', '.join(RUNTIMES)}.")
     if name == "sandbox":
@@ -72,31 +79,30 @@ def runtime_for(*, name: str, containers: ContainerSettings | None = None) -> Ru
         from training.containers import engine_check
 
         engine_check(settings=containers)
-        runtime_landlock_check(runtime=name)
+    from training.confine import landlock_abi
+
     return Runtime(name=name, isolated=name != "process",
-                   containers=containers if name in CONTAINER_RUNTIMES else None)
+                   containers=containers if name in CONTAINER_RUNTIMES else None,
+                   landlock_abi=landlock_abi(limit=landlock_limit) if name != "process" else 0)
 
 
 def runtime_sandbox_check() -> None:
-    """Fails clearly when this machine cannot sandbox trials (no bwrap, no Landlock)."""
+    """Fails clearly when this machine cannot sandbox trials (no bwrap, no namespaces)."""
     if shutil.which(BWRAP) is None:
         raise InvalidInput(
             "The sandbox trial runtime needs bubblewrap: install Debian's `bubblewrap` "
             "(`make sandbox` does), or set PLATFORM_TRIAL_RUNTIME=process for development "
             "without isolation."
         )
-    runtime_landlock_check(runtime="sandbox")
-
-
-def runtime_landlock_check(*, runtime: str) -> None:
-    # Warm hosts see every trial's data roots until their order narrows them with Landlock.
-    from training.confine import MINIMUM_ABI, landlock_abi
-
-    if landlock_abi() < MINIMUM_ABI:
+    probe = subprocess.run(
+        [BWRAP, "--unshare-all", "--unshare-user", "--disable-userns", "--ro-bind", "/", "/",
+         "true"],
+        capture_output=True, text=True, timeout=30, check=False,
+    )
+    if probe.returncode != 0:
         raise InvalidInput(
-            f"The {runtime} trial runtime needs Landlock ABI {MINIMUM_ABI} or later (Linux "
-            "6.12+: TCP port rules, signal and abstract-socket scoping); this kernel has "
-            f"{landlock_abi()}."
+            "The sandbox trial runtime needs user, network and pid namespaces, which this "
+            f"machine refused to bubblewrap: {probe.stderr.strip()[:300]}"
         )
 
 

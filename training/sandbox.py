@@ -2,7 +2,8 @@
 
 Paths keep their host names inside, so a spec means the same on both sides. The sandbox holds:
 the system (/usr read-only and the few /etc files name resolution and TLS need), the Python
-runtime and `training/` read-only, a private /tmp, new pid/ipc/uts/user/cgroup namespaces, and
+runtime and `training/` read-only, a private /tmp, new pid/ipc/uts/user/cgroup namespaces, a
+network namespace (its own, or its gang's on this node: loopback only), the seccomp filter, and
 `exposure`: the data roots a host may later be narrowed into (every work dir and upload, for a
 warm host that does not know its trial yet; exactly the trial's own, for a cold one).
 """
@@ -10,6 +11,7 @@ warm host that does not know its trial yet; exactly the trial's own, for a cold 
 from __future__ import annotations
 
 import glob
+import os
 import shutil
 import sys
 from dataclasses import dataclass
@@ -36,6 +38,9 @@ SANDBOX_UID = 1000
 PRIVATE_TMP = "/tmp"  # noqa: S108
 SCRATCH = "/tmp/.trial"  # noqa: S108
 SHARED_MEMORY = "/dev/shm"  # noqa: S108 - the sandbox's own /dev
+# Where a task's network comes from (sandbox_command).
+NETWORK_OWN, NETWORK_HOST = "none", "host"
+NETNS_PREFIX = "netns:"
 
 
 @dataclass(frozen=True)
@@ -63,15 +68,28 @@ def runtime_paths(*, python: TaskPython) -> tuple[str, ...]:
     return tuple(dict.fromkeys(paths))
 
 
-def sandbox_command(*, python: TaskPython, exposure: Exposure) -> list[str]:
+def sandbox_command(*, python: TaskPython, exposure: Exposure, seccomp_fd: int,
+                    network: str = NETWORK_OWN) -> list[str]:
+    """bwrap's argv. `network`: NETWORK_OWN (a namespace of its own, loopback only), a
+    NETNS_PREFIX path (join that namespace: another task of the same gang on this node), or
+    NETWORK_HOST (a gang across nodes: the node's network, narrowed by Landlock)."""
     if any(_under(SCRATCH, (path,)) or _under(path, (SCRATCH,))
            for path in exposure.write + exposure.read):
         raise ValueError(f"{SCRATCH} is the sandbox's scratch space; no data may live there.")
     bwrap = shutil.which(BWRAP) or BWRAP
+    enter: list[str] = []
+    if network.startswith(NETNS_PREFIX):
+        # setns() into a namespace another sandbox made takes CAP_SYS_ADMIN over it: root's.
+        enter = [shutil.which("nsenter") or "nsenter", f"--net={network[len(NETNS_PREFIX):]}",
+                 "--"]
+    elif network not in (NETWORK_OWN, NETWORK_HOST):
+        raise ValueError(f"Unknown sandbox network {network!r}.")
     argv = [
-        bwrap, "--die-with-parent", "--new-session", "--as-pid-1",
+        *enter, bwrap, "--die-with-parent", "--new-session", "--as-pid-1",
         "--unshare-user", "--disable-userns", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
-        "--unshare-cgroup-try", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
+        "--unshare-cgroup-try", *(["--unshare-net"] if network == NETWORK_OWN else []),
+        "--seccomp", str(seccomp_fd),
+        "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
         "--ro-bind", "/usr", "/usr",
     ]
     for name in USR_MERGED:
@@ -95,6 +113,11 @@ def sandbox_command(*, python: TaskPython, exposure: Exposure) -> list[str]:
     return argv
 
 
+def netns_join_possible() -> bool:
+    """Whether this node can put a second sandbox into the first one's network namespace."""
+    return os.geteuid() == 0
+
+
 def trial_paths(*, spec: TrialSpec) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(write, read): the trial's own work dir; its uploads, dataset file and built-in data,
     and a registered dataset's local folders (checked against the dataset roots when it was
@@ -108,7 +131,7 @@ def trial_paths(*, spec: TrialSpec) -> tuple[tuple[str, ...], tuple[str, ...]]:
 
 
 def task_confinement(*, spec: TrialSpec, python: TaskPython, plan: ClusterPlan,
-                     gpus: tuple[int, ...]) -> Confinement:
+                     gpus: tuple[int, ...], abi: int) -> Confinement:
     write, read = trial_paths(spec=spec)
     gpu_devices = (*NVIDIA_SHARED_DEVICES, *(f"/dev/nvidia{i}" for i in gpus)) if gpus else ()
     return Confinement(
@@ -116,6 +139,7 @@ def task_confinement(*, spec: TrialSpec, python: TaskPython, plan: ClusterPlan,
         write=(*write, SCRATCH, SHARED_MEMORY, "/dev/pts", *DEVICES, *gpu_devices),
         ports=tuple(sorted({t.port for t in plan.tasks if t.port})),
         connect_ports=tuple(sorted(_api_ports(spec=spec))),
+        abi=abi,
     )
 
 

@@ -34,13 +34,23 @@ from training.cluster import (
     gpu_ids_for,
     slots_for,
 )
+from training.confine import TCP_PORTS_ABI
 from training.containers import LABEL_TASK, LABEL_TRIAL
 from training.errors import InvalidInput, no_space
 from training.events import EventTail, LineTail
 from training.hosts import Host, host_start
 from training.outcome import OutcomeBuilder, exit_describe
 from training.runtime import DEFAULT_RUNTIME, Runtime, TaskPython, repo_root, runtime_for
-from training.sandbox import PRIVATE_TMP, SCRATCH, Exposure, task_confinement, trial_paths
+from training.sandbox import (
+    NETWORK_HOST,
+    NETWORK_OWN,
+    PRIVATE_TMP,
+    SCRATCH,
+    Exposure,
+    netns_join_possible,
+    task_confinement,
+    trial_paths,
+)
 from training.signals import SUPERVISOR_PID_ENV
 from training.spec import TrialEvent, TrialOutcome, TrialSpec
 from training.warm import warm_pool
@@ -131,7 +141,8 @@ def _launch(*, spec: TrialSpec, plan: ClusterPlan, task: TaskAddress, attempt: P
     host_log_path = attempt / f"{stem}.host.log"
     gpus = gpu_ids_for(resources=spec.resources, task=task)
     slots = slots_for(resources=spec.resources, task=task)
-    confinement = (task_confinement(spec=spec, python=python, plan=plan, gpus=gpus)
+    confinement = (task_confinement(spec=spec, python=python, plan=plan, gpus=gpus,
+                                    abi=runtime.landlock_abi)
                    if runtime.isolated else None)
     order = {
         "spec": spec.to_json(), "cluster": plan.to_json(), "task_type": task.type,
@@ -142,9 +153,10 @@ def _launch(*, spec: TrialSpec, plan: ClusterPlan, task: TaskAddress, attempt: P
     }
     write, read = trial_paths(spec=spec)
     pool = warm_pool()
-    # A warm container has no GPUs and no network of its own to share, and one slot's size: it
-    # can only be a one-slot GPU-less first task of a single-node trial.
-    warm_fits = not runtime.in_containers or (network == "none" and not gpus and slots == 1)
+    # A warm host has a network of its own, and a warm container no GPUs and one slot's size:
+    # a warm container can only be a one-slot GPU-less first task of a single-node trial.
+    warm_fits = network == NETWORK_OWN and (
+        not runtime.in_containers or (not gpus and slots == 1))
     host = (pool.take(python=python, write=write, read=read)
             if pool is not None and pool.runtime == runtime and warm_fits else None)
     warm = host is not None
@@ -318,6 +330,11 @@ def trial_supervise(
         return _watch(gang=gang, plan=plan, should_cancel=_asked_at_most_every(
                           seconds=cancel_check_seconds, check=should_cancel),
                       grace_seconds=grace_seconds, poll_seconds=poll_seconds, attempt=attempt)
+    except InvalidInput as error:  # this node cannot isolate the trial as asked
+        gang.stop(grace_seconds=grace_seconds)
+        return builder.build(status="failed", retryable=False,
+                             exit_reason=f"The attempt could not start: {error}",
+                             exit_codes=gang.exit_codes(), attempt_dir=str(attempt))
     except OSError as error:  # a launch's files (order, logs) on a disk that filled up
         if not no_space(error):
             raise
@@ -339,15 +356,32 @@ def _network(*, spec: TrialSpec, plan: ClusterPlan, tasks: list[_Task], runtime:
     the API's port as a sandbox is, or one where the web app is all there is to reach)."""
     if tasks:
         return tasks[0].host.network_ref
-    if spec.workspace.get("api_url") and runtime.containers is not None:
-        return runtime.containers.workspace_network
-    if len({t.host for t in plan.tasks}) == 1:
-        return "none"
+    if spec.workspace.get("api_url"):
+        if runtime.containers is not None:
+            return runtime.containers.workspace_network
+        return _host_network(runtime=runtime, why="a workspace reaching the API")
+    one_node = len({t.host for t in plan.tasks}) == 1
+    if one_node and (runtime.containers is not None or netns_join_possible()
+                     or len(plan.tasks) == 1):
+        return NETWORK_OWN
     if runtime.containers is not None and runtime.containers.gang_network == "gang":
         from training.containers import gang_network_name
 
         return gang_network_name(trial_id=spec.trial_id, plan=plan)
-    return "host"
+    return _host_network(runtime=runtime, why="a gang across nodes" if not one_node else
+                         "a gang on a node not run as root (it cannot share a namespace)")
+
+
+def _host_network(*, runtime: Runtime, why: str) -> str:
+    """The node's network, for what cannot have one of its own; only where Landlock can keep
+    it to the gang's ports (the process runtime is not isolated anyway)."""
+    if runtime.isolated and runtime.landlock_abi < TCP_PORTS_ABI:
+        raise InvalidInput(
+            f"{why.capitalize()} shares the node's network, which only Landlock (ABI "
+            f"{TCP_PORTS_ABI}+, Linux 6.7+) can narrow to its own ports; this node confines "
+            f"with ABI {runtime.landlock_abi}."
+        )
+    return NETWORK_HOST
 
 
 def _asked_at_most_every(*, seconds: float, check: Callable[[], bool]) -> Callable[[], bool]:

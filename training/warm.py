@@ -24,6 +24,7 @@ import contextlib
 import json
 import os
 import queue
+import signal
 import socket
 import subprocess
 import sys
@@ -102,6 +103,10 @@ def _serve(*, channel_fd: int | None = None, channel_dir: str | None = None) -> 
     if order.get("confine"):
         from training.confine import Confinement, confine_apply
 
+        # The import left threads behind (OpenBLAS' pool, TensorFlow's) that Landlock would not
+        # cover: the task runs in a fork, this process' only thread, and this one stays its
+        # namespace's pid 1, forwarding signals and handing back its exit code.
+        _task_fork()
         confinement = Confinement.from_dict(order["confine"])
         # An image's own Python lives where its image put it.
         runtime = (sys.base_prefix, sys.prefix, str(Path(training.tfenv.__file__).parent),
@@ -112,6 +117,29 @@ def _serve(*, channel_fd: int | None = None, channel_dir: str | None = None) -> 
     return task_main(spec_json=order["spec"], cluster_json=order["cluster"],
                      task_type=order["task_type"], task_index=int(order["task_index"]),
                      events_fd=events_fd)
+
+
+def _task_fork() -> None:
+    """Returns in the child; the parent waits for it and exits as it did, never returning."""
+    child = os.fork()
+    if child == 0:
+        return
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        # pid 1 of a namespace gets only the signals it handles; the task decides what they mean.
+        signal.signal(signum, lambda number, _frame: _kill_quietly(child, number))
+    while True:
+        try:
+            pid, status = os.wait()  # orphans of the task are reparented here: reap them too
+        except ChildProcessError:
+            os._exit(1)
+        if pid == child:
+            code = os.waitstatus_to_exitcode(status)
+            os._exit(code if code >= 0 else 128 - code)
+
+
+def _kill_quietly(pid: int, signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signum)
 
 
 class WarmPool:

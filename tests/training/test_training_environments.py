@@ -7,6 +7,7 @@ dependencies, not in the platform's own requirements).
 from __future__ import annotations
 
 import json
+import os
 import site
 import subprocess
 import sys
@@ -25,6 +26,7 @@ from training.environments import (
 from training.errors import EnvironmentBuildFailed, InvalidInput
 from training.runtime import TaskPython, runtime_for
 from training.sandbox import Exposure, sandbox_command
+from training.seccomp import seccomp_memfd
 
 PACKAGE = "pyjokes==0.8.3"
 # Imports the environment's package and one of the node's, and says where each came from.
@@ -145,8 +147,12 @@ def test_the_venv_works_inside_the_trial_sandbox(tmp_path: Path) -> None:
     runtime_for(name="sandbox")  # fails clearly where bwrap or Landlock is missing
     python = environment_prepare(packages=[PACKAGE], root=tmp_path / "envs",
                                  log_path=tmp_path / "build.log")
-    argv = [*sandbox_command(python=python, exposure=Exposure()), python.executable, "-c", PROBE]
-    result = subprocess.run(argv, capture_output=True, text=True, check=False, env={})
+    seccomp = seccomp_memfd()
+    argv = [*sandbox_command(python=python, exposure=Exposure(), seccomp_fd=seccomp),
+            python.executable, "-c", PROBE]
+    result = subprocess.run(argv, capture_output=True, text=True, check=False, env={},
+                            pass_fds=(seccomp,))
+    os.close(seccomp)
     assert result.returncode == 0, result.stderr
     assert Path(json.loads(result.stdout)["pyjokes"]).is_relative_to(python.paths[0])
 

@@ -348,6 +348,9 @@ PLATFORM = {
     # "docker" or "podman" (a container of the environment's image per task), or "process"
     # (no isolation: development only, and flagged wherever trials show).
     "TRIAL_RUNTIME": env.str("PLATFORM_TRIAL_RUNTIME", default="sandbox"),
+    # The highest Landlock ABI tasks are confined with (empty: what the kernel offers; 0: off,
+    # as on a kernel without it). Namespaces and seccomp are the wall either way.
+    "LANDLOCK_ABI": env.int("PLATFORM_LANDLOCK_ABI", default=None),
     # Under "docker"/"podman": the engine's API (podman: `podman system service`), the OCI
     # runtime to ask for (empty: the engine's default), and each task's limits per device slot
     # it holds (memory 0: the node's divided by its slots; CPUs 0: no quota, a weight only).

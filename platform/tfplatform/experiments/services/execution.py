@@ -76,9 +76,10 @@ ENGINE_URLS = {"podman": "unix:///run/podman/podman.sock", "docker": "unix:///va
 
 def node_runtime(*, node: Node | None = None) -> Runtime:
     name = settings.PLATFORM["TRIAL_RUNTIME"]
+    limit = settings.PLATFORM["LANDLOCK_ABI"]
     if name not in CONTAINER_RUNTIMES:
-        return runtime_for(name=name)
-    return runtime_for(name=name, containers=container_settings(node=node))
+        return runtime_for(name=name, landlock_limit=limit)
+    return runtime_for(name=name, containers=container_settings(node=node), landlock_limit=limit)
 
 
 def container_settings(*, node: Node | None) -> ContainerSettings:

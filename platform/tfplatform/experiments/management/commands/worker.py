@@ -109,8 +109,15 @@ class Command(BaseCommand):
             # One slot per device plus one for scheduler wake-ups: trials mostly wait on children.
             concurrency=options["concurrency"] or len(devices) + 1,
         )
+        warm_processes = options["warm_processes"]
+        if runtime.isolated and runtime.landlock_abi == 0 and warm_processes:
+            # A warm host is started before its trial is known, seeing every trial's folders
+            # until Landlock narrows it: without Landlock, every host is made for its trial.
+            logger.warning("Node %s confines trials without Landlock: no warm task hosts.",
+                           hostname)
+            warm_processes = 0
         warm = warm_pool_configure(
-            size=options["warm_processes"],
+            size=warm_processes,
             runtime=runtime,
             env=task_base_environment(),
             exposure=_warm_exposure(),
