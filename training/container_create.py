@@ -10,6 +10,7 @@ Both translations read the same request, so the lockdown and limits cannot diffe
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -53,6 +54,9 @@ class ContainerRequest:
     nano_cpus: int = 0  # 0: no hard quota
     oci_runtime: str = ""
     gpu_uuids: tuple[str, ...] = field(default=())
+    # The engine's default seccomp profile plus the platform's refusals (seccomp.py), as a file
+    # on the engine's machine; "" leaves the engine's built-in default.
+    seccomp_profile: str = ""
 
     @property
     def named_network(self) -> bool:
@@ -85,6 +89,11 @@ def docker_arguments(*, client: DockerClient, request: ContainerRequest) -> dict
         "ulimits": [Ulimit(name="nofile", soft=request.nofile, hard=request.nofile),
                     Ulimit(name="nproc", soft=request.pids, hard=request.pids)],
     }
+    if request.seccomp_profile:
+        # Docker's API takes the profile itself; podman's Docker-compatible one, a path.
+        profile = (request.seccomp_profile if _is_podman(client=client)
+                   else Path(request.seccomp_profile).read_text())
+        arguments["security_opt"] = [*arguments["security_opt"], f"seccomp={profile}"]
     if request.memory_bytes:
         arguments["mem_limit"] = arguments["memswap_limit"] = request.memory_bytes
     if request.nano_cpus:
@@ -101,6 +110,11 @@ def docker_arguments(*, client: DockerClient, request: ContainerRequest) -> dict
         arguments["device_requests"] = [DeviceRequest(
             driver="nvidia", device_ids=list(request.gpu_uuids), capabilities=[["gpu"]])]
     return arguments
+
+
+def _is_podman(*, client: DockerClient) -> bool:
+    components = client.version().get("Components") or []
+    return any("podman" in str(part.get("Name", "")).lower() for part in components)
 
 
 def libpod_spec(*, request: ContainerRequest) -> dict[str, Any]:
@@ -128,6 +142,8 @@ def libpod_spec(*, request: ContainerRequest) -> dict[str, Any]:
                      {"type": "nproc", "soft": request.pids, "hard": request.pids}],
         "devices": [{"path": f"{CDI_GPU_KIND}={uuid}"} for uuid in request.gpu_uuids],
     }
+    if request.seccomp_profile:
+        spec["seccomp_profile_path"] = request.seccomp_profile
     if request.hostname:
         spec["hostname"] = request.hostname
     if request.oci_runtime:

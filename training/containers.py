@@ -46,6 +46,7 @@ from training.container_create import BindMount, ContainerRequest, container_cre
 from training.errors import InvalidInput
 from training.runtime import TaskPython
 from training.sandbox import ETC_FILES, PRIVATE_TMP, SANDBOX_UID, USR_MERGED, Exposure
+from training.seccomp import seccomp_profile_write
 
 if TYPE_CHECKING:
     from docker import DockerClient
@@ -416,6 +417,7 @@ def container_host_start(*, settings: ContainerSettings, engine: str, python: Ta
         # a hard quota only where the node sets one.
         cpu_shares=CPU_SHARES_PER_SLOT * slots, nano_cpus=int(settings.cpus * slots * 1e9),
         oci_runtime=settings.oci_runtime, gpu_uuids=gpu_uuids(indices=gpus),
+        seccomp_profile=seccomp_profile_write(directory=log.parent),
     )
     container = container_create(client=client, engine=engine, request=request)
     return ContainerHost(container=container, settings=settings, channel=channel, python=python,

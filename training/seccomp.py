@@ -11,7 +11,8 @@ with an errno so a library that probes for a feature falls back rather than cras
   MPTCP (which Landlock's TCP rules do not see), raw and packet sockets, vsock and every other
   family are refused;
 - io_uring (its own path to sockets and files, outside these rules), bpf, userfaultfd, the
-  kernel keyring and perf_event_open: attack surface a trial never uses.
+  kernel keyring and perf_event_open: attack surface a trial never uses;
+- symbolic links, which the platform could later be led through.
 
 ptrace stays: the task's pid namespace already holds only its own processes, and a workspace's
 debugger needs it. Another architecture's system calls (int 0x80 on x86-64) kill the task.
@@ -21,9 +22,11 @@ from __future__ import annotations
 
 import errno
 import functools
+import json
 import os
 import socket
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 IPPROTO_MPTCP = 262
@@ -35,6 +38,9 @@ ALLOWED_FAMILIES = frozenset({socket.AF_UNIX, socket.AF_INET, socket.AF_INET6, s
 REFUSED_CALLS = (
     "io_uring_setup", "io_uring_enter", "io_uring_register", "bpf", "userfaultfd", "keyctl",
     "add_key", "request_key", "perf_event_open",
+    # A link planted in a work dir would point the platform (deploys, artifacts, log reading)
+    # at another tenant's files; Landlock refuses them too, where the kernel has it.
+    "symlink", "symlinkat",
 )
 
 
@@ -100,14 +106,65 @@ OCI_OPERATORS = {"eq": "SCMP_CMP_EQ", "ne": "SCMP_CMP_NE", "ge": "SCMP_CMP_GE",
                  "masked_eq": "SCMP_CMP_MASKED_EQ"}
 
 
+def _oci_rule(*, action: str, args: tuple[tuple[int, str, int, int], ...] = (),
+              error: int = 0) -> dict[str, Any]:
+    rule: dict[str, Any] = {"names": ["socket"], "action": action, "args": [
+        {"index": index, "value": mask if op == "masked_eq" else value,
+         "valueTwo": value if op == "masked_eq" else 0, "op": OCI_OPERATORS[op]}
+        for index, op, value, mask in args]}
+    return rule | ({"errnoRet": error} if error else {})
+
+
+def _oci_socket_rules() -> list[dict[str, Any]]:
+    """`socket` for a profile whose default refuses: libseccomp lets a broader allow win over a
+    narrower refusal, so the allows are written disjoint from the refusals (runc refuses a
+    profile whose rules on one argument overlap otherwise). Other families meet the profile's
+    default refusal (ENOSYS). Raw and packet sockets need CAP_NET_RAW, which no task container
+    has."""
+    inet = (socket.AF_INET, socket.AF_INET6)
+    return [
+        _oci_rule(action="SCMP_ACT_ALLOW", args=((0, "eq", socket.AF_UNIX, 0),)),
+        *(_oci_rule(action="SCMP_ACT_ALLOW",
+                    args=((0, "eq", family, 0), (2, "ne", IPPROTO_MPTCP, 0))) for family in inet),
+        _oci_rule(action="SCMP_ACT_ALLOW",
+                  args=((0, "eq", socket.AF_NETLINK, 0), (2, "eq", NETLINK_ROUTE, 0))),
+        *(_oci_rule(action="SCMP_ACT_ERRNO", error=errno.EPROTONOSUPPORT,
+                    args=((0, "eq", family, 0), (2, "eq", IPPROTO_MPTCP, 0))) for family in inet),
+        _oci_rule(action="SCMP_ACT_ERRNO", error=errno.EPROTONOSUPPORT,
+                  args=((0, "eq", socket.AF_NETLINK, 0), (2, "ne", NETLINK_ROUTE, 0))),
+    ]
+
+
 def seccomp_oci_profile(*, base: dict[str, Any]) -> dict[str, Any]:
-    """An engine's seccomp profile (Docker's and podman's share the format) with the refusals
-    put first: an errno rule wins over the profile's allow-rules for the same call."""
-    added = []
-    for refusal in refusals():
-        args = [{"index": index, "value": mask if op == "masked_eq" else value,
-                 "valueTwo": value if op == "masked_eq" else 0, "op": OCI_OPERATORS[op]}
-                for index, op, value, mask in refusal.args]
-        added.append({"names": [refusal.call], "action": "SCMP_ACT_ERRNO",
-                      "errnoRet": refusal.error, "args": args})
-    return {**base, "syscalls": [*added, *base.get("syscalls", [])]}
+    """An engine's seccomp profile (Docker's and podman's share the format) with the same
+    refusals: the calls named here leave the profile's own rules and get ours alone."""
+    ours = {refusal.call for refusal in refusals()}
+    kept = []
+    for rule in base.get("syscalls", []):
+        names = [name for name in rule.get("names", []) if name not in ours]
+        if names:
+            kept.append({**rule, "names": names})
+    calls = [{"names": [call], "action": "SCMP_ACT_ERRNO",
+              "errnoRet": errno.ENOSYS if call.startswith("io_uring") else errno.EPERM}
+             for call in REFUSED_CALLS]
+    return {**base, "syscalls": [*_oci_socket_rules(), *calls, *kept]}
+
+
+# containers-common's default profile: podman's own, and moby's with podman's changes.
+ENGINE_PROFILES = (Path("/usr/share/containers/seccomp.json"),)
+
+
+def seccomp_profile_write(*, directory: Path) -> str:
+    """The engine's default profile plus the refusals, as a file the engine reads (it runs on
+    this machine: the node's folders are what it mounts, too); "" where no default profile is
+    installed (the engine then applies its own built-in one, without the refusals)."""
+    base = next((path for path in ENGINE_PROFILES if path.is_file()), None)
+    if base is None:
+        return ""
+    path = directory / "seccomp.json"
+    if not path.exists():
+        profile = seccomp_oci_profile(base=json.loads(base.read_text()))
+        partial = directory / f".seccomp.{os.getpid()}.partial"
+        partial.write_text(json.dumps(profile))
+        partial.replace(path)
+    return str(path)

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from training import catalog
+from training.api_relay import API_SOCKET_ENV, ApiRelay
 from training.cluster import (
     LOCALHOST,
     ClusterPlan,
@@ -76,6 +77,7 @@ class _Task:
     log_path: Path
     host_log_path: Path  # what a cold host printed before its order: sandbox set-up, imports
     warm: bool
+    relay: ApiRelay | None = None
     exit_code: int | None = None
     exited_at: float = field(default=0.0)
 
@@ -144,18 +146,25 @@ def _launch(*, spec: TrialSpec, plan: ClusterPlan, task: TaskAddress, attempt: P
     confinement = (task_confinement(spec=spec, python=python, plan=plan, gpus=gpus,
                                     abi=runtime.landlock_abi)
                    if runtime.isolated else None)
+    env = _environment(spec=spec, plan=plan, task=task, runtime=runtime, python=python,
+                       gpus=gpus)
+    write, read = trial_paths(spec=spec)
+    relay = None
+    if spec.workspace.get("api_url") and runtime.isolated and not runtime.in_containers:
+        # The session's own network has no way out: `tfp` reaches the API through this socket.
+        socket_path = attempt / f"{stem}.api.sock"
+        relay = ApiRelay(path=socket_path, url=spec.workspace["api_url"])
+        env[API_SOCKET_ENV] = str(socket_path)
+        read += (str(socket_path),)
     order = {
         "spec": spec.to_json(), "cluster": plan.to_json(), "task_type": task.type,
-        "task_index": task.index, "cwd": spec.work_dir,
-        "env": _environment(spec=spec, plan=plan, task=task, runtime=runtime, python=python,
-                            gpus=gpus),
+        "task_index": task.index, "cwd": spec.work_dir, "env": env,
         "confine": confinement.as_dict() if confinement else None,
     }
-    write, read = trial_paths(spec=spec)
     pool = warm_pool()
-    # A warm host has a network of its own, and a warm container no GPUs and one slot's size:
-    # a warm container can only be a one-slot GPU-less first task of a single-node trial.
-    warm_fits = network == NETWORK_OWN and (
+    # A warm host has a network of its own and nothing bound for a session; a warm container
+    # no GPUs and one slot's size: it can only be a one-slot GPU-less first task.
+    warm_fits = network == NETWORK_OWN and relay is None and (
         not runtime.in_containers or (not gpus and slots == 1))
     host = (pool.take(python=python, write=write, read=read)
             if pool is not None and pool.runtime == runtime and warm_fits else None)
@@ -171,7 +180,7 @@ def _launch(*, spec: TrialSpec, plan: ClusterPlan, task: TaskAddress, attempt: P
     return _Task(task, host, EventTail(path=str(events_path), task=task.name,
                                        trial_id=spec.trial_id),
                  LineTail(path=str(log_path), max_line=OUTPUT_LINE_CHARS), log_path, host_log_path,
-                 warm)
+                 warm, relay)
 
 
 def _log_tail(path: Path) -> str:
@@ -259,6 +268,8 @@ class _Gang:
             task.host.kill()
         for task in self.tasks:
             task.host.wait()
+            if task.relay is not None:
+                task.relay.close()
         self.pump()
         return time.monotonic() - start, killed
 
@@ -352,14 +363,18 @@ def _network(*, spec: TrialSpec, plan: ClusterPlan, tasks: list[_Task], runtime:
     one's loopback for the others. Across nodes, the first task of each node joins the gang's
     own network where every node shares one engine, else the host's (narrowed to the gang's
     ports); the node's other tasks join the first one's. A workspace's `tfp` must reach the
-    platform's API: it joins the node's workspace network (the host's, narrowed by Landlock to
-    the API's port as a sandbox is, or one where the web app is all there is to reach)."""
+    platform's API: a container joins the node's workspace network (the host's, narrowed by
+    Landlock to the API's port, or one where the web app is all there is to reach); a sandbox
+    has a network of its own and the node's relay socket (api_relay.py).
+
+    A sandbox's task: a network of its own (the node's later tasks of the gang join it), or,
+    for a gang across nodes, the host's narrowed by Landlock to the gang's ports."""
     if tasks:
         return tasks[0].host.network_ref
-    if spec.workspace.get("api_url"):
-        if runtime.containers is not None:
-            return runtime.containers.workspace_network
-        return _host_network(runtime=runtime, why="a workspace reaching the API")
+    if spec.workspace.get("api_url") and runtime.containers is not None:
+        return runtime.containers.workspace_network
+    if spec.workspace.get("api_url") and not runtime.isolated:
+        return NETWORK_HOST
     one_node = len({t.host for t in plan.tasks}) == 1
     if one_node and (runtime.containers is not None or netns_join_possible()
                      or len(plan.tasks) == 1):

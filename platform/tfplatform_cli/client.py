@@ -1,5 +1,6 @@
 """HTTP client of the public REST API; every failure leaves it as a `CliError` with a message."""
 
+import os
 import socket
 from collections.abc import Mapping
 from pathlib import Path
@@ -7,6 +8,8 @@ from typing import Any
 from urllib.parse import quote
 
 import requests
+import requests.adapters
+import urllib3
 
 from tfplatform_cli.errors import CliError, error_describe
 
@@ -16,11 +19,48 @@ DEPLOY_TIMEOUT = (10.0, 300.0)  # the server copies and checks the export before
 PAGE_SIZE = 100
 
 
+# Inside a workspace the session has no network: the node relays this socket to the API.
+UNIX_SOCKET_ENV = "TFP_UNIX_SOCKET"
+
+
+class UnixSocketAdapter(requests.adapters.HTTPAdapter):
+    """Requests to the server's URL, carried over a Unix socket: the same Host header, the same
+    TLS (if the URL is https), only the transport differs."""
+
+    def __init__(self, *, path: str) -> None:
+        self.socket_path = path
+        super().__init__()
+
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        super().init_poolmanager(*args, **kwargs)
+        path = self.socket_path
+
+        def connect(self: Any) -> socket.socket:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.settimeout(self.timeout)
+            sock.connect(path)
+            return sock
+
+        plain = type("UnixHTTPConnection", (urllib3.connection.HTTPConnection,),
+                     {"_new_conn": connect})
+        secure = type("UnixHTTPSConnection", (urllib3.connection.HTTPSConnection,),
+                      {"_new_conn": connect})
+        self.poolmanager.pool_classes_by_scheme = {
+            "http": type("UnixPool", (urllib3.HTTPConnectionPool,), {"ConnectionCls": plain}),
+            "https": type("UnixSecurePool", (urllib3.HTTPSConnectionPool,),
+                          {"ConnectionCls": secure}),
+        }
+
+
 class Client:
     def __init__(self, *, server: str, token: str | None = None) -> None:
         self.server = server
         self.session = requests.Session()
         self.session.headers["User-Agent"] = "tfp"
+        if path := os.environ.get(UNIX_SOCKET_ENV):
+            adapter = UnixSocketAdapter(path=path)
+            self.session.mount("http://", adapter)
+            self.session.mount("https://", adapter)
         if token:
             self.session.headers["Authorization"] = f"Token {token}"
 

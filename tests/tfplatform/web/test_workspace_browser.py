@@ -31,11 +31,27 @@ CELL = (
     "open('from-notebook.txt', 'w').write('kept across restarts')\n"
     "print('TRAINED', len(history.history['loss']))"
 )
-# `tfp` in the workspace reaches the platform with the session's own token.
+# `tfp` in the workspace reaches the platform with the session's own token (its only way out
+# under the sandbox: the node's relay socket), lists its session and submits an experiment.
+# The web app's /metrics is not for it, whichever way the session reaches the web app.
 CLI_CELL = (
-    "import subprocess\n"
+    "import subprocess, os, socket, http.client\n"
     "run = subprocess.run(['tfp', 'workspace', 'list'], capture_output=True, text=True)\n"
-    "print('CLI', run.returncode, run.stdout, run.stderr)"
+    "print('CLI', run.returncode, run.stdout, run.stderr)\n"
+    "open('from-lab.yaml', 'w').write('name: from-the-lab\\nmodel: mlp\\ndataset: digits\\n')\n"
+    "run = subprocess.run(['tfp', 'submit', 'from-lab.yaml'], capture_output=True, text=True)\n"
+    "print('SUBMIT', run.returncode, run.stdout[-200:], run.stderr[-300:])\n"
+    "class Via(http.client.HTTPConnection):\n"
+    "    def connect(self):\n"
+    "        path = os.environ.get('TFP_UNIX_SOCKET')\n"
+    "        if not path:\n"
+    "            return super().connect()\n"
+    "        self.sock = socket.socket(socket.AF_UNIX)\n"
+    "        self.sock.connect(path)\n"
+    "server = os.environ['TFP_SERVER'].split('//', 1)[1]\n"
+    "metrics = Via(server)\n"
+    "metrics.request('GET', '/metrics')\n"
+    "print('METRICS', metrics.getresponse().status)"
 )
 
 
@@ -158,6 +174,11 @@ def test_workspace_in_the_browser(browser: Any, platform: dict[str, Any]) -> Non
     _wait_output(page, "CLI")
     cli = page.locator(".jp-OutputArea-output").filter(has_text="CLI").inner_text()
     assert "CLI 0" in cli and "notebook" in cli and "running" in cli, cli
+    _wait_output(page, "METRICS")
+    assert "SUBMIT 0" in cli or "SUBMIT 0" in page.inner_text(".jp-Notebook"), cli
+    assert Experiment.objects.filter(owner=alice, name="from-the-lab").exists()
+    metrics = page.locator(".jp-OutputArea-output").filter(has_text="METRICS").inner_text()
+    assert "METRICS 404" in metrics or "METRICS 401" in metrics, metrics
     home = platform["homes"] / f"user-{alice.pk}"
     assert (home / "from-notebook.txt").read_text() == "kept across restarts"
     # Nothing of Jupyter's token in any URL the browser saw.
