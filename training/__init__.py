@@ -11,3 +11,4 @@ through `training.tfenv`.
     trial processes    worker.main -> trial.trial_run: strategy.strategy_build (the one place a
                        strategy is made), modelling, datasets, callbacks, checkpoints, export, pi
 """
+# written by a trial
