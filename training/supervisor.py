@@ -372,6 +372,8 @@ def _network(*, spec: TrialSpec, plan: ClusterPlan, tasks: list[_Task], runtime:
     if tasks:
         return tasks[0].host.network_ref
     if spec.workspace.get("api_url") and runtime.containers is not None:
+        if runtime.containers.workspace_network == NETWORK_HOST:
+            return _host_network(runtime=runtime, why="a workspace's container")
         return runtime.containers.workspace_network
     if spec.workspace.get("api_url") and not runtime.isolated:
         return NETWORK_HOST
