@@ -10,7 +10,8 @@ site-packages, not the node's, so a `.pth` file appends the node's site dirs aft
 environment's packages win and TensorFlow comes from the node. It is built under a file lock, so
 trials starting at once on one node build it once, and is complete only once its marker exists.
 Packages are installed as wheels only: building an sdist runs its code on the node, outside any
-sandbox.
+sandbox. The closure is resolved first, then installed with `--require-hashes` from the lock
+that resolution wrote (`requirements.lock` in the venv).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import importlib.metadata
+import json
 import os
 import shutil
 import site
@@ -40,6 +42,8 @@ MAX_PACKAGES = 100
 MAX_REQUIREMENT_CHARS = 200
 # Written last: a venv without it is the remains of a build that was cut short.
 READY_MARKER = ".ready"
+# The environment's whole closure, each wheel by hash (what was installed, for an audit).
+LOCK_FILE = "requirements.lock"
 NODE_SITE_PTH = "_platform_node_runtime.pth"
 BUILD_TIMEOUT_SECONDS = 1800.0
 LOG_TAIL_BYTES = 2000
@@ -153,19 +157,38 @@ def _build(*, venv: Path, packages: list[str], log_path: Path) -> None:
             _run([sys.executable, "-m", "venv", "--without-pip", str(venv)], log=log,
                  log_path=log_path)
             _node_site_append(venv=venv)
-            _run(
-                [
-                    sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"),
-                    "install", "--only-binary=:all:", "--no-input", "--disable-pip-version-check",
-                    "--progress-bar", "off", *packages,
-                ],
-                log=log, log_path=log_path,
-            )
+            pip = [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"),
+                   "install", "--only-binary=:all:", "--no-input", "--disable-pip-version-check",
+                   "--progress-bar", "off"]
+            # Resolved first, then installed by hash, every package of the closure (what the
+            # node's runtime does not already provide): the wheels installed are the ones
+            # resolved, and the lock beside the venv says which.
+            report = venv / "resolution.json"
+            _run([*pip, "--dry-run", "--quiet", "--report", str(report), *packages], log=log,
+                 log_path=log_path)
+            lock = venv / LOCK_FILE
+            lock.write_text(_lock_from_report(report=report), encoding="utf-8")
+            _run([*pip, "--require-hashes", "--no-deps", "-r", str(lock)], log=log,
+                 log_path=log_path)
             log.write("Environment ready.\n")
         (venv / READY_MARKER).touch()
     except BaseException:
         shutil.rmtree(venv, ignore_errors=True)
         raise
+
+
+def _lock_from_report(*, report: Path) -> str:
+    """pip's installation report as a requirements file with a sha256 for every package."""
+    lines = []
+    for item in json.loads(report.read_text(encoding="utf-8")).get("install", []):
+        name, version = item["metadata"]["name"], item["metadata"]["version"]
+        digest = item.get("download_info", {}).get("archive_info", {}).get("hashes", {}).get(
+            "sha256") or item.get("download_info", {}).get("archive_info", {}).get(
+            "hash", "").removeprefix("sha256=")
+        if not digest:
+            raise InvalidInput(f"The package index gave no sha256 for {name} {version}.")
+        lines.append(f"{name}=={version} --hash=sha256:{digest}\n")
+    return "".join(sorted(lines))
 
 
 def _node_site_append(*, venv: Path) -> None:

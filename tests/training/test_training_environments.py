@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import site
 import subprocess
 import sys
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from training.environments import (
+    LOCK_FILE,
     READY_MARKER,
     environment_key,
     environment_packages_validate,
@@ -93,8 +95,14 @@ def test_no_packages_is_the_nodes_own_python(tmp_path: Path) -> None:
 def test_a_venv_is_built_once_and_imports_its_packages_and_the_nodes(tmp_path: Path) -> None:
     root = tmp_path / "envs"
     first = environment_prepare(packages=[PACKAGE], root=root, log_path=tmp_path / "warm-up.log")
-    # The remains of a build cut short (no marker) are built again, not trusted.
+    # The closure was installed from the lock its resolution wrote, every wheel by hash.
     venv = Path(first.paths[0])
+    lock = (venv / LOCK_FILE).read_text().splitlines()
+    assert lock and all(re.fullmatch(r"[\w.-]+==[\w.]+ --hash=sha256:[0-9a-f]{64}", line)
+                        for line in lock), lock
+    assert any(line.startswith(f"{PACKAGE} ") for line in lock), lock
+    assert "--require-hashes" in (tmp_path / "warm-up.log").read_text()
+    # The remains of a build cut short (no marker) are built again, not trusted.
     (venv / READY_MARKER).unlink()
     (venv / "half-made").touch()
 
