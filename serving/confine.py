@@ -11,7 +11,9 @@ its container (a volume of models and nothing else).
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import site
 import sys
 import sysconfig
@@ -25,6 +27,24 @@ PROCESS_READ = ("/proc/self", "/proc/cpuinfo", "/proc/meminfo", "/proc/stat",
 DEVICES = ("/dev/null", "/dev/zero", "/dev/random", "/dev/urandom")
 # TCP port rules arrived in Landlock ABI 4.
 MINIMUM_ABI = 4
+
+
+def confined_fork() -> None:
+    """Returns in a child, single-threaded; the parent stays behind to forward SIGTERM and
+    SIGINT and to exit as the child did, never returning."""
+    child = os.fork()
+    if child == 0:
+        return
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda number, _frame: _forward(child, number))
+    _, status = os.waitpid(child, 0)
+    code = os.waitstatus_to_exitcode(status)
+    os._exit(code if code >= 0 else 128 - code)
+
+
+def _forward(pid: int, signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signum)
 
 
 def runtime_read_paths() -> tuple[str, ...]:
@@ -45,6 +65,10 @@ def server_confine(*, read: tuple[str, ...], ports: tuple[int, ...],
     Raises where the kernel cannot."""
     from landlockpy import AccessFS, AccessNet, Ruleset, Scope, abi_version, fs_for_abi
 
+    # landlock_restrict_self binds the calling thread only; any other would stay unconfined.
+    threads = len(os.listdir("/proc/self/task"))
+    if threads != 1:
+        raise OSError(f"The model server must confine itself with one thread, not {threads}.")
     abi = int(abi_version())
     if abi < MINIMUM_ABI:
         raise OSError(f"Landlock ABI {abi} cannot confine the model server ({MINIMUM_ABI}+ "

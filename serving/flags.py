@@ -16,6 +16,7 @@ from types import FrameType
 
 from serving.access import access_token_from_env
 from serving.config import BatchingOptions, parse_batching_parameters, single_model_config
+from serving.confine import confined_fork
 from serving.errors import ServingError
 from serving.monitoring import MonitoringOptions, monitoring_config_read
 from serving.server import ModelServer, ServerOptions
@@ -235,6 +236,9 @@ def run(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, on_signal)
     try:
         if args.confine_read_paths:
+            # TensorFlow and NumPy left threads behind when they loaded, which Landlock would
+            # not bind: the server runs in a fork, this process' only thread, confined.
+            confined_fork()
             _confine(args)
         _, server = options_from_args(args)
         server.start()
