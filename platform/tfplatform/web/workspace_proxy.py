@@ -79,8 +79,20 @@ def lab_origin_misroute(scope: Scope) -> bool:
     origin = settings.PLATFORM["WORKSPACE_LAB_ORIGIN"]
     if not origin:
         return False
-    on_lab_origin = _headers(scope).get("host", "").lower() == urlsplit(origin).netloc.lower()
+    lab = urlsplit(origin)
+    default = 443 if lab.scheme == "https" else 80
+    on_lab_origin = (_host_port(_headers(scope).get("host", ""), default=default)
+                     == _host_port(lab.netloc, default=default))
     return on_lab_origin != (workspace_path(scope["path"]) is not None)
+
+
+def _host_port(netloc: str, *, default: int) -> tuple[str, int]:
+    """`host[:port]` as the browser means it (a Host header leaves a default port out)."""
+    found = urlsplit(f"//{netloc}")
+    try:
+        return (found.hostname or "", found.port or default)
+    except ValueError:  # not a port: matches no origin
+        return ("", -1)
 
 
 @dataclass(frozen=True)

@@ -118,6 +118,12 @@ def test_with_a_lab_origin_the_lab_answers_there_only_and_nothing_else_does(
     for page in ("/healthz", "/accounts/login/", "/api/v1/workspaces/"):
         assert ask(page, headers={**cookie, "host": "lab.test:8443"}) == 404, page
     assert ask("/healthz", headers={}) == 200  # the platform's own origin is the platform's
+    # A default port is the same origin, written or not.
+    settings.PLATFORM = {**settings.PLATFORM, "WORKSPACE_LAB_ORIGIN": "https://LAB.test"}
+    for host in ("lab.test", "lab.test:443"):
+        assert ask(lab, headers={**cookie, "host": host}) == 503, host
+    assert ask(lab, headers={**cookie, "host": "lab.test:8443"}) == 404
+    assert ask(lab, headers={**cookie, "host": "lab.test:x"}) == 404
 
 
 @pytest.fixture
