@@ -43,7 +43,7 @@ def value(found: dict, name: str, **labels: str) -> float:
 
 @pytest.fixture(autouse=True)
 def metrics_token(settings: object) -> str:
-    settings.PLATFORM = {**settings.PLATFORM, "METRICS_TOKEN": TOKEN}  # type: ignore[attr-defined]
+    settings.PLATFORM = {**settings.PLATFORM, "METRICS_TOKEN": TOKEN}
     return TOKEN
 
 
