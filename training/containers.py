@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 from training.cluster import ClusterPlan
 from training.container_create import BindMount, ContainerRequest, container_create
 from training.errors import InvalidInput
+from training.private_files import private_write_text
 from training.runtime import TaskPython
 from training.sandbox import ETC_FILES, PRIVATE_TMP, SANDBOX_UID, USR_MERGED, Exposure
 from training.seccomp import seccomp_profile_write
@@ -309,10 +310,7 @@ class ContainerHost:
         for name, link in ((EVENTS_FILE, events), (LOG_FILE, log)):
             link.unlink(missing_ok=True)
             os.link(self.channel / name, link)
-        staged = self.channel / f".{ORDER_FILE}"
-        staged.write_text(json.dumps(order))
-        staged.chmod(0o644)
-        staged.rename(self.channel / ORDER_FILE)  # appears whole, never half-written
+        order_write(channel=self.channel, order=order)
         return True
 
     def close(self) -> None:
@@ -349,6 +347,16 @@ def work_dir_own(*, path: Path) -> None:
     for root, dirs, files in os.walk(path):
         for name in (root, *(os.path.join(root, n) for n in dirs + files)):
             os.chown(name, SANDBOX_UID, SANDBOX_UID, follow_symlinks=False)
+
+
+def order_write(*, channel: Path, order: dict[str, Any]) -> None:
+    """The order appears in the channel whole (by rename), never half-written. It holds the
+    task's tokens: only the task's user reads it, as only it writes the events."""
+    staged = channel / f".{ORDER_FILE}"
+    staged.unlink(missing_ok=True)
+    private_write_text(path=staged, text=json.dumps(order))
+    os.chown(staged, SANDBOX_UID, SANDBOX_UID, follow_symlinks=False)
+    staged.rename(channel / ORDER_FILE)
 
 
 def _channel_prepare(*, path: Path) -> None:

@@ -41,6 +41,7 @@ from training.errors import InvalidInput, no_space
 from training.events import EventTail, LineTail
 from training.hosts import Host, host_start
 from training.outcome import OutcomeBuilder, exit_describe
+from training.private_files import private_write_text
 from training.runtime import DEFAULT_RUNTIME, Runtime, TaskPython, repo_root, runtime_for
 from training.sandbox import (
     NETWORK_HOST,
@@ -316,8 +317,9 @@ def trial_supervise(
     try:
         Path(spec.work_dir).mkdir(parents=True, exist_ok=True)
         attempt = _attempt_dir(run_dir=run_dir or run_dir_default(work_dir=spec.work_dir))
-        (attempt / "spec.json").write_text(spec.to_json())
-        (attempt / "cluster.json").write_text(plan.to_json())
+        # The spec of a workspace's session holds its API and Jupyter tokens.
+        private_write_text(path=attempt / "spec.json", text=spec.to_json())
+        private_write_text(path=attempt / "cluster.json", text=plan.to_json())
     except OSError as error:
         if not no_space(error):
             raise

@@ -56,7 +56,7 @@ def test_the_tls_proxy_is_shipped_and_is_the_one_proxy_the_web_app_trusts() -> N
     """Without it the web app, told it sits behind TLS, would take a client's own
     X-Forwarded-Proto (and X-Forwarded-For) as the proxy's."""
     proxy = COMPOSE["services"]["proxy"]
-    assert proxy["ports"] == ["80:80", "443:443"]
+    assert proxy["ports"][:2] == ["80:80", "443:443"]  # and the lab's origin, below
     [caddyfile] = [v.split(":")[0] for v in proxy["volumes"] if "Caddyfile" in v]
     config = (ROOT / caddyfile).read_text()
     assert re.search(r"^\s*reverse_proxy web:8000$", config, re.MULTILINE)
@@ -64,6 +64,52 @@ def test_the_tls_proxy_is_shipped_and_is_the_one_proxy_the_web_app_trusts() -> N
     app = COMPOSE["x-app"]["environment"]
     assert app["DJANGO_BEHIND_TLS_PROXY"] == "true" and app["PLATFORM_NUM_PROXIES"] == "1"
     assert COMPOSE["services"]["web"]["expose"] == ["8000"]
+
+
+def _caddy_sites() -> dict[str, str]:
+    """The Caddyfile's site blocks by address, comments left out."""
+    text = "\n".join(line for line in (ROOT / "deploy" / "Caddyfile").read_text().splitlines()
+                     if not line.lstrip().startswith("#"))
+    # An environment placeholder, {$NAME:default}, is no block.
+    placeholders = re.findall(r"\{\$[A-Z_]+(?::[^}]*)?\}", text)
+    for index, placeholder in enumerate(placeholders):
+        text = text.replace(placeholder, f"\0{index}\0", 1)
+    sites, depth, block = {}, 0, ""
+    for char in text:
+        block += char
+        depth += {"{": 1, "}": -1}.get(char, 0)
+        if char == "}" and depth == 0:
+            address, _, body = block.partition("{")
+            sites[address.strip()] = body
+            block = ""
+    for index, placeholder in enumerate(placeholders):
+        sites = {k.replace(f"\0{index}\0", placeholder): v.replace(f"\0{index}\0", placeholder)
+                 for k, v in sites.items()}
+    return sites
+
+
+def test_the_lab_is_served_on_an_origin_of_its_own_and_nothing_else_there() -> None:
+    """Lab content must not share an origin with the platform's pages, which it could then read
+    with the user's session: its own port of the same host (the platform's host-only session
+    cookie still comes along; Jupyter's own cookies are dropped by the lab service)."""
+    sites = _caddy_sites()
+    platform = "{$PLATFORM_DOMAIN:localhost}"
+    lab = f"{platform}:{{$PLATFORM_LAB_PORT:8443}}"
+    assert set(sites) == {platform, lab}
+    assert "lab:8001" not in sites[platform] and "/workspaces" not in sites[platform]
+    assert re.search(r"@lab path_regexp \^/workspaces/\[0-9\]\+/lab\(/\.\*\)\?\$", sites[lab])
+    assert re.search(r"handle @lab \{\s*reverse_proxy lab:8001\s*\}", sites[lab])
+    assert re.search(r"handle \{\s*respond 404\s*\}", sites[lab])  # nothing else there
+    assert "web:8000" not in sites[lab]
+    proxy = COMPOSE["services"]["proxy"]
+    port = "${PLATFORM_LAB_PORT:-8443}"
+    assert proxy["ports"] == ["80:80", "443:443", f"{port}:{port}"]
+    assert proxy["environment"]["PLATFORM_LAB_PORT"] == port
+    app = COMPOSE["x-app"]["environment"]
+    assert app["PLATFORM_WORKSPACE_LAB_ORIGIN"] == f"https://${{PLATFORM_DOMAIN:-localhost}}:{port}"
+    # The platform trusts no state change from the lab's origin.
+    assert app["PLATFORM_WORKSPACE_LAB_ORIGIN"] not in app["DJANGO_CSRF_TRUSTED_ORIGINS"]
+    assert app["DJANGO_CSRF_TRUSTED_ORIGINS"] == "${DJANGO_CSRF_TRUSTED_ORIGINS:-https://localhost}"
 
 
 def test_redis_demands_a_password_that_every_client_sends() -> None:

@@ -53,6 +53,11 @@ def test_prometheus_scrapes_the_platform_with_its_token_celery_and_tf_serving() 
     assert COMPOSE["secrets"]["metrics_token"] == {"environment": "PLATFORM_METRICS_TOKEN"}
     assert COMPOSE["x-app"]["environment"]["PLATFORM_METRICS_TOKEN"].startswith(
         "${PLATFORM_METRICS_TOKEN")
+    # /metrics needs the token from every address, so Prometheus refuses to start without one.
+    shell, flag, script, name = SERVICES["prometheus"]["entrypoint"]
+    assert (shell, flag, name) == ("/bin/sh", "-c", "prometheus")
+    assert script.startswith("test -s /run/secrets/metrics_token || {")
+    assert "exit 1; }; exec /bin/prometheus \"$$@\"" in script  # compose turns $$ into $
     assert "web" in COMPOSE["x-app"]["environment"]["DJANGO_ALLOWED_HOSTS"].split(",")
 
     serving = jobs["tfserving"]
@@ -104,10 +109,11 @@ def _dashboard_metrics() -> set[str]:
 
 @pytest.mark.django_db
 def test_the_dashboard_covers_queue_gpus_and_serving_and_names_metrics_that_exist(
-    client: Client,
+    client: Client, settings: object,
 ) -> None:
     client.get("/healthz")  # some web traffic: django-prometheus's histograms have series
-    text = client.get("/metrics").content.decode()
+    settings.PLATFORM = {**settings.PLATFORM, "METRICS_TOKEN": "a-token"}
+    text = client.get("/metrics", HTTP_AUTHORIZATION="Bearer a-token").content.decode()
     served = set()
     for family in text_string_to_metric_families(text):
         served.add(family.name)

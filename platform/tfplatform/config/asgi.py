@@ -1,9 +1,10 @@
 """The ASGI entry point: workspaces' JupyterLab (HTTP and websockets) at `/workspaces/<id>/lab/`
 through the platform's proxy, everything else Django's ASGI application.
 
-The Procfile's `web` stays gunicorn's WSGI; the `lab` process serves this with uvicorn, and the
-TLS proxy sends `/workspaces/*/lab/*` there (deploy/Caddyfile). Served alone it is the whole
-platform on one origin (the browser tests, `make run-asgi`).
+The Procfile's `web` stays gunicorn's WSGI; the `lab` process serves this with uvicorn on the
+lab's own origin (PLATFORM_WORKSPACE_LAB_ORIGIN: `make run`'s port, compose's Caddy site), where
+it answers nothing but the lab. Served alone without a lab origin it is the whole platform on
+one origin (the browser tests).
 """
 
 import os
@@ -14,10 +15,18 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tfplatform.config.settings")
 
 django_application = get_asgi_application()
 
-from tfplatform.web.workspace_proxy import workspace_path, workspace_proxy  # noqa: E402
+from tfplatform.web.workspace_proxy import (  # noqa: E402
+    lab_origin_misroute,
+    workspace_not_found,
+    workspace_path,
+    workspace_proxy,
+)
 
 
 async def application(scope, receive, send):  # type: ignore[no-untyped-def]
+    if scope["type"] in ("http", "websocket") and lab_origin_misroute(scope):
+        await workspace_not_found(scope, send)
+        return
     if scope["type"] in ("http", "websocket") and workspace_path(scope["path"]) is not None:
         await workspace_proxy(scope, receive, send)
         return

@@ -438,11 +438,9 @@ PLATFORM = {
     "LOOKUP_CACHE_SECONDS": env.float("PLATFORM_LOOKUP_CACHE_SECONDS", default=1.0),
     # How long an API token lives unless its owner asks for less (1 to 365 days).
     "API_TOKEN_DAYS": env.int("PLATFORM_API_TOKEN_DAYS", default=90),
-    # /metrics (tfplatform.monitoring): a scraper sends this bearer token (empty: none is
-    # accepted), or comes from one of these networks (the client address as throttles see it).
+    # /metrics (tfplatform.monitoring): a scraper sends this bearer token from wherever it is
+    # (empty: nobody may scrape).
     "METRICS_TOKEN": env.str("PLATFORM_METRICS_TOKEN", default=""),
-    "METRICS_ALLOWED_NETWORKS": env.list("PLATFORM_METRICS_ALLOWED_NETWORKS",
-                                         default=["127.0.0.0/8", "::1/128"]),
     # tfplatform_admission_wait_seconds covers trials that started within this long.
     "METRICS_ADMISSION_WINDOW_SECONDS": env.int("PLATFORM_METRICS_ADMISSION_WINDOW_SECONDS",
                                                 default=3600),

@@ -51,6 +51,7 @@ from tfplatform.experiments.board_host import TOKEN_ENV
 from tfplatform.experiments.models import Experiment
 from tfplatform.experiments.selectors import experiment_list
 from tfplatform.experiments.services.execution import experiment_work_dir
+from training.private_files import private_write_text
 
 logger = logging.getLogger(__name__)
 
@@ -329,8 +330,7 @@ def _start(*, key: str, runs: dict[str, str]) -> Board:
             _reaper.start()
     path = _record_path(key)
     staged = path.with_suffix(f".{os.getpid()}.tmp")
-    staged.write_text(json.dumps(asdict(board)))
-    staged.chmod(0o600)
+    private_write_text(path=staged, text=json.dumps(asdict(board)))  # it holds the token
     staged.replace(path)
     return board
 

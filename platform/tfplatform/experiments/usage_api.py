@@ -1,6 +1,5 @@
 """GPU-hour showback over the REST API: `/api/v1/usage/` (JSON) and `/api/v1/usage.csv`."""
 
-import csv
 import io
 from typing import Any
 
@@ -12,6 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from tfplatform.core.csv_export import csv_write_rows
 from tfplatform.experiments.usage import (
     GROUPS,
     UsageQuery,
@@ -21,8 +21,6 @@ from tfplatform.experiments.usage import (
     usage_totals,
 )
 
-# A cell starting with one of these is a formula to a spreadsheet; names are user input.
-FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 NOT_VISIBLE = OpenApiResponse(
     description="The user, team or experiment filtered on does not exist or is not visible "
                 "to you (someone else's, outside your team).")
@@ -110,20 +108,12 @@ def usage_data(*, query: UsageQuery, rows: list[UsageRow]) -> dict[str, Any]:
 
 def usage_csv(*, query: UsageQuery, rows: list[UsageRow]) -> str:
     out = io.StringIO()
-    writer = csv.writer(out)
     results = [usage_row_data(row, groups=query.group_by) for row in rows]
     header = list(usage_row_data(UsageRow(), groups=query.group_by))
-    writer.writerow(header)
-    for result in results:
-        writer.writerow([_cell(result[name]) for name in header])
+    # Usernames, team and experiment names are user input.
+    csv_write_rows(out=out, rows=[header, *([result[name] for name in header]
+                                            for result in results)])
     return out.getvalue()
-
-
-def _cell(value: Any) -> Any:
-    # Usernames, team and experiment names are user input: a spreadsheet must not run one.
-    if isinstance(value, str) and value.startswith(FORMULA_PREFIXES):
-        return "'" + value
-    return "" if value is None else value
 
 
 class UsageApi(APIView):

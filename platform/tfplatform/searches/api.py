@@ -1,4 +1,3 @@
-import csv
 import io
 from typing import Any
 
@@ -11,6 +10,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from tfplatform.core.csv_export import csv_write_rows
 from tfplatform.modelregistry.api import ModelVersionSerializer
 from tfplatform.searches import selectors, services
 from tfplatform.searches.models import Search
@@ -99,19 +99,10 @@ def search_csv(*, search: Search) -> str:
     data = search_detail_data(search=search)
     names = sorted(search.space)
     out = io.StringIO()
-    writer = csv.writer(out)
-    writer.writerow(["trial", "experiment", *names, "state", "outcome", "rung", "epochs",
-                     f"best_{search.metric}", "best_epoch", "best_trial"])
-    for row in data["trials"]:
-        writer.writerow([row["index"], row["experiment"],
-                         *[_cell(row["params"].get(name)) for name in names], row["state"],
-                         row["outcome"], row["rung"], row["epochs"], row["best_value"],
-                         row["best_epoch"], row["index"] == data["best_trial"]])
+    header = ["trial", "experiment", *names, "state", "outcome", "rung", "epochs",
+              f"best_{search.metric}", "best_epoch", "best_trial"]
+    rows = ([row["index"], row["experiment"], *[row["params"].get(name) for name in names],
+             row["state"], row["outcome"], row["rung"], row["epochs"], row["best_value"],
+             row["best_epoch"], row["index"] == data["best_trial"]] for row in data["trials"])
+    csv_write_rows(out=out, rows=[header, *rows])
     return out.getvalue()
-
-
-def _cell(value: Any) -> Any:
-    # A spreadsheet must not run a value as a formula (=, +, -, @ first).
-    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@"):
-        return "'" + value
-    return value

@@ -1,6 +1,5 @@
 """Side-by-side comparison of experiments: the CPU vs GPU vs distributed table, and its CSV."""
 
-import csv
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
@@ -8,6 +7,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
+from tfplatform.core.csv_export import csv_write_rows
 from tfplatform.core.errors import InvalidInput
 from tfplatform.experiments import selectors
 
@@ -32,8 +32,6 @@ CSV_COLUMNS = [
     "val_accuracy",
     "duration_seconds",
 ]
-# A cell starting with one of these is a formula to a spreadsheet; names are user input.
-FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 
 
 class BadIds(InvalidInput):
@@ -88,37 +86,31 @@ def compare_csv(request: HttpRequest) -> HttpResponse:
     comparison = selectors.experiments_compare(user=request.user, ids=ids)
     response = HttpResponse(content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = 'attachment; filename="experiments-compare.csv"'
-    writer = csv.writer(response)
-    writer.writerow(CSV_COLUMNS)
-    for row in comparison.rows:
-        experiment = row.experiment
-        writer.writerow(
-            [
-                experiment.pk,
-                _cell(experiment.name),
-                experiment.state,
-                row.configuration,
-                _cell(experiment.strategy),
-                experiment.workers,
-                experiment.gpus_per_worker,
-                experiment.parameter_servers,
-                _number(row.batch_size),
-                _number(row.global_batch_size),
-                _number(row.images_per_sec),
-                _number(row.speedup),
-                experiment.target_metric,
-                _number(experiment.target_value),
-                _number(row.time_to_target_seconds),
-                _number(row.accuracy),
-                _number(row.val_accuracy),
-                _number(row.duration_seconds),
-            ]
-        )
+    rows = (
+        [
+            row.experiment.pk,
+            row.experiment.name,
+            row.experiment.state,
+            row.configuration,
+            row.experiment.strategy,
+            row.experiment.workers,
+            row.experiment.gpus_per_worker,
+            row.experiment.parameter_servers,
+            _number(row.batch_size),
+            _number(row.global_batch_size),
+            _number(row.images_per_sec),
+            _number(row.speedup),
+            row.experiment.target_metric,
+            _number(row.experiment.target_value),
+            _number(row.time_to_target_seconds),
+            _number(row.accuracy),
+            _number(row.val_accuracy),
+            _number(row.duration_seconds),
+        ]
+        for row in comparison.rows
+    )
+    csv_write_rows(out=response, rows=[CSV_COLUMNS, *rows])
     return response
-
-
-def _cell(text: str) -> str:
-    return f"'{text}" if text.startswith(FORMULA_PREFIXES) else text
 
 
 def _number(value: float | None) -> str:

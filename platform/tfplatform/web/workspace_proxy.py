@@ -7,6 +7,13 @@ on its Unix socket with Jupyter's token added as an `Authorization` header, so t
 appears in a URL, a page or the browser. The platform's own credentials (session and CSRF
 cookies, the client's Authorization header) never reach Jupyter, where user code runs.
 
+What Jupyter answers is the user's code's too: its `Set-Cookie` headers are dropped (cookies
+ignore ports, so they would land on the platform's host), and every answer carries the
+platform's Content-Security-Policy besides any of Jupyter's (a browser enforces both, so
+Jupyter's stricter sandbox of `/files/` holds). With `PLATFORM_WORKSPACE_LAB_ORIGIN` set, the
+lab answers on that origin only and nothing else answers there (`lab_origin_misroute`), so a
+page in the lab cannot read the platform's pages with the user's session.
+
 Served by `tfplatform.config.asgi` (uvicorn), beside the Django ASGI application.
 """
 
@@ -46,6 +53,17 @@ HOP_BY_HOP = {
     "sec-websocket-key", "sec-websocket-version", "sec-websocket-extensions",
     "sec-websocket-protocol",
 }
+# Jupyter's answers never set cookies (see the module's docstring).
+FROM_UPSTREAM_DROPPED = {"set-cookie", "set-cookie2"}
+# JupyterLab needs its scripts, forms, dialogs, downloads and new tabs, and its own origin (its
+# API and websockets, same-origin); it may frame itself, nobody else may frame it, and it may
+# neither load plugins nor move its base or forms elsewhere. The sandbox keeps its origin but
+# takes away what a sandbox takes away regardless (document.domain, top navigation of a frame
+# that embeds it, plugins).
+LAB_POLICY = (
+    "sandbox allow-scripts allow-same-origin allow-forms allow-modals allow-downloads "
+    "allow-popups; frame-ancestors 'self'; base-uri 'self'; form-action 'self'; object-src 'none'"
+)
 UNSAFE = {"POST", "PUT", "PATCH", "DELETE"}
 NOT_FOUND = b'{"error": "Workspace not found.", "code": "not_found"}'
 
@@ -53,6 +71,28 @@ NOT_FOUND = b'{"error": "Workspace not found.", "code": "not_found"}'
 def workspace_path(path: str) -> int | None:
     found = PATH.match(path)
     return int(found["id"]) if found else None
+
+
+def lab_origin_misroute(scope: Scope) -> bool:
+    """True for a lab path off the lab's origin, or anything else on it (answered 404); with no
+    lab origin configured the lab shares the platform's, and nothing is misrouted."""
+    origin = settings.PLATFORM["WORKSPACE_LAB_ORIGIN"]
+    if not origin:
+        return False
+    lab = urlsplit(origin)
+    default = 443 if lab.scheme == "https" else 80
+    on_lab_origin = (_host_port(_headers(scope).get("host", ""), default=default)
+                     == _host_port(lab.netloc, default=default))
+    return on_lab_origin != (workspace_path(scope["path"]) is not None)
+
+
+def _host_port(netloc: str, *, default: int) -> tuple[str, int]:
+    """`host[:port]` as the browser means it (a Host header leaves a default port out)."""
+    found = urlsplit(f"//{netloc}")
+    try:
+        return (found.hostname or "", found.port or default)
+    except ValueError:  # not a port: matches no origin
+        return ("", -1)
 
 
 @dataclass(frozen=True)
@@ -133,12 +173,12 @@ def _forwarded(headers: dict[str, str], *, token: str) -> dict[str, str]:
     return kept
 
 
-async def _not_found(scope: Scope, send: Send) -> None:
+async def workspace_not_found(scope: Scope, send: Send) -> None:
     if scope["type"] == "websocket":
         await send({"type": "websocket.close", "code": 4404})
         return
     await send({"type": "http.response.start", "status": 404,
-                "headers": [(b"content-type", b"application/json")]})
+                "headers": [(b"content-type", b"application/json"), *_policy()]})
     await send({"type": "http.response.body", "body": NOT_FOUND})
 
 
@@ -156,11 +196,11 @@ async def workspace_proxy(scope: Scope, receive: Receive, send: Send) -> None:
         upstream = await sync_to_async(upstream_for, thread_sensitive=False)(
             workspace_id=workspace_id, headers=headers)
     if upstream is None:
-        await _not_found(scope, send)
+        await workspace_not_found(scope, send)
         return
     unsafe = scope["type"] == "websocket" or scope["method"] in UNSAFE
     if unsafe and not _same_origin(headers):
-        await _not_found(scope, send)
+        await workspace_not_found(scope, send)
         return
     forwarded = _forwarded(headers, token=upstream.token)
     connector = aiohttp.UnixConnector(path=upstream.socket)
@@ -177,12 +217,16 @@ async def workspace_proxy(scope: Scope, receive: Receive, send: Send) -> None:
             await _unavailable(scope, send)
 
 
+def _policy() -> list[tuple[bytes, bytes]]:
+    return [(b"content-security-policy", LAB_POLICY.encode())]
+
+
 async def _unavailable(scope: Scope, send: Send) -> None:
     if scope["type"] == "websocket":
         await send({"type": "websocket.close", "code": 1011})
         return
     await send({"type": "http.response.start", "status": 503,
-                "headers": [(b"content-type", b"application/json")]})
+                "headers": [(b"content-type", b"application/json"), *_policy()]})
     await send({"type": "http.response.body",
                 "body": b'{"error": "The workspace is starting or stopping.", "code": '
                         b'"unavailable"}'})
@@ -196,7 +240,7 @@ async def _http(scope: Scope, receive: Receive, send: Send, *, client: aiohttp.C
         message = await receive()
         body += message.get("body", b"")
         if len(body) > limit:
-            await send({"type": "http.response.start", "status": 413, "headers": []})
+            await send({"type": "http.response.start", "status": 413, "headers": _policy()})
             await send({"type": "http.response.body", "body": b""})
             return
         if not message.get("more_body"):
@@ -205,7 +249,9 @@ async def _http(scope: Scope, receive: Receive, send: Send, *, client: aiohttp.C
                               headers=headers, data=bytes(body) or None,
                               allow_redirects=False) as response:
         out = [(k.lower().encode("latin-1"), v.encode("latin-1"))
-               for k, v in response.headers.items() if k.lower() not in HOP_BY_HOP]
+               for k, v in response.headers.items()
+               if k.lower() not in HOP_BY_HOP and k.lower() not in FROM_UPSTREAM_DROPPED]
+        out += _policy()
         await send({"type": "http.response.start", "status": response.status, "headers": out})
         async for chunk in response.content.iter_any():
             await send({"type": "http.response.body", "body": chunk, "more_body": True})

@@ -73,11 +73,12 @@ def test_the_schema_documents_cpu_slots() -> None:
 
 
 def test_the_lab_url_names_the_lab_processs_own_origin_when_it_has_one(settings: Any) -> None:
-    """`make run` serves the lab on PORT+100: a path on the API's origin would be a 404 there."""
+    """`make run` (PORT+100) and compose (8443) serve the lab on its own origin: a path on the
+    API's origin would be a 404 there."""
     alice = _client(UserFactory())
     answer = alice.post("/api/v1/workspaces/", {"name": "w"}, format="json")
     workspace_id = answer.json()["id"]
-    assert answer.json()["lab_url"] == f"/workspaces/{workspace_id}/lab/"  # one origin (compose)
+    assert answer.json()["lab_url"] == f"/workspaces/{workspace_id}/lab/"  # no lab origin set
     settings.PLATFORM = {**settings.PLATFORM, "WORKSPACE_LAB_ORIGIN": "http://127.0.0.1:8100"}
     found = alice.get(f"/api/v1/workspaces/{workspace_id}/").json()
     assert found["lab_url"] == f"http://127.0.0.1:8100/workspaces/{workspace_id}/lab/"

@@ -18,10 +18,14 @@ pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 # Where gunicorn.conf.py makes its folder when none is given (its worker_tmp_dir).
 SHM = Path("/dev/shm") if Path("/dev/shm").is_dir() else Path(tempfile.gettempdir())
 HEALTHZ = "django_http_requests_total_by_view_transport_method_total"
+TOKEN = "a-metrics-token"
 
 
 def healthz_count(base: str) -> float:
-    text = requests.get(f"{base}/metrics", timeout=10).text
+    answer = requests.get(f"{base}/metrics", timeout=10,
+                          headers={"Authorization": f"Bearer {TOKEN}"})
+    assert answer.status_code == 200, answer.status_code
+    text = answer.text
     return sum(
         sample.value
         for family in text_string_to_metric_families(text)
@@ -42,7 +46,8 @@ def test_metrics_sum_all_gunicorn_workers_and_survive_a_worker_exit(tmp_path: Pa
     port = live.free_port()
     base = f"http://127.0.0.1:{port}"
     log = tmp_path / "web.log"
-    env = live.child_env(PROMETHEUS_MULTIPROC_DIR=str(folder), PLATFORM_VAR_DIR=str(tmp_path))
+    env = live.child_env(PROMETHEUS_MULTIPROC_DIR=str(folder), PLATFORM_VAR_DIR=str(tmp_path),
+                         PLATFORM_METRICS_TOKEN=TOKEN)
     web = live.start(web_args(port=port), env=env, log=log)
     try:
         live.wait_for(lambda: live.http_status(f"{base}/healthz") == 200, timeout=90,
@@ -71,7 +76,7 @@ def test_metrics_sum_all_gunicorn_workers_and_survive_a_worker_exit(tmp_path: Pa
 def test_without_a_folder_given_gunicorn_makes_its_own_and_removes_it(tmp_path: Path) -> None:
     port = live.free_port()
     log = tmp_path / "web.log"
-    env = live.child_env(PLATFORM_VAR_DIR=str(tmp_path))
+    env = live.child_env(PLATFORM_VAR_DIR=str(tmp_path), PLATFORM_METRICS_TOKEN=TOKEN)
     env.pop("PROMETHEUS_MULTIPROC_DIR", None)
     before = set(SHM.glob("tfplatform-metrics-*"))
     web = live.start(web_args(port=port), env=env, log=log)

@@ -25,7 +25,8 @@ def count(task: str, state: str) -> float:
         "tfplatform_celery_tasks_total", {"task": task, "state": state}) or 0.0
 
 
-def test_a_task_run_is_counted_with_its_state_and_duration(client: Client) -> None:
+def test_a_task_run_is_counted_with_its_state_and_duration(client: Client,
+                                                           settings: object) -> None:
     done, failed = count(SCHEDULER_WAKE_TASK, "SUCCESS"), count("tests.monitoring.fails", "FAILURE")
     durations = REGISTRY.get_sample_value(
         "tfplatform_celery_task_duration_seconds_count", {"task": SCHEDULER_WAKE_TASK}) or 0.0
@@ -35,7 +36,8 @@ def test_a_task_run_is_counted_with_its_state_and_duration(client: Client) -> No
     assert count("tests.monitoring.fails", "FAILURE") == failed + 1
     assert REGISTRY.get_sample_value("tfplatform_celery_task_duration_seconds_count",
                                      {"task": SCHEDULER_WAKE_TASK}) == durations + 1
-    text = client.get("/metrics").content.decode()
+    settings.PLATFORM = {**settings.PLATFORM, "METRICS_TOKEN": "a-token"}
+    text = client.get("/metrics", HTTP_AUTHORIZATION="Bearer a-token").content.decode()
     found = {(s.name, s.labels.get("task"), s.labels.get("state")): s.value
              for family in text_string_to_metric_families(text) for s in family.samples}
     assert found[("tfplatform_celery_tasks_total", SCHEDULER_WAKE_TASK, "SUCCESS")] == done + 1

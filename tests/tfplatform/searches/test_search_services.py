@@ -2,6 +2,8 @@
 budgets, failures, cancel, and who sees what. Trials' lives are driven by the platform's own
 services (conftest.trial_trains); a live worker trains them in test_search_live.py."""
 
+import csv
+import io
 from typing import Any
 
 import pytest
@@ -185,6 +187,19 @@ def test_deploy_best_needs_a_completed_trial() -> None:
     response = client.post(f"/api/v1/searches/{search_id}/deploy-best/", {"model_name": "best"},
                            format="json")
     assert response.status_code == 409 and "No trial" in response.json()["error"]
+
+
+def test_the_trials_csv_lets_no_value_run_as_a_formula() -> None:
+    client = api(UserFactory())
+    search_id = submit(client, max_trials=1, max_concurrent=1).json()["id"]
+    # An uploaded model's text hyperparameter takes any value: as if one had been sampled.
+    Search.objects.filter(pk=search_id).update(space={**SPACE, "activation": {"values": ["x"]}})
+    SearchTrial.objects.filter(search_id=search_id).update(
+        params={"activation": "\r=cmd|' /C calc'!A0", "hidden_units": 16, "learning_rate": -0.5})
+    answer = client.get(f"/api/v1/searches/{search_id}/trials.csv")
+    table = list(csv.reader(io.StringIO(answer.content.decode(), newline="")))
+    assert table[0][2:5] == ["activation", "hidden_units", "learning_rate"]
+    assert table[1][2:5] == ["'\r=cmd|' /C calc'!A0", "16", "-0.5"]
 
 
 def test_another_user_sees_neither_the_search_nor_its_trials() -> None:

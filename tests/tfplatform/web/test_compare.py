@@ -108,7 +108,7 @@ def test_compare_without_ids_offers_a_picker() -> None:
 def test_csv_has_one_row_per_visible_experiment() -> None:
     owner = UserFactory()
     cpu = trained(owner=owner, name="=HYPERLINK(1)", rate=100.0)
-    gpu = trained(owner=owner, name="gpu", rate=300.0, gpus_per_worker=2)
+    gpu = trained(owner=owner, name="\t=cmd", rate=300.0, gpus_per_worker=2)
     response = logged_in(owner).get(f"/experiments/compare.csv?ids={cpu.pk},{gpu.pk}")
     assert response.status_code == 200
     assert response["Content-Type"].startswith("text/csv")
@@ -116,6 +116,7 @@ def test_csv_has_one_row_per_visible_experiment() -> None:
     rows = csv_rows(response)
     assert [row["id"] for row in rows] == [str(cpu.pk), str(gpu.pk)]
     assert rows[0]["name"] == "'=HYPERLINK(1)"  # a spreadsheet must not run it
+    assert rows[1]["name"] == "'\t=cmd"
     assert rows[0]["configuration"] == "CPU" and rows[1]["configuration"] == "2 GPUs, 1 node"
     assert rows[1]["strategy"] == "MirroredStrategy"
     assert rows[1]["images_per_sec_median"] == "302" and rows[1]["speedup"] == "2.9608"

@@ -8,6 +8,7 @@ import gzip
 import json
 import shutil
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -115,6 +116,9 @@ def test_the_owner_teammates_and_staff_see_the_scalars_and_no_one_else(
     board = boards.board_open(user=owner, experiment_ids=[experiment.pk])
     direct = requests.get(f"http://127.0.0.1:{board.port}{board.path}data/runs", timeout=5)
     assert direct.status_code == 403
+    # Its record holds that token: the web app's to read, whatever the umask.
+    record = boards_here.parent / "boards" / f"{experiment.pk}.json"
+    assert stat.S_IMODE(record.stat().st_mode) == 0o600
 
 
 def test_several_experiments_share_a_board_and_planted_links_lead_nowhere(

@@ -1,5 +1,6 @@
 """A workspace in a real Chromium: started from the workspaces page, JupyterLab opened through
-the platform's proxy (HTTP and websockets, served as `tfplatform.config.asgi` is in production),
+the platform's proxy (HTTP and websockets, served as `tfplatform.config.asgi` is in production,
+on an origin of its own: a second port, as `make run` and compose do),
 a cell that lists TensorFlow's logical devices and trains a tiny model, a file saved to the home
 volume and found again after a stop and a start; another user gets 404 on the lab and the API.
 Under both isolating trial runtimes: the sandbox, and podman (a container of the environment's
@@ -85,19 +86,21 @@ def _wait_output(page: Any, text: str) -> None:
 
 @pytest.fixture(params=["sandbox", "podman"])
 def platform(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[str, Any]]:
-    """A worker node with two GPU slots, the scheduler, and the ASGI web app on one origin."""
+    """A worker node with two GPU slots, the scheduler, the ASGI web app, and the same app again
+    on the lab's own origin (a second port), as `make run` runs them."""
     homes = tmp_path / "h"
-    port = live.free_port()
+    port, lab_port = live.free_port(), live.free_port()
+    lab = f"http://127.0.0.1:{lab_port}"
     env = {"PLATFORM_HOME_DIR": str(homes), "PLATFORM_WORK_DIR": str(tmp_path / "work"),
            "PLATFORM_WORKSPACE_API_URL": f"http://127.0.0.1:{port}",
-           "PLATFORM_TRIAL_RUNTIME": request.param}
+           "PLATFORM_WORKSPACE_LAB_ORIGIN": lab, "PLATFORM_TRIAL_RUNTIME": request.param}
     environment, engine = "", ""
     if request.param == "podman":
         engine = request.getfixturevalue("podman_engine")
         env |= {"PLATFORM_CONTAINER_ENGINE_URL": engine, "PLATFORM_CONTAINER_OCI_RUNTIME": "runc"}
         environment = EnvironmentFactory(name="node-runtime-image", image=RUNTIME_IMAGE,
                                          gpu_capable=True).name
-    logs = {name: tmp_path / f"{name}.log" for name in ("worker", "scheduler", "web")}
+    logs = {name: tmp_path / f"{name}.log" for name in ("worker", "scheduler", "web", "lab")}
     processes = [
         live.worker_start(node=f"wsb-{tmp_path.name[-6:]}", log=logs["worker"], gpu_slots=2,
                           **env),
@@ -106,12 +109,18 @@ def platform(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[st
         live.start([sys.executable, "-m", "uvicorn", "tfplatform.config.asgi:application",
                     "--host", "127.0.0.1", "--port", str(port), "--ws", "websockets-sansio"],
                    env=live.child_env(PYTHONPATH="platform:.", **env), log=logs["web"]),
+        live.start([sys.executable, "-m", "uvicorn", "tfplatform.config.asgi:application",
+                    "--host", "127.0.0.1", "--port", str(lab_port), "--ws", "websockets-sansio"],
+                   env=live.child_env(PYTHONPATH="platform:.", **env), log=logs["lab"]),
     ]
     live.wait_for(lambda: Node.objects.exists(), timeout=90, what="the node", log=logs["worker"])
     base = f"http://127.0.0.1:{port}"
     live.wait_for(lambda: live.http_status(f"{base}/healthz") == 200, timeout=60,
                   what="the ASGI web app", log=logs["web"])
-    yield {"base": base, "homes": homes, "logs": logs, "environment": environment,
+    # Up, and nothing but the lab there.
+    live.wait_for(lambda: live.http_status(f"{lab}/healthz") == 404, timeout=60,
+                  what="the lab's origin", log=logs["lab"])
+    yield {"base": base, "lab": lab, "homes": homes, "logs": logs, "environment": environment,
            "engine": engine}
     for process in processes:
         live.stop(process)
@@ -149,8 +158,13 @@ def test_workspace_in_the_browser(browser: Any, platform: dict[str, Any]) -> Non
     assert "Not live" in row  # resizing is said to be a restart
     page.screenshot(path=str(ARTIFACTS / "workspaces-running.png"))
 
-    lab = f"{base}/workspaces/{workspace.pk}/lab/lab"
-    page.goto(lab)
+    lab = f"{platform['lab']}/workspaces/{workspace.pk}/lab/lab"
+    assert page.get_attribute(f"#workspace-{workspace.pk} a.open-lab", "href") == lab
+    # Never on the platform's origin, where its pages would be the lab's to read.
+    assert page.goto(f"{base}/workspaces/{workspace.pk}/lab/lab").status == 404
+    answer = page.goto(lab)
+    assert "sandbox allow-scripts" in answer.headers["content-security-policy"]
+    assert "set-cookie" not in answer.headers  # Jupyter's cookies stay behind
     page.click(".jp-LauncherCard[data-category='Notebook']", timeout=120_000)
     editor = page.locator(".jp-Notebook .jp-Cell .cm-content").first
     editor.wait_for(timeout=60_000)
@@ -189,7 +203,8 @@ def test_workspace_in_the_browser(browser: Any, platform: dict[str, Any]) -> Non
     login(other, base, bob.username)
     other.wait_for_url(f"{base}/experiments/")
     assert other.goto(lab).status == 404
-    assert other.goto(f"{base}/workspaces/{workspace.pk}/lab/api/contents").status == 404
+    assert other.goto(f"{platform['lab']}/workspaces/{workspace.pk}/lab/api/contents").status \
+        == 404
     assert other.request.get(f"{base}/api/v1/workspaces/{workspace.pk}/").status == 404
 
     page.goto(f"{base}/workspaces/")
@@ -200,7 +215,7 @@ def test_workspace_in_the_browser(browser: Any, platform: dict[str, Any]) -> Non
     page.click(f"#workspace-{workspace.pk} button.start")
     _wait_state(page, base, workspace.pk, "running", logs["worker"])
     found = page.request.get(
-        f"{base}/workspaces/{workspace.pk}/lab/api/contents/from-notebook.txt")
+        f"{platform['lab']}/workspaces/{workspace.pk}/lab/api/contents/from-notebook.txt")
     assert found.status == 200 and found.json()["content"] == "kept across restarts"
     page.goto(f"{base}/workspaces/")
     page.click(f"#workspace-{workspace.pk} button.stop")
