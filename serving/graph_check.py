@@ -1,15 +1,24 @@
 """A SavedModel is a program (TensorFlow's SECURITY.md): before one is served, its graphs are
-read for operations that touch files, run Python or reach beyond the model.
+read, and every op must be one that inference graphs are made of (allowed_ops.py: math, nn,
+arrays, control flow, variables); anything else (files, Python, datasets, summaries, remote
+calls) is refused by name.
 
     python -m serving.graph_check /models/name/3 [--allow ReadFile,...]
     # exit 0: nothing found; 3: findings (JSON on stdout); 2: not a readable SavedModel
 
 Every node of every meta graph and of every function in its library is looked at, not only what
-the signatures reach: TF Serving also runs init ops, and a function can be called by name.
+the signatures reach: TF Serving also runs init ops, and a function can be called by name. A
+function attr must name a function of the library (a registered op's name would run that op).
+A string constant that parses as a GraphDef is refused: ops such as DatasetFromGraph run one,
+out of sight of any node check.
+
 Checkpoint ops (SaveV2, RestoreV2, ...) are the saver's own business: they pass only in the
-nodes the SaverDef's save and restore targets depend on and the functions those call, and no
+nodes the SaverDef's save and restore targets depend on and the functions those call, no
 signature may feed or fetch those nodes (a signature that fed the saver's filename could write
-anywhere). Run in a process of its own: it imports TensorFlow, and the file is hostile input.
+anywhere), and their path must be the saver's filename itself (what the server feeds with the
+model's `variables/variables`), or for a save, that name with the saver's temporary suffix: a
+RestoreV2 of a constant path would read another model's (or tenant's) checkpoint at load.
+Run in a process of its own: it imports TensorFlow's protos, and the file is hostile input.
 """
 
 from __future__ import annotations
@@ -17,6 +26,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import re
 import sys
 import types
 from collections.abc import Iterable
@@ -24,54 +34,43 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-# Read or write files, list directories, map files into memory, run Python, or write
-# summaries/debug dumps to a path of the graph's choosing.
-FILE_OPS = frozenset({
-    "ReadFile", "WriteFile", "MatchingFiles", "ImmutableConst",
-    "PyFunc", "PyFuncStateless", "EagerPyFunc",
-    "WholeFileReader", "WholeFileReaderV2", "TextLineReader", "TextLineReaderV2",
-    "FixedLengthRecordReader", "FixedLengthRecordReaderV2", "TFRecordReader",
-    "TFRecordReaderV2", "IdentityReader", "IdentityReaderV2", "LMDBReader",
-    "ReaderRead", "ReaderReadV2", "ReaderReadUpTo", "ReaderReadUpToV2",
-    "TFRecordDataset", "TFRecordDatasetV2", "TextLineDataset", "FixedLengthRecordDataset",
-    "FixedLengthRecordDatasetV2", "MatchingFilesDataset", "ExperimentalMatchingFilesDataset",
-    "LMDBDataset", "ExperimentalLMDBDataset", "SqlDataset", "ExperimentalSqlDataset",
-    "SaveDataset", "SaveDatasetV2", "LoadDataset", "DatasetToTFRecord",
-    "ExperimentalDatasetToTFRecord", "SnapshotDataset", "SnapshotDatasetV2",
-    "ExperimentalSnapshotDataset", "CacheDataset", "CacheDatasetV2", "DataServiceDataset",
-    "DataServiceDatasetV2", "DataServiceDatasetV3", "DataServiceDatasetV4",
-    "CreateSummaryFileWriter", "CreateSummaryDbWriter", "WriteSummary", "WriteScalarSummary",
-    "WriteHistogramSummary", "WriteImageSummary", "WriteAudioSummary", "WriteGraphSummary",
-    "WriteRawProtoSummary", "ImportEvent", "FlushSummaryWriter", "CloseSummaryWriter",
-    "SummaryWriter", "DebugIdentity", "DebugIdentityV2", "DebugIdentityV3", "DebugNanCount",
-    "DebugNumericSummary", "DebugNumericSummaryV2",
-    "LoadAndRemapMatrix", "GenerateVocabRemapping",
-    "InitializeTableFromTextFile", "InitializeTableFromTextFileV2",
-    "FileSystemSetConfiguration", "RemoteCall",
-})
-SAVER_OPS = frozenset({
-    "Save", "SaveV2", "SaveSlices", "Restore", "RestoreV2", "RestoreSlice",
-    "MergeV2Checkpoints", "ShardedFilename", "ShardedFilespec",
-})
+from serving.allowed_ops import ALLOWED_OPS, CHECKPOINT_OPS
+
 EXIT_FINDINGS, EXIT_UNREADABLE = 3, 2
+HIDDEN_GRAPH = "a GraphDef in a string constant"
+CALLS = ("PartitionedCall", "StatefulPartitionedCall")
+# What the saver appends to its filename for a save's shards (TF1: _temp_<uuid>/part).
+_SAVE_SUFFIX = re.compile(rb"^(\.part|_temp[A-Za-z0-9_]*/part)$")
+# How op types are spelled: what tells a hidden graph from bytes that merely parse (protobuf
+# reads most messages as some GraphDef, the saver's own object graph included).
+_OP_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 
 
 @dataclass(frozen=True)
 class Finding:
     op: str
     node: str
-    where: str  # "graph" or the function's name
+    where: str  # "graph", "signature" or the function's name
 
 
 class UnsafeGraph(ValueError):
     def __init__(self, findings: list[Finding]) -> None:
         self.findings = findings
-        ops = sorted({f.op for f in findings})
-        super().__init__(f"the SavedModel uses {', '.join(ops)}")
+        super().__init__(findings_describe(findings))
+
+
+def findings_describe(findings: list[Finding]) -> str:
+    ops = sorted({f.op for f in findings})
+    return f"the SavedModel uses {', '.join(ops)}, which {'is' if len(ops) == 1 else 'are'} " \
+        "not allowed"
 
 
 def _node_name(tensor: str) -> str:
     return tensor.lstrip("^").split(":", 1)[0]
+
+
+def _data_inputs(node: Any) -> list[str]:
+    return [i for i in node.input if not i.startswith("^")]
 
 
 def _functions_called(node: Any) -> Iterable[str]:
@@ -106,16 +105,130 @@ def _reachable_functions(functions: dict[str, Any], roots: Iterable[Any]) -> set
     return seen
 
 
-def _verdict(node: Any, *, saver: bool, allowed: frozenset[str]) -> bool:
-    """True when the node is acceptable."""
+@dataclass
+class _Scope:
+    """The graph, or one function: its nodes by name and which names hold the saver's
+    filename (the graph's filename tensor; a function's arguments every caller fills so)."""
+    nodes: dict[str, Any]
+    prefixes: set[str]
+
+    def node(self, ref: str) -> Any:
+        return self.nodes.get(_node_name(ref))
+
+    def is_prefix(self, ref: str) -> bool:
+        if _node_name(ref) in self.prefixes:
+            return True
+        node = self.node(ref)
+        return node is not None and node.op in ("Identity", "Snapshot") and bool(
+            node.input) and self.is_prefix(node.input[0])
+
+    def _is_suffix(self, ref: str) -> bool:
+        node = self.node(ref)
+        if node is None:
+            return False
+        if node.op in ("Select", "SelectV2") and len(_data_inputs(node)) == 3:
+            return all(self._is_suffix(i) for i in _data_inputs(node)[1:])
+        values = node.attr["value"].tensor.string_val if node.op == "Const" else []
+        return len(values) == 1 and bool(_SAVE_SUFFIX.match(values[0]))
+
+    def is_save_path(self, ref: str) -> bool:
+        """The filename, its temporary name, or a shard of either."""
+        node = self.node(ref)
+        if self.is_prefix(ref):
+            return True
+        if node is None:
+            return False
+        inputs = _data_inputs(node)
+        if node.op == "ShardedFilename" and inputs:
+            return self.is_save_path(inputs[0])
+        if node.op == "Pack":
+            return bool(inputs) and all(self.is_save_path(i) for i in inputs)
+        return (node.op == "StringJoin" and not node.attr["separator"].s and len(inputs) == 2
+                and self.is_prefix(inputs[0]) and self._is_suffix(inputs[1]))
+
+
+def _checkpoint_path_ok(scope: _Scope, node: Any) -> bool:
+    inputs = _data_inputs(node)
+    if not inputs:
+        return False
+    if node.op in ("Restore", "RestoreV2", "RestoreSlice"):
+        return scope.is_prefix(inputs[0])
+    if node.op == "MergeV2Checkpoints":
+        return len(inputs) == 2 and scope.is_save_path(inputs[0]) and scope.is_prefix(inputs[1])
+    return scope.is_save_path(inputs[0])
+
+
+def _prefix_arguments(*, graph: _Scope, functions: dict[str, Any]) -> dict[str, set[str]]:
+    """For each function, the arguments that hold the saver's filename at every call (a
+    function also referred to by any op but a call holds none)."""
+    sites: dict[str, list[tuple[str | None, Any]]] = {}
+    for caller, nodes in [(None, graph.nodes.values()),
+                          *((name, f.node_def) for name, f in functions.items())]:
+        for node in nodes:
+            for name in _functions_called(node):
+                sites.setdefault(name, []).append((caller, node))
+    bound = {name: {a.name for a in f.signature.input_arg} for name, f in functions.items()}
+    changed = True
+    while changed:  # shrinks to the greatest fixed point: every call must pass the filename
+        changed = False
+        for name, function in functions.items():
+            args = [a.name for a in function.signature.input_arg]
+            keep = set(bound[name])
+            for caller, node in sites.get(name, []):
+                scope = graph if caller is None else _Scope(
+                    {n.name: n for n in functions[caller].node_def}, bound[caller])
+                inputs = _data_inputs(node)
+                if node.op not in CALLS:
+                    keep.clear()
+                keep &= {arg for arg, ref in zip(args, inputs, strict=False)
+                         if scope.is_prefix(ref)}
+            if keep != bound[name]:
+                bound[name], changed = keep, True
+    return bound
+
+
+def _hidden_graph(node: Any) -> bool:
+    """A string tensor in any attr that parses as a GraphDef with a node of some op type
+    (DatasetFromGraph and its kind run one)."""
+    from tensorflow.core.framework import graph_pb2, types_pb2
+
+    tensors = [value.tensor for value in node.attr.values() if value.HasField("tensor")]
+    tensors += [t for value in node.attr.values() if value.HasField("list")
+                for t in value.list.tensor]
+    for tensor in tensors:
+        if tensor.dtype != types_pb2.DT_STRING:
+            continue
+        for blob in (*tensor.string_val, tensor.tensor_content):
+            graph = graph_pb2.GraphDef()
+            try:
+                graph.ParseFromString(blob)
+            except Exception:  # noqa: S112 - not a GraphDef is the ordinary case
+                continue
+            if any(_OP_NAME.match(n.op) for n in graph.node):
+                return True
+    return False
+
+
+def _node_findings(node: Any, *, where: str, functions: dict[str, Any], saver: _Scope | None,
+                   allowed: frozenset[str]) -> list[Finding]:
+    found = []
+    if _hidden_graph(node):
+        found.append(Finding(op=HIDDEN_GRAPH, node=node.name, where=where))
+    found += [Finding(op=f"a call of {name}, which is no function of the model", node=node.name,
+                      where=where)
+              for name in _functions_called(node) if name and name not in functions]
     if node.op in allowed:
-        return True
-    if node.op in SAVER_OPS:
-        return saver
-    if node.op in ("Print", "PrintV2"):
+        return found
+    if node.op in CHECKPOINT_OPS:
+        if saver is None or not _checkpoint_path_ok(saver, node):
+            found.append(Finding(op=node.op, node=node.name, where=where))
+    elif node.op in ("Print", "PrintV2"):
         stream = node.attr["output_stream"].s if "output_stream" in node.attr else b""
-        return not stream.startswith(b"file")  # tf.print can append to any file
-    return node.op not in FILE_OPS
+        if stream.startswith(b"file"):  # tf.print can append to any file
+            found.append(Finding(op=f"{node.op} to a file", node=node.name, where=where))
+    elif node.op not in ALLOWED_OPS:
+        found.append(Finding(op=node.op, node=node.name, where=where))
+    return found
 
 
 def meta_graph_findings(meta_graph: Any, *, allowed: frozenset[str]) -> list[Finding]:
@@ -123,6 +236,7 @@ def meta_graph_findings(meta_graph: Any, *, allowed: frozenset[str]) -> list[Fin
     nodes = {node.name: node for node in graph.node}
     functions = {f.signature.name: f for f in graph.library.function}
     saver = meta_graph.saver_def
+    filename = _node_name(saver.filename_tensor_name)
     saver_nodes = _ancestors(nodes, (saver.save_tensor_name, saver.restore_op_name))
     saver_functions = _reachable_functions(functions, (nodes[n] for n in saver_nodes))
     # What a request can run: every signature's tensors and all they depend on.
@@ -130,18 +244,19 @@ def meta_graph_findings(meta_graph: Any, *, allowed: frozenset[str]) -> list[Fin
                for t in (*sig.inputs.values(), *sig.outputs.values())]
     served_nodes = _ancestors(nodes, tensors)
     served_functions = _reachable_functions(functions, (nodes[n] for n in served_nodes))
-    findings = [
-        Finding(op=node.op, node=node.name, where="graph") for node in graph.node
-        if not _verdict(node, allowed=allowed,
-                        saver=node.name in saver_nodes and node.name not in served_nodes)
-    ]
+    in_graph = _Scope(nodes, {filename} if filename else set())
+    arguments = _prefix_arguments(graph=in_graph, functions=functions)
+    findings = []
+    for node in graph.node:
+        saving = node.name in saver_nodes and node.name not in served_nodes
+        findings += _node_findings(node, where="graph", functions=functions, allowed=allowed,
+                                   saver=in_graph if saving else None)
     for name, function in functions.items():
-        findings += [
-            Finding(op=node.op, node=node.name, where=name) for node in function.node_def
-            if not _verdict(node, allowed=allowed,
-                            saver=name in saver_functions and name not in served_functions)
-        ]
-    filename = _node_name(saver.filename_tensor_name)
+        saving = name in saver_functions and name not in served_functions
+        scope = _Scope({n.name: n for n in function.node_def}, arguments[name])
+        for node in function.node_def:
+            findings += _node_findings(node, where=name, functions=functions, allowed=allowed,
+                                       saver=scope if saving else None)
     findings += [Finding(op="saver filename", node=name, where="signature")
                  for name in (_node_name(t) for t in tensors) if filename and name == filename]
     return findings
