@@ -8,6 +8,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 
 from serving.access import TOKEN_ENV
+from serving.environment import model_process_env
 from tfplatform.modelregistry.server import monitoring_config_write
 from tfplatform.modelregistry.services import model_config_ensure
 
@@ -28,9 +29,9 @@ class Command(BaseCommand):
 
 
 def serve_models_env() -> dict[str, str]:
-    """The server's environment: its access token travels here, never in argv (which every
-    local user can read in /proc)."""
-    return {**os.environ, TOKEN_ENV: settings.PLATFORM["TF_SERVING_ACCESS_TOKEN"]}
+    """The server's environment: allow-listed (a model it serves can read it), and its access
+    token, which travels here, never in argv (which every local user can read in /proc)."""
+    return model_process_env(extra={TOKEN_ENV: settings.PLATFORM["TF_SERVING_ACCESS_TOKEN"]})
 
 
 def serve_models_argv(*, config: Path) -> list[str]:
