@@ -5,7 +5,6 @@ secret; a model cannot take the name of the server's own files."""
 
 import io
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -13,6 +12,7 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
+from serving.access import access_token_derive
 from tests import live
 from tests.crafted_models import (
     csv_read_model,
@@ -96,32 +96,31 @@ def test_a_model_cannot_take_the_name_of_the_servers_own_files(
 
 def test_the_model_server_holds_no_platform_secret(tmp_path: Path) -> None:
     """Started as the Procfile starts it (`manage.py serve_models`, which execs the server),
-    from an environment full of the platform's secrets: the server's own has none of them."""
+    from an environment full of the platform's secrets: the server's own has none of them, not
+    even its access token (a file it reads at start; test_model_server_access.py shows the
+    server started so demands it)."""
     secrets = {"DJANGO_SECRET_KEY": "canary-secret-key-0123456789abcdef",
                "PLATFORM_ADMIN_PASSWORD": "canary-admin-password",
                "CELERY_BROKER_URL": "redis://canary-broker:6379/9"}
+    token = access_token_derive(secret=secrets["DJANGO_SECRET_KEY"])
     models = tmp_path / "models"
     models.mkdir()
     env = live.child_env(MODEL_BASE_PATH=str(models), **secrets,
-                         TF_SERVING_GRPC=f"127.0.0.1:{live.free_port()}",
-                         TF_SERVING_REST=f"http://127.0.0.1:{live.free_port()}")
-    process = live.start([sys.executable, "manage.py", "serve_models"], env=env,
-                         log=tmp_path / "model-server.log")
+                         TF_SERVING_REST=f"http://127.0.0.1:{live.free_port()}",
+                         TF_SERVING_GRPC=f"127.0.0.1:{live.free_port()}")
+    env.pop("TF_SERVING_ACCESS_TOKEN", None)
+    log = tmp_path / "model-server.log"
+    process = live.start([sys.executable, "manage.py", "serve_models"], env=env, log=log)
     try:
-        environ = b""
-        deadline = time.monotonic() + 60
-        while b"TF_SERVING_ACCESS_TOKEN" not in environ:  # once exec'd into the server
-            assert process.poll() is None, (tmp_path / "model-server.log").read_text()
-            assert time.monotonic() < deadline, "serve_models never exec'd the server"
-            time.sleep(0.1)
-            environ = Path(f"/proc/{process.pid}/environ").read_bytes()
-            cmdline = Path(f"/proc/{process.pid}/cmdline").read_bytes()
-            environ = environ if b"serving" in cmdline.split(b"\0")[:3] else b""
+        live.wait_for(lambda: Path(f"/proc/{process.pid}/cmdline").read_bytes().split(b"\0")[
+            1:3] == [b"-m", b"serving"], timeout=60, what="the exec of the server", log=log)
+        environ = Path(f"/proc/{process.pid}/environ").read_bytes()
     finally:
         live.stop(process)
     names = {entry.split(b"=", 1)[0].decode() for entry in environ.split(b"\0") if entry}
+    assert "TF_SERVING_ACCESS_TOKEN_FILE" in names
     assert not names & {*secrets, "DATABASE_URL", "CACHE_URL", "PLATFORM_VAR_DIR"}, names
-    for value in (*secrets.values(), live.database_url()):
+    for value in (*secrets.values(), live.database_url(), token):
         assert value.encode() not in environ
     assert f"HOME={Path.home()}".encode() not in environ
 
