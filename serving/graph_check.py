@@ -73,8 +73,20 @@ def _data_inputs(node: Any) -> list[str]:
     return [i for i in node.input if not i.startswith("^")]
 
 
+def _attr_values(attrs: Any) -> Iterable[Any]:
+    """Every AttrValue of a node, those nested in its function attrs included (an attr of a
+    function body can be a placeholder that the caller's function attr fills)."""
+    for value in attrs.values():
+        yield value
+        if value.HasField("func"):
+            yield from _attr_values(value.func.attr)
+        if value.HasField("list"):
+            for func in value.list.func:
+                yield from _attr_values(func.attr)
+
+
 def _functions_called(node: Any) -> Iterable[str]:
-    for value in node.attr.values():
+    for value in _attr_values(node.attr):
         if value.HasField("func"):
             yield value.func.name
         if value.HasField("list"):
@@ -192,9 +204,9 @@ def _hidden_graph(node: Any) -> bool:
     (DatasetFromGraph and its kind run one)."""
     from tensorflow.core.framework import graph_pb2, types_pb2
 
-    tensors = [value.tensor for value in node.attr.values() if value.HasField("tensor")]
-    tensors += [t for value in node.attr.values() if value.HasField("list")
-                for t in value.list.tensor]
+    values = list(_attr_values(node.attr))
+    tensors = [value.tensor for value in values if value.HasField("tensor")]
+    tensors += [t for value in values if value.HasField("list") for t in value.list.tensor]
     for tensor in tensors:
         if tensor.dtype != types_pb2.DT_STRING:
             continue
@@ -223,8 +235,9 @@ def _node_findings(node: Any, *, where: str, functions: dict[str, Any], saver: _
         if saver is None or not _checkpoint_path_ok(saver, node):
             found.append(Finding(op=node.op, node=node.name, where=where))
     elif node.op in ("Print", "PrintV2"):
-        stream = node.attr["output_stream"].s if "output_stream" in node.attr else b""
-        if stream.startswith(b"file"):  # tf.print can append to any file
+        stream = node.attr.get("output_stream")
+        # tf.print can append to any file; a placeholder stream is the caller's to choose.
+        if stream is not None and (stream.placeholder or stream.s.startswith(b"file")):
             found.append(Finding(op=f"{node.op} to a file", node=node.name, where=where))
     elif node.op not in ALLOWED_OPS:
         found.append(Finding(op=node.op, node=node.name, where=where))

@@ -118,6 +118,24 @@ def test_the_saver_on_a_foreign_checkpoint_is_refused(op: str, testdata: Path,
         assert _refused_ops(path) == {op}
 
 
+def _prints(stream: object) -> object:
+    import tensorflow as tf
+
+    class Printer(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.float32)])
+        def serve(self, x: tf.Tensor) -> dict[str, tf.Tensor]:
+            tf.print(x, output_stream=stream)
+            return {"y": x}
+
+    return Printer()
+
+
+def test_tf_print_passes_to_the_log_and_is_refused_to_a_file(tmp_path: Path) -> None:
+    saved_model_check(path=saved_model_save(_prints(sys.stderr), tmp_path / "log"))
+    to_file = saved_model_save(_prints(f"file://{tmp_path}/planted"), tmp_path / "file")
+    assert _refused_ops(to_file) == {"PrintV2 to a file"}
+
+
 def test_a_call_of_anything_but_a_library_function_is_refused(tmp_path: Path) -> None:
     """A call names a function; a name that is no function of the library but a registered op
     would run that op."""
