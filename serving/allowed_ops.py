@@ -132,8 +132,25 @@ STRINGS_AND_FEATURES = frozenset({
     "ParseExample", "ParseExampleV2", "ParseSingleExample", "ParseSequenceExample",
     "ParseSequenceExampleV2", "ParseSingleSequenceExample",
 })
+# Gradients that tf.function keeps in the library beside a layer's forward pass (a recurrent
+# layer with a mask, a cond inside a while), and the optionals cond_v2 keeps intermediates in.
+GRADIENTS = frozenset({
+    "AvgPoolGrad", "AvgPool3DGrad", "BiasAddGrad", "Conv2DBackpropFilter",
+    "Conv3DBackpropFilterV2", "DepthwiseConv2dNativeBackpropFilter", "EluGrad",
+    "FusedBatchNormGrad", "FusedBatchNormGradV2", "FusedBatchNormGradV3", "InvGrad",
+    "LeakyReluGrad", "LRNGrad", "MaxPoolGrad", "MaxPoolGradV2", "MaxPool3DGrad",
+    "MaxPoolGradGrad", "MirrorPadGrad", "ReciprocalGrad", "Relu6Grad", "ReluGrad",
+    "ResizeBilinearGrad", "ResizeNearestNeighborGrad", "RsqrtGrad", "SeluGrad", "SigmoidGrad",
+    "SoftplusGrad", "SoftsignGrad", "SqrtGrad", "StridedSliceGrad", "TanhGrad",
+    "OptionalFromValue", "OptionalGetValue", "OptionalHasValue", "OptionalNone",
+})
 ALLOWED_OPS = (GRAPH | CONTROL_FLOW | VARIABLES | MATH | NN | ARRAY | RANDOM | IMAGE
-               | STRINGS_AND_FEATURES)
+               | STRINGS_AND_FEATURES | GRADIENTS)
+# Allowed only in a library function that no node of the graph calls, however indirectly, so
+# that nothing the server runs reaches it: Keras saves a preprocessing layer's `adapt_step`
+# (tf.data's IteratorGetNext over the data it was adapted to) with the layer. Inert there, and
+# with no op that makes an iterator allowed anywhere.
+UNREACHABLE_ONLY = frozenset({"IteratorGetNext"})
 # Checkpoint I/O: only the saver's own, on the saver's own filename (graph_check.py).
 CHECKPOINT_OPS = frozenset({
     "Save", "SaveV2", "SaveSlices", "Restore", "RestoreV2", "RestoreSlice", "MergeV2Checkpoints",

@@ -34,10 +34,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from serving.allowed_ops import ALLOWED_OPS, CHECKPOINT_OPS
+from serving.allowed_ops import ALLOWED_OPS, CHECKPOINT_OPS, UNREACHABLE_ONLY
 
 EXIT_FINDINGS, EXIT_UNREADABLE = 3, 2
 HIDDEN_GRAPH = "a GraphDef in a string constant"
+ASSET_OUTSIDE = "an asset file outside assets/"
+HANDLE_CONSTANT = "a resource or variant constant"
 CALLS = ("PartitionedCall", "StatefulPartitionedCall")
 # What the saver appends to its filename for a save's shards (TF1: _temp_<uuid>/part).
 _SAVE_SUFFIX = re.compile(rb"^(\.part|_temp[A-Za-z0-9_]*/part)$")
@@ -172,11 +174,11 @@ def _checkpoint_path_ok(scope: _Scope, node: Any) -> bool:
 
 def _prefix_arguments(*, graph: _Scope, functions: dict[str, Any]) -> dict[str, set[str]]:
     """For each function, the arguments that hold the saver's filename at every call (a
-    function also referred to by any op but a call holds none)."""
+    function that anything but a call's own `f` names holds none)."""
+    bodies = {name: {n.name: n for n in f.node_def} for name, f in functions.items()}
     sites: dict[str, list[tuple[str | None, Any]]] = {}
-    for caller, nodes in [(None, graph.nodes.values()),
-                          *((name, f.node_def) for name, f in functions.items())]:
-        for node in nodes:
+    for caller, nodes in [(None, graph.nodes), *bodies.items()]:
+        for node in nodes.values():
             for name in _functions_called(node):
                 sites.setdefault(name, []).append((caller, node))
     bound = {name: {a.name for a in f.signature.input_arg} for name, f in functions.items()}
@@ -187,16 +189,30 @@ def _prefix_arguments(*, graph: _Scope, functions: dict[str, Any]) -> dict[str, 
             args = [a.name for a in function.signature.input_arg]
             keep = set(bound[name])
             for caller, node in sites.get(name, []):
-                scope = graph if caller is None else _Scope(
-                    {n.name: n for n in functions[caller].node_def}, bound[caller])
-                inputs = _data_inputs(node)
-                if node.op not in CALLS:
+                if node.op not in CALLS or node.attr["f"].func.name != name:
                     keep.clear()
-                keep &= {arg for arg, ref in zip(args, inputs, strict=False)
+                    break
+                scope = graph if caller is None else _Scope(bodies[caller], bound[caller])
+                keep &= {arg for arg, ref in zip(args, _data_inputs(node), strict=False)
                          if scope.is_prefix(ref)}
             if keep != bound[name]:
                 bound[name], changed = keep, True
     return bound
+
+
+def _attr_tensors(node: Any) -> list[Any]:
+    values = list(_attr_values(node.attr))
+    tensors = [value.tensor for value in values if value.HasField("tensor")]
+    return tensors + [t for value in values if value.HasField("list") for t in value.list.tensor]
+
+
+def _handle_constant(node: Any) -> bool:
+    """A constant resource handle (it would name any resource of the session: a table, an
+    iterator) or variant (a dataset, a list) made up in the file."""
+    from tensorflow.core.framework import types_pb2
+
+    return any(t.dtype in (types_pb2.DT_RESOURCE, types_pb2.DT_VARIANT)
+               for t in _attr_tensors(node))
 
 
 def _hidden_graph(node: Any) -> bool:
@@ -204,10 +220,7 @@ def _hidden_graph(node: Any) -> bool:
     (DatasetFromGraph and its kind run one)."""
     from tensorflow.core.framework import graph_pb2, types_pb2
 
-    values = list(_attr_values(node.attr))
-    tensors = [value.tensor for value in values if value.HasField("tensor")]
-    tensors += [t for value in values if value.HasField("list") for t in value.list.tensor]
-    for tensor in tensors:
+    for tensor in _attr_tensors(node):
         if tensor.dtype != types_pb2.DT_STRING:
             continue
         for blob in (*tensor.string_val, tensor.tensor_content):
@@ -222,10 +235,12 @@ def _hidden_graph(node: Any) -> bool:
 
 
 def _node_findings(node: Any, *, where: str, functions: dict[str, Any], saver: _Scope | None,
-                   allowed: frozenset[str]) -> list[Finding]:
+                   allowed: frozenset[str], reachable: bool = True) -> list[Finding]:
     found = []
     if _hidden_graph(node):
         found.append(Finding(op=HIDDEN_GRAPH, node=node.name, where=where))
+    if _handle_constant(node):
+        found.append(Finding(op=HANDLE_CONSTANT, node=node.name, where=where))
     found += [Finding(op=f"a call of {name}, which is no function of the model", node=node.name,
                       where=where)
               for name in _functions_called(node) if name and name not in functions]
@@ -239,7 +254,7 @@ def _node_findings(node: Any, *, where: str, functions: dict[str, Any], saver: _
         # tf.print can append to any file; a placeholder stream is the caller's to choose.
         if stream is not None and (stream.placeholder or stream.s.startswith(b"file")):
             found.append(Finding(op=f"{node.op} to a file", node=node.name, where=where))
-    elif node.op not in ALLOWED_OPS:
+    elif node.op not in ALLOWED_OPS and (reachable or node.op not in UNREACHABLE_ONLY):
         found.append(Finding(op=node.op, node=node.name, where=where))
     return found
 
@@ -264,15 +279,28 @@ def meta_graph_findings(meta_graph: Any, *, allowed: frozenset[str]) -> list[Fin
         saving = node.name in saver_nodes and node.name not in served_nodes
         findings += _node_findings(node, where="graph", functions=functions, allowed=allowed,
                                    saver=in_graph if saving else None)
+    # What any node of the graph calls, however indirectly: what a session can run.
+    live_functions = _reachable_functions(functions, graph.node)
     for name, function in functions.items():
         saving = name in saver_functions and name not in served_functions
         scope = _Scope({n.name: n for n in function.node_def}, arguments[name])
         for node in function.node_def:
             findings += _node_findings(node, where=name, functions=functions, allowed=allowed,
-                                       saver=scope if saving else None)
+                                       saver=scope if saving else None,
+                                       reachable=name in live_functions)
     findings += [Finding(op="saver filename", node=name, where="signature")
                  for name in (_node_name(t) for t in tensors) if filename and name == filename]
+    # The loader feeds an asset's tensor with assets/<filename>: a file op an operator allowed
+    # (a vocabulary table's) must not be pointed outside the model that way.
+    findings += [Finding(op=ASSET_OUTSIDE, node=asset.filename, where="assets")
+                 for asset in meta_graph.asset_file_def if not _plain_relative(asset.filename)]
     return findings
+
+
+def _plain_relative(path: str) -> bool:
+    parts = path.split("/")
+    return bool(path) and not path.startswith("/") and "\\" not in path and not any(
+        part in ("", ".", "..") for part in parts)
 
 
 def saved_model_check(*, path: Path, allowed: frozenset[str] = frozenset()

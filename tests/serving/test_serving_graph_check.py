@@ -13,7 +13,14 @@ from pathlib import Path
 import pytest
 
 from serving.allowed_ops import ALLOWED_OPS
-from serving.graph_check import EXIT_FINDINGS, HIDDEN_GRAPH, UnsafeGraph, saved_model_check
+from serving.graph_check import (
+    ASSET_OUTSIDE,
+    EXIT_FINDINGS,
+    HANDLE_CONSTANT,
+    HIDDEN_GRAPH,
+    UnsafeGraph,
+    saved_model_check,
+)
 from tests.crafted_models import (
     checkpoint_prefix_replace,
     csv_read_model,
@@ -116,6 +123,84 @@ def test_the_saver_on_a_foreign_checkpoint_is_refused(op: str, testdata: Path,
         saved_model_check(path=path)  # the saver on its own filename passes
         checkpoint_prefix_replace(path, op=op, prefix="/models/other/1/variables/variables")
         assert _refused_ops(path) == {op}
+
+
+def test_an_asset_pointing_outside_the_model_is_refused_even_with_its_op_allowed(
+    tmp_path: Path,
+) -> None:
+    """The loader feeds an asset's tensor with assets/<filename>; a vocabulary table's file op,
+    which an operator may allow, would read what that name reaches."""
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    path = saved_model_save(file_table_model(), tmp_path / "1")
+    allowed = frozenset({"InitializeTableFromTextFileV2"})
+    saved_model_check(path=path, allowed=allowed)  # its own copy of the file, in assets/
+    saved_model = saved_model_pb2.SavedModel()
+    saved_model.ParseFromString((path / "saved_model.pb").read_bytes())
+    [asset] = saved_model.meta_graphs[0].asset_file_def
+    asset.filename = "../../../../../../etc/passwd"
+    (path / "saved_model.pb").write_bytes(saved_model.SerializeToString())
+    with pytest.raises(UnsafeGraph) as unsafe:
+        saved_model_check(path=path, allowed=allowed)
+    assert {f.op for f in unsafe.value.findings} == {ASSET_OUTSIDE}
+
+
+def _adapted() -> object:
+    """Keras keeps an adapted layer's adapt_step (an IteratorGetNext) in the library."""
+    import numpy as np
+    import tensorflow as tf
+    import tf_keras as keras
+
+    normalization = keras.layers.Normalization()
+    normalization.adapt(np.arange(12, dtype=np.float32).reshape(4, 3))
+    inputs = keras.Input(shape=(3,))
+    model = keras.Model(inputs, keras.layers.Dense(2)(normalization(inputs)))
+
+    class Served(tf.Module):
+        def __init__(self) -> None:
+            self.model = model
+
+        @tf.function(input_signature=[tf.TensorSpec([None, 3], tf.float32)])
+        def serve(self, x: tf.Tensor) -> dict[str, tf.Tensor]:
+            return {"y": self.model(x)}
+
+    return Served()
+
+
+def _iterates() -> object:
+    import tensorflow as tf
+
+    class Iterates(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.float32)])
+        def serve(self, x: tf.Tensor) -> dict[str, tf.Tensor]:
+            return {"first": next(iter(tf.data.Dataset.range(3))), "x": x}
+
+    return Iterates()
+
+
+def test_an_iterator_passes_only_where_nothing_the_server_runs_reaches_it(
+    tmp_path: Path,
+) -> None:
+    saved_model_check(path=saved_model_save(_adapted(), tmp_path / "adapted"))
+    assert {"IteratorGetNext", "RangeDataset"} <= _refused_ops(
+        saved_model_save(_iterates(), tmp_path / "iterates"))
+
+
+def test_a_constant_resource_handle_is_refused(tmp_path: Path) -> None:
+    """It could name any resource of the session (a table, an iterator) by its name."""
+    from tensorflow.core.framework import node_def_pb2, types_pb2
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    path = saved_model_save(_plain_keras(), tmp_path / "1")
+    saved_model = saved_model_pb2.SavedModel()
+    saved_model.ParseFromString((path / "saved_model.pb").read_bytes())
+    forged = node_def_pb2.NodeDef(name="forged", op="Const")
+    forged.attr["dtype"].type = types_pb2.DT_RESOURCE
+    forged.attr["value"].tensor.dtype = types_pb2.DT_RESOURCE
+    forged.attr["value"].tensor.resource_handle_val.add(container="localhost", name="table")
+    saved_model.meta_graphs[0].graph_def.node.append(forged)
+    (path / "saved_model.pb").write_bytes(saved_model.SerializeToString())
+    assert _refused_ops(path) == {HANDLE_CONSTANT}
 
 
 def _prints(stream: object) -> object:
