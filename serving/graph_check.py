@@ -7,8 +7,9 @@ calls) is refused by name.
     # exit 0: nothing found; 3: findings (JSON on stdout); 2: not a readable SavedModel
 
 Every node of every meta graph and of every function in its library is looked at, not only what
-the signatures reach: TF Serving also runs init ops, and a function can be called by name. A
-function attr must name a function of the library (a registered op's name would run that op).
+the signatures reach: TF Serving also runs init ops, and a function can be called by name (the
+few ops of UNREACHABLE_ONLY pass only in a function no node of the graph reaches). A function
+attr must name a function of the library (a registered op's name would run that op).
 A string constant that parses as a GraphDef is refused: ops such as DatasetFromGraph run one,
 out of sight of any node check.
 
@@ -29,20 +30,26 @@ import json
 import re
 import sys
 import types
-from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from serving.allowed_ops import ALLOWED_OPS, CHECKPOINT_OPS, UNREACHABLE_ONLY
+from serving.saver_paths import (
+    Scope,
+    ancestors,
+    attr_values,
+    checkpoint_path_ok,
+    functions_called,
+    node_name,
+    prefix_arguments,
+    reachable_functions,
+)
 
 EXIT_FINDINGS, EXIT_UNREADABLE = 3, 2
 HIDDEN_GRAPH = "a GraphDef in a string constant"
 ASSET_OUTSIDE = "an asset file outside assets/"
 HANDLE_CONSTANT = "a resource or variant constant"
-CALLS = ("PartitionedCall", "StatefulPartitionedCall")
-# What the saver appends to its filename for a save's shards (TF1: _temp_<uuid>/part).
-_SAVE_SUFFIX = re.compile(rb"^(\.part|_temp[A-Za-z0-9_]*/part)$")
 # How op types are spelled: what tells a hidden graph from bytes that merely parse (protobuf
 # reads most messages as some GraphDef, the saver's own object graph included).
 _OP_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
@@ -52,7 +59,7 @@ _OP_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 class Finding:
     op: str
     node: str
-    where: str  # "graph", "signature" or the function's name
+    where: str  # "graph", "signature", "assets" or the function's name
 
 
 class UnsafeGraph(ValueError):
@@ -67,141 +74,8 @@ def findings_describe(findings: list[Finding]) -> str:
         "not allowed"
 
 
-def _node_name(tensor: str) -> str:
-    return tensor.lstrip("^").split(":", 1)[0]
-
-
-def _data_inputs(node: Any) -> list[str]:
-    return [i for i in node.input if not i.startswith("^")]
-
-
-def _attr_values(attrs: Any) -> Iterable[Any]:
-    """Every AttrValue of a node, those nested in its function attrs included (an attr of a
-    function body can be a placeholder that the caller's function attr fills)."""
-    for value in attrs.values():
-        yield value
-        if value.HasField("func"):
-            yield from _attr_values(value.func.attr)
-        if value.HasField("list"):
-            for func in value.list.func:
-                yield from _attr_values(func.attr)
-
-
-def _functions_called(node: Any) -> Iterable[str]:
-    for value in _attr_values(node.attr):
-        if value.HasField("func"):
-            yield value.func.name
-        if value.HasField("list"):
-            yield from (func.name for func in value.list.func)
-
-
-def _ancestors(nodes: dict[str, Any], targets: Iterable[str]) -> set[str]:
-    seen: set[str] = set()
-    stack = [_node_name(t) for t in targets if t]
-    while stack:
-        name = stack.pop()
-        if name in seen or name not in nodes:
-            continue
-        seen.add(name)
-        stack.extend(_node_name(i) for i in nodes[name].input)
-    return seen
-
-
-def _reachable_functions(functions: dict[str, Any], roots: Iterable[Any]) -> set[str]:
-    seen: set[str] = set()
-    stack = [name for node in roots for name in _functions_called(node)]
-    while stack:
-        name = stack.pop()
-        if name in seen or name not in functions:
-            continue
-        seen.add(name)
-        stack.extend(n for node in functions[name].node_def for n in _functions_called(node))
-    return seen
-
-
-@dataclass
-class _Scope:
-    """The graph, or one function: its nodes by name and which names hold the saver's
-    filename (the graph's filename tensor; a function's arguments every caller fills so)."""
-    nodes: dict[str, Any]
-    prefixes: set[str]
-
-    def node(self, ref: str) -> Any:
-        return self.nodes.get(_node_name(ref))
-
-    def is_prefix(self, ref: str) -> bool:
-        if _node_name(ref) in self.prefixes:
-            return True
-        node = self.node(ref)
-        return node is not None and node.op in ("Identity", "Snapshot") and bool(
-            node.input) and self.is_prefix(node.input[0])
-
-    def _is_suffix(self, ref: str) -> bool:
-        node = self.node(ref)
-        if node is None:
-            return False
-        if node.op in ("Select", "SelectV2") and len(_data_inputs(node)) == 3:
-            return all(self._is_suffix(i) for i in _data_inputs(node)[1:])
-        values = node.attr["value"].tensor.string_val if node.op == "Const" else []
-        return len(values) == 1 and bool(_SAVE_SUFFIX.match(values[0]))
-
-    def is_save_path(self, ref: str) -> bool:
-        """The filename, its temporary name, or a shard of either."""
-        node = self.node(ref)
-        if self.is_prefix(ref):
-            return True
-        if node is None:
-            return False
-        inputs = _data_inputs(node)
-        if node.op == "ShardedFilename" and inputs:
-            return self.is_save_path(inputs[0])
-        if node.op == "Pack":
-            return bool(inputs) and all(self.is_save_path(i) for i in inputs)
-        return (node.op == "StringJoin" and not node.attr["separator"].s and len(inputs) == 2
-                and self.is_prefix(inputs[0]) and self._is_suffix(inputs[1]))
-
-
-def _checkpoint_path_ok(scope: _Scope, node: Any) -> bool:
-    inputs = _data_inputs(node)
-    if not inputs:
-        return False
-    if node.op in ("Restore", "RestoreV2", "RestoreSlice"):
-        return scope.is_prefix(inputs[0])
-    if node.op == "MergeV2Checkpoints":
-        return len(inputs) == 2 and scope.is_save_path(inputs[0]) and scope.is_prefix(inputs[1])
-    return scope.is_save_path(inputs[0])
-
-
-def _prefix_arguments(*, graph: _Scope, functions: dict[str, Any]) -> dict[str, set[str]]:
-    """For each function, the arguments that hold the saver's filename at every call (a
-    function that anything but a call's own `f` names holds none)."""
-    bodies = {name: {n.name: n for n in f.node_def} for name, f in functions.items()}
-    sites: dict[str, list[tuple[str | None, Any]]] = {}
-    for caller, nodes in [(None, graph.nodes), *bodies.items()]:
-        for node in nodes.values():
-            for name in _functions_called(node):
-                sites.setdefault(name, []).append((caller, node))
-    bound = {name: {a.name for a in f.signature.input_arg} for name, f in functions.items()}
-    changed = True
-    while changed:  # shrinks to the greatest fixed point: every call must pass the filename
-        changed = False
-        for name, function in functions.items():
-            args = [a.name for a in function.signature.input_arg]
-            keep = set(bound[name])
-            for caller, node in sites.get(name, []):
-                if node.op not in CALLS or node.attr["f"].func.name != name:
-                    keep.clear()
-                    break
-                scope = graph if caller is None else _Scope(bodies[caller], bound[caller])
-                keep &= {arg for arg, ref in zip(args, _data_inputs(node), strict=False)
-                         if scope.is_prefix(ref)}
-            if keep != bound[name]:
-                bound[name], changed = keep, True
-    return bound
-
-
 def _attr_tensors(node: Any) -> list[Any]:
-    values = list(_attr_values(node.attr))
+    values = list(attr_values(node.attr))
     tensors = [value.tensor for value in values if value.HasField("tensor")]
     return tensors + [t for value in values if value.HasField("list") for t in value.list.tensor]
 
@@ -234,20 +108,19 @@ def _hidden_graph(node: Any) -> bool:
     return False
 
 
-def _node_findings(node: Any, *, where: str, functions: dict[str, Any], saver: _Scope | None,
+def _node_findings(node: Any, *, where: str, functions: dict[str, Any], saver: Scope | None,
                    allowed: frozenset[str], reachable: bool = True) -> list[Finding]:
     found = []
     if _hidden_graph(node):
         found.append(Finding(op=HIDDEN_GRAPH, node=node.name, where=where))
     if _handle_constant(node):
         found.append(Finding(op=HANDLE_CONSTANT, node=node.name, where=where))
-    found += [Finding(op=f"a call of {name}, which is no function of the model", node=node.name,
-                      where=where)
-              for name in _functions_called(node) if name and name not in functions]
+    found += [Finding(op=f"{name} (called as a function)", node=node.name, where=where)
+              for name in functions_called(node) if name and name not in functions]
     if node.op in allowed:
         return found
     if node.op in CHECKPOINT_OPS:
-        if saver is None or not _checkpoint_path_ok(saver, node):
+        if saver is None or not checkpoint_path_ok(saver, node):
             found.append(Finding(op=node.op, node=node.name, where=where))
     elif node.op in ("Print", "PrintV2"):
         stream = node.attr.get("output_stream")
@@ -264,32 +137,32 @@ def meta_graph_findings(meta_graph: Any, *, allowed: frozenset[str]) -> list[Fin
     nodes = {node.name: node for node in graph.node}
     functions = {f.signature.name: f for f in graph.library.function}
     saver = meta_graph.saver_def
-    filename = _node_name(saver.filename_tensor_name)
-    saver_nodes = _ancestors(nodes, (saver.save_tensor_name, saver.restore_op_name))
-    saver_functions = _reachable_functions(functions, (nodes[n] for n in saver_nodes))
+    filename = node_name(saver.filename_tensor_name)
+    saver_nodes = ancestors(nodes, (saver.save_tensor_name, saver.restore_op_name))
+    saver_functions = reachable_functions(functions, (nodes[n] for n in saver_nodes))
     # What a request can run: every signature's tensors and all they depend on.
     tensors = [t.name for sig in meta_graph.signature_def.values()
                for t in (*sig.inputs.values(), *sig.outputs.values())]
-    served_nodes = _ancestors(nodes, tensors)
-    served_functions = _reachable_functions(functions, (nodes[n] for n in served_nodes))
-    in_graph = _Scope(nodes, {filename} if filename else set())
-    arguments = _prefix_arguments(graph=in_graph, functions=functions)
+    served_nodes = ancestors(nodes, tensors)
+    served_functions = reachable_functions(functions, (nodes[n] for n in served_nodes))
+    in_graph = Scope(nodes, {filename} if filename else set())
+    arguments = prefix_arguments(graph=in_graph, functions=functions)
     findings = []
     for node in graph.node:
         saving = node.name in saver_nodes and node.name not in served_nodes
         findings += _node_findings(node, where="graph", functions=functions, allowed=allowed,
                                    saver=in_graph if saving else None)
     # What any node of the graph calls, however indirectly: what a session can run.
-    live_functions = _reachable_functions(functions, graph.node)
+    live_functions = reachable_functions(functions, graph.node)
     for name, function in functions.items():
         saving = name in saver_functions and name not in served_functions
-        scope = _Scope({n.name: n for n in function.node_def}, arguments[name])
+        scope = Scope({n.name: n for n in function.node_def}, arguments[name])
         for node in function.node_def:
             findings += _node_findings(node, where=name, functions=functions, allowed=allowed,
                                        saver=scope if saving else None,
                                        reachable=name in live_functions)
     findings += [Finding(op="saver filename", node=name, where="signature")
-                 for name in (_node_name(t) for t in tensors) if filename and name == filename]
+                 for name in (node_name(t) for t in tensors) if filename and name == filename]
     # The loader feeds an asset's tensor with assets/<filename>: a file op an operator allowed
     # (a vocabulary table's) must not be pointed outside the model that way.
     findings += [Finding(op=ASSET_OUTSIDE, node=asset.filename, where="assets")
