@@ -2,8 +2,9 @@
 
 TF Serving itself answers anyone who reaches its ports; real deployments keep it on a network
 only the web app reaches. The embedded server runs on a host shared with other users and with
-trial sandboxes, so the platform starts it with a token (from the environment, never argv,
-which every local user can read) and its one client sends it on every call: as gRPC metadata
+trial sandboxes, so the platform starts it with a token (from a file named in the environment,
+never argv, which every local user can read, nor the environment itself, which its models could
+read) and its one client sends it on every call: as gRPC metadata
 and as an HTTP header, both `authorization: Bearer <token>`, which TF Serving ignores.
 """
 
@@ -19,6 +20,9 @@ from typing import Any
 import grpc
 
 TOKEN_ENV = "TF_SERVING_ACCESS_TOKEN"  # noqa: S105 - the variable's name, not a token
+# Or a file (0600) that holds it: read once at start, before the server confines itself, so a
+# model it serves cannot read it back, as it could its process's environment.
+TOKEN_FILE_ENV = "TF_SERVING_ACCESS_TOKEN_FILE"  # noqa: S105 - the variable's name
 HEADER = "authorization"
 DENIED = "The model server needs its access token (authorization: Bearer <token>)."
 
@@ -30,7 +34,25 @@ def access_token_derive(*, secret: str) -> str:
 
 
 def access_token_from_env() -> str:
-    return os.environ.get(TOKEN_ENV, "")
+    if token := os.environ.get(TOKEN_ENV, ""):
+        return token
+    path = os.environ.get(TOKEN_FILE_ENV, "")
+    if not path:
+        return ""
+    with open(path, encoding="utf-8") as handle:
+        token = handle.read().strip()
+    if not token:
+        raise ValueError(f"{TOKEN_FILE_ENV} names an empty file: {path}")
+    return token
+
+
+def access_token_file_write(*, path: str, token: str) -> None:
+    """Writes `token` to `path`, readable by its owner only from the first byte on."""
+    staging = f"{path}.{os.getpid()}.tmp"
+    descriptor = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+        handle.write(token)
+    os.replace(staging, path)
 
 
 def access_header(*, token: str) -> dict[str, str]:

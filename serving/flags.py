@@ -139,8 +139,10 @@ def channel_arguments_parse(text: str) -> tuple[tuple[str, str | int], ...]:
     return tuple(parsed)
 
 
-def options_from_args(args: argparse.Namespace) -> tuple[ServerOptions, ModelServer]:
-    """Validates like Server::BuildAndStart and builds the server (not started)."""
+def options_from_args(args: argparse.Namespace, *, access_token: str | None = None
+                      ) -> tuple[ServerOptions, ModelServer]:
+    """Validates like Server::BuildAndStart and builds the server (not started). The access
+    token, if not given, from the environment (access.py)."""
     if args.port == 0 and not args.grpc_socket_path:
         raise ValueError(
             "At least one of server_options.grpc_port or server_options.grpc_socket_path "
@@ -187,7 +189,7 @@ def options_from_args(args: argparse.Namespace) -> tuple[ServerOptions, ModelSer
         intra_op_parallelism=intra,
         inter_op_parallelism=inter,
         grpc_channel_arguments=channel_arguments_parse(args.grpc_channel_arguments),
-        access_token=access_token_from_env(),
+        access_token=access_token_from_env() if access_token is None else access_token,
         enable_model_warmup=args.enable_model_warmup,
         num_request_iterations_for_warmup=args.num_request_iterations_for_warmup,
         monitoring=monitoring,
@@ -235,12 +237,15 @@ def run(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     try:
+        # Before confinement: a token file is out of the confined server's (and its models')
+        # reach.
+        token = access_token_from_env()
         if args.confine_read_paths:
             # TensorFlow and NumPy left threads behind when they loaded, which Landlock would
             # not bind: the server runs in a fork, this process' only thread, confined.
             confined_fork()
             _confine(args)
-        _, server = options_from_args(args)
+        _, server = options_from_args(args, access_token=token)
         server.start()
     except (ValueError, OSError, ServingError) as exc:
         log.error("%s", exc)

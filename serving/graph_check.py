@@ -1,15 +1,25 @@
 """A SavedModel is a program (TensorFlow's SECURITY.md): before one is served, its graphs are
-read for operations that touch files, run Python or reach beyond the model.
+read, and every op must be one that inference graphs are made of (allowed_ops.py: math, nn,
+arrays, control flow, variables); anything else (files, Python, datasets, summaries, remote
+calls) is refused by name.
 
     python -m serving.graph_check /models/name/3 [--allow ReadFile,...]
     # exit 0: nothing found; 3: findings (JSON on stdout); 2: not a readable SavedModel
 
 Every node of every meta graph and of every function in its library is looked at, not only what
-the signatures reach: TF Serving also runs init ops, and a function can be called by name.
+the signatures reach: TF Serving also runs init ops, and a function can be called by name (the
+few ops of UNREACHABLE_ONLY pass only in a function no node of the graph reaches). A function
+attr must name a function of the library (a registered op's name would run that op).
+A string constant that parses as a GraphDef is refused: ops such as DatasetFromGraph run one,
+out of sight of any node check.
+
 Checkpoint ops (SaveV2, RestoreV2, ...) are the saver's own business: they pass only in the
-nodes the SaverDef's save and restore targets depend on and the functions those call, and no
+nodes the SaverDef's save and restore targets depend on and the functions those call, no
 signature may feed or fetch those nodes (a signature that fed the saver's filename could write
-anywhere). Run in a process of its own: it imports TensorFlow, and the file is hostile input.
+anywhere), and their path must be the saver's filename itself (what the server feeds with the
+model's `variables/variables`), or for a save, that name with the saver's temporary suffix: a
+RestoreV2 of a constant path would read another model's (or tenant's) checkpoint at load.
+Run in a process of its own: it imports TensorFlow's protos, and the file is hostile input.
 """
 
 from __future__ import annotations
@@ -17,105 +27,109 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import re
 import sys
 import types
-from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-# Read or write files, list directories, map files into memory, run Python, or write
-# summaries/debug dumps to a path of the graph's choosing.
-FILE_OPS = frozenset({
-    "ReadFile", "WriteFile", "MatchingFiles", "ImmutableConst",
-    "PyFunc", "PyFuncStateless", "EagerPyFunc",
-    "WholeFileReader", "WholeFileReaderV2", "TextLineReader", "TextLineReaderV2",
-    "FixedLengthRecordReader", "FixedLengthRecordReaderV2", "TFRecordReader",
-    "TFRecordReaderV2", "IdentityReader", "IdentityReaderV2", "LMDBReader",
-    "ReaderRead", "ReaderReadV2", "ReaderReadUpTo", "ReaderReadUpToV2",
-    "TFRecordDataset", "TFRecordDatasetV2", "TextLineDataset", "FixedLengthRecordDataset",
-    "FixedLengthRecordDatasetV2", "MatchingFilesDataset", "ExperimentalMatchingFilesDataset",
-    "LMDBDataset", "ExperimentalLMDBDataset", "SqlDataset", "ExperimentalSqlDataset",
-    "SaveDataset", "SaveDatasetV2", "LoadDataset", "DatasetToTFRecord",
-    "ExperimentalDatasetToTFRecord", "SnapshotDataset", "SnapshotDatasetV2",
-    "ExperimentalSnapshotDataset", "CacheDataset", "CacheDatasetV2", "DataServiceDataset",
-    "DataServiceDatasetV2", "DataServiceDatasetV3", "DataServiceDatasetV4",
-    "CreateSummaryFileWriter", "CreateSummaryDbWriter", "WriteSummary", "WriteScalarSummary",
-    "WriteHistogramSummary", "WriteImageSummary", "WriteAudioSummary", "WriteGraphSummary",
-    "WriteRawProtoSummary", "ImportEvent", "FlushSummaryWriter", "CloseSummaryWriter",
-    "SummaryWriter", "DebugIdentity", "DebugIdentityV2", "DebugIdentityV3", "DebugNanCount",
-    "DebugNumericSummary", "DebugNumericSummaryV2",
-    "LoadAndRemapMatrix", "GenerateVocabRemapping",
-    "InitializeTableFromTextFile", "InitializeTableFromTextFileV2",
-    "FileSystemSetConfiguration", "RemoteCall",
-})
-SAVER_OPS = frozenset({
-    "Save", "SaveV2", "SaveSlices", "Restore", "RestoreV2", "RestoreSlice",
-    "MergeV2Checkpoints", "ShardedFilename", "ShardedFilespec",
-})
+from serving.allowed_ops import ALLOWED_OPS, CHECKPOINT_OPS, UNREACHABLE_ONLY
+from serving.saver_paths import (
+    Scope,
+    ancestors,
+    attr_values,
+    checkpoint_path_ok,
+    functions_called,
+    node_name,
+    prefix_arguments,
+    reachable_functions,
+)
+
 EXIT_FINDINGS, EXIT_UNREADABLE = 3, 2
+HIDDEN_GRAPH = "a GraphDef in a string constant"
+ASSET_OUTSIDE = "an asset file outside assets/"
+HANDLE_CONSTANT = "a resource or variant constant"
+# How op types are spelled: what tells a hidden graph from bytes that merely parse (protobuf
+# reads most messages as some GraphDef, the saver's own object graph included).
+_OP_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 
 
 @dataclass(frozen=True)
 class Finding:
     op: str
     node: str
-    where: str  # "graph" or the function's name
+    where: str  # "graph", "signature", "assets" or the function's name
 
 
 class UnsafeGraph(ValueError):
     def __init__(self, findings: list[Finding]) -> None:
         self.findings = findings
-        ops = sorted({f.op for f in findings})
-        super().__init__(f"the SavedModel uses {', '.join(ops)}")
+        super().__init__(findings_describe(findings))
 
 
-def _node_name(tensor: str) -> str:
-    return tensor.lstrip("^").split(":", 1)[0]
+def findings_describe(findings: list[Finding]) -> str:
+    ops = sorted({f.op for f in findings})
+    return f"the SavedModel uses {', '.join(ops)}, which {'is' if len(ops) == 1 else 'are'} " \
+        "not allowed"
 
 
-def _functions_called(node: Any) -> Iterable[str]:
-    for value in node.attr.values():
-        if value.HasField("func"):
-            yield value.func.name
-        if value.HasField("list"):
-            yield from (func.name for func in value.list.func)
+def _attr_tensors(node: Any) -> list[Any]:
+    values = list(attr_values(node.attr))
+    tensors = [value.tensor for value in values if value.HasField("tensor")]
+    return tensors + [t for value in values if value.HasField("list") for t in value.list.tensor]
 
 
-def _ancestors(nodes: dict[str, Any], targets: Iterable[str]) -> set[str]:
-    seen: set[str] = set()
-    stack = [_node_name(t) for t in targets if t]
-    while stack:
-        name = stack.pop()
-        if name in seen or name not in nodes:
+def _handle_constant(node: Any) -> bool:
+    """A constant resource handle (it would name any resource of the session: a table, an
+    iterator) or variant (a dataset, a list) made up in the file."""
+    from tensorflow.core.framework import types_pb2
+
+    return any(t.dtype in (types_pb2.DT_RESOURCE, types_pb2.DT_VARIANT)
+               for t in _attr_tensors(node))
+
+
+def _hidden_graph(node: Any) -> bool:
+    """A string tensor in any attr that parses as a GraphDef with a node of some op type
+    (DatasetFromGraph and its kind run one)."""
+    from tensorflow.core.framework import graph_pb2, types_pb2
+
+    for tensor in _attr_tensors(node):
+        if tensor.dtype != types_pb2.DT_STRING:
             continue
-        seen.add(name)
-        stack.extend(_node_name(i) for i in nodes[name].input)
-    return seen
+        for blob in (*tensor.string_val, tensor.tensor_content):
+            graph = graph_pb2.GraphDef()
+            try:
+                graph.ParseFromString(blob)
+            except Exception:  # noqa: S112 - not a GraphDef is the ordinary case
+                continue
+            if any(_OP_NAME.match(n.op) for n in graph.node):
+                return True
+    return False
 
 
-def _reachable_functions(functions: dict[str, Any], roots: Iterable[Any]) -> set[str]:
-    seen: set[str] = set()
-    stack = [name for node in roots for name in _functions_called(node)]
-    while stack:
-        name = stack.pop()
-        if name in seen or name not in functions:
-            continue
-        seen.add(name)
-        stack.extend(n for node in functions[name].node_def for n in _functions_called(node))
-    return seen
-
-
-def _verdict(node: Any, *, saver: bool, allowed: frozenset[str]) -> bool:
-    """True when the node is acceptable."""
+def _node_findings(node: Any, *, where: str, functions: dict[str, Any], saver: Scope | None,
+                   allowed: frozenset[str], reachable: bool = True) -> list[Finding]:
+    found = []
+    if _hidden_graph(node):
+        found.append(Finding(op=HIDDEN_GRAPH, node=node.name, where=where))
+    if _handle_constant(node):
+        found.append(Finding(op=HANDLE_CONSTANT, node=node.name, where=where))
+    found += [Finding(op=f"{name} (called as a function)", node=node.name, where=where)
+              for name in functions_called(node) if name and name not in functions]
     if node.op in allowed:
-        return True
-    if node.op in SAVER_OPS:
-        return saver
-    if node.op in ("Print", "PrintV2"):
-        stream = node.attr["output_stream"].s if "output_stream" in node.attr else b""
-        return not stream.startswith(b"file")  # tf.print can append to any file
-    return node.op not in FILE_OPS
+        return found
+    if node.op in CHECKPOINT_OPS:
+        if saver is None or not checkpoint_path_ok(saver, node):
+            found.append(Finding(op=node.op, node=node.name, where=where))
+    elif node.op in ("Print", "PrintV2"):
+        stream = node.attr.get("output_stream")
+        # tf.print can append to any file; a placeholder stream is the caller's to choose.
+        if stream is not None and (stream.placeholder or stream.s.startswith(b"file")):
+            found.append(Finding(op=f"{node.op} to a file", node=node.name, where=where))
+    elif node.op not in ALLOWED_OPS and (reachable or node.op not in UNREACHABLE_ONLY):
+        found.append(Finding(op=node.op, node=node.name, where=where))
+    return found
 
 
 def meta_graph_findings(meta_graph: Any, *, allowed: frozenset[str]) -> list[Finding]:
@@ -123,28 +137,43 @@ def meta_graph_findings(meta_graph: Any, *, allowed: frozenset[str]) -> list[Fin
     nodes = {node.name: node for node in graph.node}
     functions = {f.signature.name: f for f in graph.library.function}
     saver = meta_graph.saver_def
-    saver_nodes = _ancestors(nodes, (saver.save_tensor_name, saver.restore_op_name))
-    saver_functions = _reachable_functions(functions, (nodes[n] for n in saver_nodes))
+    filename = node_name(saver.filename_tensor_name)
+    saver_nodes = ancestors(nodes, (saver.save_tensor_name, saver.restore_op_name))
+    saver_functions = reachable_functions(functions, (nodes[n] for n in saver_nodes))
     # What a request can run: every signature's tensors and all they depend on.
     tensors = [t.name for sig in meta_graph.signature_def.values()
                for t in (*sig.inputs.values(), *sig.outputs.values())]
-    served_nodes = _ancestors(nodes, tensors)
-    served_functions = _reachable_functions(functions, (nodes[n] for n in served_nodes))
-    findings = [
-        Finding(op=node.op, node=node.name, where="graph") for node in graph.node
-        if not _verdict(node, allowed=allowed,
-                        saver=node.name in saver_nodes and node.name not in served_nodes)
-    ]
+    served_nodes = ancestors(nodes, tensors)
+    served_functions = reachable_functions(functions, (nodes[n] for n in served_nodes))
+    in_graph = Scope(nodes, {filename} if filename else set())
+    arguments = prefix_arguments(graph=in_graph, functions=functions)
+    findings = []
+    for node in graph.node:
+        saving = node.name in saver_nodes and node.name not in served_nodes
+        findings += _node_findings(node, where="graph", functions=functions, allowed=allowed,
+                                   saver=in_graph if saving else None)
+    # What any node of the graph calls, however indirectly: what a session can run.
+    live_functions = reachable_functions(functions, graph.node)
     for name, function in functions.items():
-        findings += [
-            Finding(op=node.op, node=node.name, where=name) for node in function.node_def
-            if not _verdict(node, allowed=allowed,
-                            saver=name in saver_functions and name not in served_functions)
-        ]
-    filename = _node_name(saver.filename_tensor_name)
+        saving = name in saver_functions and name not in served_functions
+        scope = Scope({n.name: n for n in function.node_def}, arguments[name])
+        for node in function.node_def:
+            findings += _node_findings(node, where=name, functions=functions, allowed=allowed,
+                                       saver=scope if saving else None,
+                                       reachable=name in live_functions)
     findings += [Finding(op="saver filename", node=name, where="signature")
-                 for name in (_node_name(t) for t in tensors) if filename and name == filename]
+                 for name in (node_name(t) for t in tensors) if filename and name == filename]
+    # The loader feeds an asset's tensor with assets/<filename>: a file op an operator allowed
+    # (a vocabulary table's) must not be pointed outside the model that way.
+    findings += [Finding(op=ASSET_OUTSIDE, node=asset.filename, where="assets")
+                 for asset in meta_graph.asset_file_def if not _plain_relative(asset.filename)]
     return findings
+
+
+def _plain_relative(path: str) -> bool:
+    parts = path.split("/")
+    return bool(path) and not path.startswith("/") and "\\" not in path and not any(
+        part in ("", ".", "..") for part in parts)
 
 
 def saved_model_check(*, path: Path, allowed: frozenset[str] = frozenset()

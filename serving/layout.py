@@ -26,6 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 _MODEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+# The model server's own files beside the models (its config, monitoring config and their
+# staging copies): a model of that name would take the file's place or write over it.
+SERVER_FILES = frozenset({"models.config", "models.tmp", "monitoring.config", "monitoring.tmp"})
 _STAGING_PREFIX = ".staging-"
 _MAX_ATTEMPTS = 1000
 # Deeper than any SavedModel; keeps a hostile tree from exhausting recursion or descriptors.
@@ -51,6 +54,11 @@ def model_path(*, model_base: Path, model_name: str) -> Path:
     if not _MODEL_NAME.match(model_name) or model_name in (".", ".."):
         raise ValueError(f"invalid model name {model_name!r}")
     return Path(model_base) / model_name
+
+
+def model_name_reserved(model_name: str) -> bool:
+    """A name the model server's own files use (any case: some filesystems fold it)."""
+    return model_name.lower() in SERVER_FILES
 
 
 def _parse_version(name: str) -> int | None:

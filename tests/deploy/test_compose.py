@@ -128,9 +128,10 @@ def test_gpu_worker_reserves_nvidia_devices() -> None:
     assert devices[0]["driver"] == "nvidia" and "gpu" in devices[0]["capabilities"]
 
 
-def test_tf_serving_shares_the_model_volume_with_the_platform() -> None:
+def test_tf_serving_shares_the_model_volume_with_the_platform_read_only() -> None:
     services = COMPOSE["services"]
-    assert "models:/models" in services["tfserving"]["volumes"]
+    # A served model is a program: it must not write the store of every tenant's models.
+    assert "models:/models:ro" in services["tfserving"]["volumes"]
     assert "models:/models" in services["web"]["volumes"]
     assert "--model_config_file=/models/models.config" in services["tfserving"]["command"]
 

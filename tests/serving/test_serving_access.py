@@ -4,6 +4,7 @@ ports, reload included, is refused without the token; the same client code works
 from __future__ import annotations
 
 import json
+import stat
 from collections.abc import Callable
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from tensorflow_serving.apis import (
     prediction_service_pb2_grpc,
 )
 
+from serving.access import access_token_file_write
 from serving.client import ModelEntry, ModelServerClient, ModelServerError
 from serving.config import single_model_config
 from serving.flags import channel_arguments_parse, options_from_args, parser
@@ -103,6 +105,22 @@ def test_a_grpc_message_over_the_cap_is_refused(
         with pytest.raises(ModelServerError) as refused:
             client.predict(name="capped", inputs={"x": np.ones(10_000, np.float32)})
         assert refused.value.code == "RESOURCE_EXHAUSTED"
+
+
+def test_the_token_may_come_from_a_file_of_the_owners_only(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The platform's way: the server's environment then names the file, not the token."""
+    path = tmp_path / "token"
+    access_token_file_write(path=str(path), token=TOKEN)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    monkeypatch.delenv("TF_SERVING_ACCESS_TOKEN", raising=False)
+    monkeypatch.setenv("TF_SERVING_ACCESS_TOKEN_FILE", str(path))
+    args = parser().parse_args(["--model_base_path=/nowhere", "--rest_api_port=0"])
+    assert options_from_args(args)[0].access_token == TOKEN
+    path.write_text("\n")
+    with pytest.raises(ValueError, match="empty"):
+        options_from_args(args)
 
 
 def test_flags_read_channel_arguments_and_the_token_from_the_environment(

@@ -314,11 +314,11 @@ PLATFORM = {
     "NODE_NAME": env.str("PLATFORM_NODE_NAME", default=socket.gethostname()),
     "NODE_ADDRESS": env.str("PLATFORM_NODE_ADDRESS", default="127.0.0.1"),
     "MODEL_BASE_PATH": Path(env.str("MODEL_BASE_PATH", default=str(VAR_DIR / "models"))),
-    # Operations a served SavedModel may use although they touch files or run Python
-    # (serving/graph_check.py), e.g. InitializeTableFromTextFileV2 for vocabulary assets.
     # The largest multipart request (its files together): above the largest single upload, a
     # model zip of 500 MiB; refused while it is read (core/uploads.py).
     "MAX_UPLOAD_BYTES": env.int("PLATFORM_MAX_UPLOAD_BYTES", default=520 * 2**20),
+    # Operations a served SavedModel may use beyond the graph check's allow-list of inference
+    # ops (serving/allowed_ops.py), e.g. InitializeTableFromTextFileV2 for vocabulary assets.
     "MODEL_ALLOWED_OPS": env.list("PLATFORM_MODEL_ALLOWED_OPS", default=[]),
     # The one folder staff may register SavedModels from by path (nothing else on the server).
     "MODEL_IMPORT_DIR": Path(env.str("PLATFORM_MODEL_IMPORT_DIR",

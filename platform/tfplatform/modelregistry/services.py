@@ -28,6 +28,7 @@ from django.utils import timezone
 from serving import graph_check, layout
 from serving.archive import ArchiveError, extract_saved_model_zip
 from serving.client import ModelEntry, ModelServerError
+from serving.environment import model_process_env
 from serving.tflite_convert import TFLITE_FILE
 from tfplatform.accounts.models import User
 from tfplatform.accounts.storage import storage_quota_check
@@ -144,6 +145,9 @@ def model_name_check(*, name: str) -> None:
             "model_name must be letters, digits, '.', '_' or '-', starting with a letter or digit.",
             field="model_name",
         ) from error
+    if layout.model_name_reserved(name):
+        raise InvalidInput(f"The model name '{name}' is a file of the model server's; choose "
+                           "another.", field="model_name")
 
 
 GRAPH_CHECK_SECONDS = 300
@@ -151,15 +155,16 @@ TFLITE_CONVERT_SECONDS = 600
 
 
 def saved_model_verify(path: Path) -> dict[str, Any]:
-    """Refuses a SavedModel whose graphs touch files, run Python or expose the saver
-    (serving/graph_check.py), read in a process of its own: it is hostile input, and reading it
-    takes TensorFlow, which the web process does not load. Returns its serving signatures."""
+    """Refuses a SavedModel whose graphs use an op that inference graphs do not (files, Python,
+    datasets), hide a graph or misuse the saver (serving/graph_check.py), read in a process of
+    its own: it is hostile input, and reading it takes TensorFlow's protos, which the web
+    process does not load. Returns its serving signatures."""
     allowed = ",".join(settings.PLATFORM["MODEL_ALLOWED_OPS"])
     try:
         done = subprocess.run(
             [sys.executable, "-m", "serving.graph_check", str(path), f"--allow={allowed}"],
             cwd=settings.ROOT_DIR, capture_output=True, text=True, timeout=GRAPH_CHECK_SECONDS,
-            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+            env=model_process_env(extra={"TF_CPP_MIN_LOG_LEVEL": "3"}),
         )
     except subprocess.TimeoutExpired as error:
         raise InvalidInput("The SavedModel could not be checked in time.") from error
@@ -173,9 +178,11 @@ def saved_model_verify(path: Path) -> dict[str, Any]:
     if done.returncode == graph_check.EXIT_FINDINGS and report.get("findings"):
         ops = sorted({str(finding["op"]) for finding in report["findings"]})
         raise InvalidInput(
-            f"The SavedModel uses operations a served model may not: {', '.join(ops)} (they "
-            "read or write files, run Python, or let a request drive the saver). An operator "
-            "can allow specific ones with PLATFORM_MODEL_ALLOWED_OPS."
+            f"The SavedModel uses {', '.join(ops)}, which {'is' if len(ops) == 1 else 'are'} "
+            "not allowed in a served model: only the operations of inference graphs are "
+            "(math, neural-network, array, control-flow and variable operations, and the "
+            "restore of the model's own variables/). An operator can allow specific ones with "
+            "PLATFORM_MODEL_ALLOWED_OPS."
         )
     raise InvalidInput(f"The SavedModel cannot be read: {report.get('error', 'unknown error')}.")
 
@@ -191,7 +198,8 @@ def saved_model_tflite_add(path: Path) -> None:
             done = subprocess.run(
                 [sys.executable, "-m", "serving.tflite_convert", str(path), str(output)],
                 cwd=settings.ROOT_DIR, capture_output=True, text=True,
-                timeout=TFLITE_CONVERT_SECONDS, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+                timeout=TFLITE_CONVERT_SECONDS,
+                env=model_process_env(extra={"TF_CPP_MIN_LOG_LEVEL": "3"}),
             )
         except subprocess.TimeoutExpired as error:
             raise InvalidInput("The SavedModel could not be converted to TF Lite in time.",

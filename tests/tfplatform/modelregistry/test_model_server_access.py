@@ -1,6 +1,7 @@
 """The embedded model server answers the platform only: a client on the same host without its
 access token can neither predict on a private model nor reload the server's models."""
 
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -35,14 +36,22 @@ def test_a_client_on_the_host_without_the_token_is_refused(model_server: dict[st
     assert predict(owner, url, {"instances": [3.0]}).json() == {"predictions": [3.5]}
 
 
-def test_the_token_reaches_the_server_by_its_environment_never_its_command_line(
+def test_the_token_reaches_the_server_by_a_file_of_its_owner_never_argv_or_environment(
     model_server: dict[str, Any],
 ) -> None:
+    """Every local user can read a process's command line; a model the server runs can read its
+    environment. The file is read at start, before the server confines itself."""
     token = settings.PLATFORM["TF_SERVING_ACCESS_TOKEN"]
     assert len(token) >= 32
     process = Path(f"/proc/{model_server['pid']}")
     command_line = (process / "cmdline").read_bytes()
-    assert token.encode() not in command_line  # every local user can read this
+    assert token.encode() not in command_line
     assert b"--grpc_channel_arguments=grpc.max_receive_message_length=67108864" in command_line
-    assert f"TF_SERVING_ACCESS_TOKEN={token}".encode() in (process / "environ").read_bytes().split(
-        b"\0")
+    environ = (process / "environ").read_bytes()
+    assert token.encode() not in environ
+    [named] = [entry for entry in environ.split(b"\0")
+               if entry.startswith(b"TF_SERVING_ACCESS_TOKEN_FILE=")]
+    token_file = Path(named.split(b"=", 1)[1].decode())
+    assert token_file.read_text() == token
+    assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
+    assert not token_file.is_relative_to(settings.PLATFORM["MODEL_BASE_PATH"])

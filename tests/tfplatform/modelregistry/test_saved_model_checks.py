@@ -1,21 +1,30 @@
-"""An uploaded SavedModel is a program: one whose graph reads a file outside its version dir is
-refused before the model server could load it, unless an operator allows that operation."""
+"""An uploaded SavedModel is a program: one whose graph uses an op that inference graphs do not
+(a file read, a dataset, a hidden graph) is refused by name before the model server could load
+it, unless an operator allows that operation; the server it would run in holds no platform
+secret; a model cannot take the name of the server's own files."""
 
 import io
+import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from rest_framework.test import APIClient
 
+from serving.access import access_token_derive
+from tests import live
 from tests.crafted_models import (
+    csv_read_model,
+    dataset_from_graph_model,
     directory_zip,
+    examples_layers_model,
     file_read_model,
     file_table_model,
     saved_model_save,
 )
 from tests.factories import UserFactory
-from tests.tfplatform.modelregistry.conftest import version_loaded
+from tests.tfplatform.modelregistry.conftest import saved_model_zip, version_loaded
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -36,6 +45,84 @@ def test_a_model_that_reads_files_at_init_is_refused_and_never_published(
     assert "InitializeTableFromTextFileV2" in answer.json()["error"]
     published = model_server["base"] / "thief"
     assert not published.exists() or not any(published.iterdir())
+
+
+@pytest.mark.parametrize(("attack", "op"), [
+    (lambda: csv_read_model("/etc/passwd"), "CSVDatasetV2"),
+    (lambda: csv_read_model("/proc/self/environ"), "CSVDatasetV2"),
+    (dataset_from_graph_model, "DatasetFromGraph"),
+], ids=["csv-passwd", "csv-environ", "dataset-from-graph"])
+def test_a_model_that_reads_files_through_a_dataset_is_refused_by_name(
+    model_server: dict[str, Any], tmp_path: Path, attack: Callable[[], object], op: str
+) -> None:
+    client = APIClient()
+    client.force_authenticate(UserFactory())
+    model = directory_zip(saved_model_save(attack(), tmp_path / "attack"), name="attack.zip")
+    answer = client.post("/api/v1/models/", {"model_name": "reader", "file": model},
+                         format="multipart")
+    assert answer.status_code == 400, answer.content
+    assert answer.json()["code"] == "invalid_input"
+    assert f"uses {op}" in answer.json()["error"] or f", {op}" in answer.json()["error"]
+    published = model_server["base"] / "reader"
+    assert not published.exists() or not any(published.iterdir())
+
+
+def test_a_keras_model_with_every_layer_of_the_examples_publishes_and_serves(
+    model_server: dict[str, Any], tmp_path: Path
+) -> None:
+    client = APIClient()
+    client.force_authenticate(UserFactory())
+    model = saved_model_save(examples_layers_model(), tmp_path / "layers")
+    answer = client.post("/api/v1/models/", {
+        "model_name": "layers", "file": directory_zip(model, name="layers.zip")},
+        format="multipart")
+    assert answer.status_code == 202, answer.content
+    assert version_loaded(client, "layers", 1)["state"] == "available"
+
+
+@pytest.mark.parametrize("name", ["models.config", "monitoring.config", "Models.Config"])
+def test_a_model_cannot_take_the_name_of_the_servers_own_files(
+    name: str, settings: Any, tmp_path: Path
+) -> None:
+    settings.PLATFORM = {**settings.PLATFORM, "MODEL_BASE_PATH": tmp_path}
+    client = APIClient()
+    client.force_authenticate(UserFactory())
+    answer = client.post("/api/v1/models/", {"model_name": name, "file": saved_model_zip(
+        "saved_model_half_plus_two_cpu")}, format="multipart")
+    assert answer.status_code == 400, answer.content
+    assert "model server" in answer.json()["model_name"][0]
+    assert not (tmp_path / name).exists()
+
+
+def test_the_model_server_holds_no_platform_secret(tmp_path: Path) -> None:
+    """Started as the Procfile starts it (`manage.py serve_models`, which execs the server),
+    from an environment full of the platform's secrets: the server's own has none of them, not
+    even its access token (a file it reads at start; test_model_server_access.py shows the
+    server started so demands it)."""
+    secrets = {"DJANGO_SECRET_KEY": "canary-secret-key-0123456789abcdef",
+               "PLATFORM_ADMIN_PASSWORD": "canary-admin-password",
+               "CELERY_BROKER_URL": "redis://canary-broker:6379/9"}
+    token = access_token_derive(secret=secrets["DJANGO_SECRET_KEY"])
+    models = tmp_path / "models"
+    models.mkdir()
+    env = live.child_env(MODEL_BASE_PATH=str(models), **secrets,
+                         TF_SERVING_REST=f"http://127.0.0.1:{live.free_port()}",
+                         TF_SERVING_GRPC=f"127.0.0.1:{live.free_port()}")
+    env.pop("TF_SERVING_ACCESS_TOKEN", None)
+    log = tmp_path / "model-server.log"
+    process = live.start([sys.executable, "manage.py", "serve_models"], env=env, log=log)
+    try:
+        live.wait_for(lambda: Path(f"/proc/{process.pid}/cmdline").read_bytes().split(b"\0")[
+            1:3] == [b"-m", b"serving"], timeout=60, what="the exec of the server", log=log)
+        environ = Path(f"/proc/{process.pid}/environ").read_bytes()
+    finally:
+        live.stop(process)
+    names = {entry.split(b"=", 1)[0].decode() for entry in environ.split(b"\0") if entry}
+    assert "TF_SERVING_ACCESS_TOKEN_FILE" in names
+    assert not names & {*secrets, "DATABASE_URL", "CACHE_URL", "PLATFORM_VAR_DIR"}, names
+    for value in (*secrets.values(), live.database_url(), token):
+        assert value.encode() not in environ
+    assert f"HOME={Path.home()}".encode() not in environ
 
 
 def test_an_operator_may_allow_an_operation(

@@ -7,7 +7,8 @@ from urllib.parse import urlparse
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
-from serving.access import TOKEN_ENV
+from serving.access import TOKEN_FILE_ENV, access_token_file_write
+from serving.environment import model_process_env
 from tfplatform.modelregistry.server import monitoring_config_write
 from tfplatform.modelregistry.services import model_config_ensure
 
@@ -28,9 +29,14 @@ class Command(BaseCommand):
 
 
 def serve_models_env() -> dict[str, str]:
-    """The server's environment: its access token travels here, never in argv (which every
-    local user can read in /proc)."""
-    return {**os.environ, TOKEN_ENV: settings.PLATFORM["TF_SERVING_ACCESS_TOKEN"]}
+    """The server's environment: allow-listed (a model it serves can read it back). Its access
+    token is in a file of the owner's only, outside what the confined server may read, that it
+    reads once at start: never argv (every local user can read /proc/<pid>/cmdline) nor the
+    environment (the server's models could read /proc/self/environ)."""
+    token_file = Path(settings.VAR_DIR) / "model-server-token"
+    access_token_file_write(path=str(token_file),
+                            token=settings.PLATFORM["TF_SERVING_ACCESS_TOKEN"])
+    return model_process_env(extra={TOKEN_FILE_ENV: str(token_file)})
 
 
 def serve_models_argv(*, config: Path) -> list[str]:
