@@ -20,8 +20,9 @@ from urllib.parse import urlsplit
 
 from training.cluster import ClusterPlan
 from training.confine import DEVICES, NVIDIA_SHARED_DEVICES, Confinement
+from training.dataset_mounts import local_roots_checked
 from training.runtime import BWRAP, TaskPython, client_dir, repo_root
-from training.shard_schema import ShardedSource, local_roots
+from training.shard_schema import ShardedSource
 from training.spec import TrialSpec
 
 # Read by resolvers, TLS and the dynamic linker; nothing of /etc that holds secrets.
@@ -120,11 +121,13 @@ def netns_join_possible() -> bool:
 
 def trial_paths(*, spec: TrialSpec) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(write, read): the trial's own work dir; its uploads, dataset file and built-in data,
-    and a registered dataset's local folders (checked against the dataset roots when it was
-    registered and again when the trial was built)."""
+    and a registered dataset's local folders (checked by the platform when it was registered
+    and when the trial was built, and here again, links not followed, as they are mounted:
+    InvalidInput if one no longer passes)."""
     read = [p for p in (spec.model, spec.dataset) if p.startswith("/")]
     if spec.dataset_source:
-        read += local_roots(source=ShardedSource.from_dict(spec.dataset_source))
+        read += local_roots_checked(source=ShardedSource.from_dict(spec.dataset_source),
+                                    roots=spec.dataset_roots)
     if spec.datasets_dir:
         read.append(spec.datasets_dir)
     return (spec.work_dir,), tuple(read)

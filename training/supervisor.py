@@ -307,6 +307,7 @@ def trial_supervise(
         catalog.model_validate(model=spec.model)
         catalog.resources_validate(resources=spec.resources)
         catalog.hyperparameters_resolve(model=spec.model, values=spec.hyperparameters)
+        trial_paths(spec=spec)  # a registered dataset's folders: nothing starts if one is refused
     except InvalidInput as error:
         return TrialOutcome(status="failed", retryable=False, exit_reason=f"invalid trial: {error}")
     pool = warm_pool()
@@ -341,7 +342,8 @@ def trial_supervise(
         return _watch(gang=gang, plan=plan, should_cancel=_asked_at_most_every(
                           seconds=cancel_check_seconds, check=should_cancel),
                       grace_seconds=grace_seconds, poll_seconds=poll_seconds, attempt=attempt)
-    except InvalidInput as error:  # this node cannot isolate the trial as asked
+    except InvalidInput as error:  # this node cannot isolate the trial as asked, or a dataset's
+        # folder became a link since the check above
         gang.stop(grace_seconds=grace_seconds)
         return builder.build(status="failed", retryable=False,
                              exit_reason=f"The attempt could not start: {error}",
