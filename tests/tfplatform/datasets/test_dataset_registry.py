@@ -379,3 +379,14 @@ def test_user_b_can_neither_read_nor_change_user_as_dataset(root: Path) -> None:
     assert _register(bob, **_fields(folder, name="taken")).status_code == 400
     assert Dataset.objects.get().name == "mine"
     assert Dataset.objects.get().train_uri == str(folder)
+
+
+def test_a_team_whose_name_is_no_folder_has_none_and_staff_register_for_it(root: Path) -> None:
+    team = TeamFactory(name="users")  # would hold every teamless user's folder
+    member, staff = UserFactory(team=team), UserFactory(is_staff=True)
+    for folder, reason in [(_parquet(root / "users" / "x"), "each teamless user's own folder"),
+                           (_parquet(root / "corpora" / "y"), "staff register its datasets")]:
+        response = _register(member, **_fields(folder))
+        assert response.status_code == 400 and reason in response.json()["train"][0]
+    response = _register(staff, **_fields(root / "corpora" / "y", team="users"))
+    assert response.status_code == 201 and response.json()["team"] == "users"
