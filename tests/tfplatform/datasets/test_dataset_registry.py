@@ -11,11 +11,19 @@ import numpy as np
 import pytest
 from rest_framework.test import APIClient
 
-from tests.factories import DatasetFactory, ExperimentFactory, TeamFactory, UserFactory
+from tests.factories import (
+    DatasetFactory,
+    DeviceFactory,
+    ExperimentFactory,
+    NodeFactory,
+    TeamFactory,
+    UserFactory,
+)
 from tfplatform.core.errors import InvalidInput
 from tfplatform.datasets.models import Dataset
 from tfplatform.experiments.models import Experiment, Trial
-from tfplatform.experiments.services.execution import trial_spec_build
+from tfplatform.experiments.services.execution import trial_execute, trial_spec_build
+from tfplatform.experiments.services.scheduling import scheduler_pass
 from training.errors import InvalidInput as TrainingInvalidInput
 from training.sandbox import trial_paths
 
@@ -345,6 +353,7 @@ def test_staff_register_for_a_team_outside_the_teams_folders_never_over_anothers
     assert _register(staff, **_fields(corpus, name="n", team="nobody")).status_code == 400
 
 
+@pytest.mark.django_db(transaction=True)  # the node commits the trial's end as it would
 def test_a_link_swapped_in_after_registration_is_refused_when_the_trial_is_built(
     root: Path
 ) -> None:
@@ -357,7 +366,10 @@ def test_a_link_swapped_in_after_registration_is_refused_when_the_trial_is_built
         "name": "swap", "model": "mlp", "dataset": "ds", "hyperparameters": {"epochs": 1}},
         format="json")
     assert response.status_code == 201, response.json()
-    trial = Trial.objects.create(experiment=Experiment.objects.get(pk=response.json()["id"]))
+    node = NodeFactory()
+    DeviceFactory(node=node, kind="cpu", index=0)
+    scheduler_pass()
+    trial = Experiment.objects.get(pk=response.json()["id"]).trials.get()
     spec = trial_spec_build(trial=trial)
     assert trial_paths(spec=spec)[1][0] == str(folder)
     folder.rename(root / team_a.name / "moved")
@@ -366,6 +378,11 @@ def test_a_link_swapped_in_after_registration_is_refused_when_the_trial_is_built
         trial_spec_build(trial=trial)
     with pytest.raises(TrainingInvalidInput, match=r"cannot be mounted.*symbolic link"):
         trial_paths(spec=spec)  # a spec built before the swap: the node refuses the mount
+    trial_execute(trial_id=trial.pk, node_id=node.pk)  # the node runs it: it fails, plainly
+    trial.refresh_from_db()
+    assert (trial.state, trial.retryable) == ("failed", False)
+    assert trial.exit_reason.startswith("invalid trial: ") and \
+        "is a symbolic link" in trial.exit_reason, trial.exit_reason
 
 
 def test_user_b_can_neither_read_nor_change_user_as_dataset(root: Path) -> None:

@@ -205,6 +205,9 @@ def trial_execute(*, trial_id: int, node_id: int | None = None) -> None:
         )
     except EnvironmentBuildFailed as error:
         outcome = TrialOutcome(status="failed", retryable=False, exit_reason=error.message)
+    except InvalidInput as error:  # the trial's spec: its dataset gone, moved or now a link
+        outcome = TrialOutcome(status="failed", retryable=False,
+                               exit_reason=f"invalid trial: {error.message}")
     except Exception as error:
         logger.exception("Trial %s could not run", trial_id)
         outcome = TrialOutcome(
