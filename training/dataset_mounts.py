@@ -3,7 +3,8 @@
 The platform checks a dataset's folder when it is registered and when a trial is built, but the
 folder's owners may replace any part of it with a link afterwards, and a bind mount follows
 links. So every component below a dataset root is opened with O_NOFOLLOW, each relative to the
-one before (no name is looked up twice), and a link anywhere refuses the mount. The roots come
+one before (no name is looked up twice), and a link anywhere refuses the mount; a sandbox then
+binds the folder by that descriptor (bwrap --ro-bind-fd), not by its name. The roots come
 in the trial's spec (`TrialSpec.dataset_roots`), as plain paths: the operator's own, so a root
 itself may be a link.
 """
@@ -22,6 +23,14 @@ from training.shard_schema import ShardedSource, local_roots
 def mount_check(*, path: str, roots: Sequence[str]) -> str:
     """The real path of a dataset folder (or file) that lies, with no link below its root,
     strictly inside one of `roots`; InvalidInput saying why otherwise."""
+    fd, real = mount_open(path=path, roots=roots)
+    os.close(fd)
+    return real
+
+
+def mount_open(*, path: str, roots: Sequence[str]) -> tuple[int, str]:
+    """`mount_check`, keeping the folder open (O_PATH): what a sandbox binds by descriptor, so a
+    link swapped in after the check is never what it mounts. The caller closes it."""
     given = Path(os.path.normpath(path))
     if not given.is_absolute() or ".." in Path(path).parts:
         raise InvalidInput(f"{path}: a dataset path must be absolute, without '..'")
@@ -57,9 +66,23 @@ def mount_check(*, path: str, roots: Sequence[str]) -> str:
                     "folder must be a real folder below its root, with no link on the way")
             if depth < len(parts) and not stat.S_ISDIR(mode):
                 raise InvalidInput(f"{path} does not exist")
-        return str(real.joinpath(*parts))
-    finally:
+    except BaseException:
         os.close(fd)
+        raise
+    return fd, str(real.joinpath(*parts))
+
+
+def mounts_open(*, paths: Sequence[str], roots: Sequence[str]) -> dict[str, int]:
+    """`mount_open` for each path, all or none (those opened are closed on a refusal)."""
+    opened: dict[str, int] = {}
+    try:
+        for path in dict.fromkeys(paths):
+            opened[path] = mount_open(path=path, roots=roots)[0]
+    except BaseException:
+        for fd in opened.values():
+            os.close(fd)
+        raise
+    return opened
 
 
 def local_roots_checked(*, source: ShardedSource, roots: Sequence[str]) -> tuple[str, ...]:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from training import catalog
@@ -47,9 +47,9 @@ from training.sandbox import (
     NETWORK_OWN,
     PRIVATE_TMP,
     SCRATCH,
-    Exposure,
     netns_join_possible,
     task_confinement,
+    trial_exposure,
     trial_paths,
 )
 from training.signals import SUPERVISOR_PID_ENV
@@ -148,7 +148,8 @@ def _launch(*, spec: TrialSpec, plan: ClusterPlan, task: TaskAddress, attempt: P
                    if runtime.isolated else None)
     env = _environment(spec=spec, plan=plan, task=task, runtime=runtime, python=python,
                        gpus=gpus)
-    write, read = trial_paths(spec=spec)
+    exposure = trial_exposure(spec=spec)
+    write, read = exposure.write, exposure.read
     relay = None
     if spec.workspace.get("api_url") and runtime.isolated and not runtime.in_containers:
         # The session's own network has no way out: `tfp` reaches the API through this socket.
@@ -172,7 +173,7 @@ def _launch(*, spec: TrialSpec, plan: ClusterPlan, task: TaskAddress, attempt: P
     if host is None or not host.hand(order=order, events=events_path, log=log_path):
         warm = False
         host = host_start(runtime=runtime, python=python, env=task_base_environment(python=python),
-                          exposure=Exposure(write=write, read=read), log=host_log_path,
+                          exposure=replace(exposure, read=read), log=host_log_path,
                           cwd=attempt, network=network, network_alias=network_alias, gpus=gpus,
                           slots=slots,
                           labels={LABEL_TRIAL: spec.trial_id, LABEL_TASK: task.name})

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from training.dataset_mounts import mount_check
+from training.dataset_mounts import mount_check, mounts_open
 from training.errors import InvalidInput
-from training.sandbox import trial_paths
+from training.runtime import TaskPython
+from training.sandbox import Exposure, sandbox_command, trial_exposure, trial_paths
+from training.seccomp import seccomp_memfd
 from training.shard_schema import ShardedSource
 from training.spec import TrialEvent, TrialSpec
 from training.supervisor import trial_supervise
@@ -93,3 +98,43 @@ def test_outside_the_roots_a_whole_root_or_no_roots_are_refused(
     os.symlink(root / "b", root / "c")
     with pytest.raises(InvalidInput, match="symbolic link"):
         mount_check(path=str(root / "c" / "secret"), roots=[str(root)])
+
+
+def _listed_in_sandbox(*, folder: Path, pins: dict[str, int]) -> list[str]:
+    seccomp = seccomp_memfd()
+    try:
+        argv = [*sandbox_command(python=TaskPython(), exposure=Exposure(read=(str(folder),)),
+                                 seccomp_fd=seccomp, pinned_fds=pins),
+                sys.executable, "-c",
+                f"import json, os; print(json.dumps(sorted(os.listdir({str(folder)!r}))))"]
+        result = subprocess.run(argv, capture_output=True, text=True, check=False, env={},
+                                pass_fds=(seccomp, *pins.values()), timeout=60)
+    finally:
+        os.close(seccomp)
+    assert result.returncode == 0, result.stderr
+    return list(json.loads(result.stdout))
+
+
+def test_the_sandbox_binds_the_folder_that_was_checked_not_a_link_swapped_in_after(
+    tmp_path: Path, teams: tuple[Path, Path]
+) -> None:
+    root, dataset = teams
+    (dataset / "train" / "part-0").write_bytes(b"")
+    spec = _spec(tmp_path, root, dataset)
+    assert trial_exposure(spec=spec).pinned == (str(dataset / "train"),
+                                                str(dataset / "validation"))
+    pins = mounts_open(paths=[str(dataset / "train")], roots=spec.dataset_roots)
+    try:
+        # Swapped between the check and the bind: what is mounted is still what was checked.
+        dataset.rename(tmp_path / "moved")
+        dataset.symlink_to(root / "b" / "secret")
+        (root / "b" / "secret" / "train").mkdir()
+        (root / "b" / "secret" / "train" / "b-only").write_bytes(b"")
+        assert _listed_in_sandbox(folder=dataset / "train", pins=pins) == ["part-0"]
+        # By name, the bind would follow the link into team b's folder.
+        assert _listed_in_sandbox(folder=dataset / "train", pins={}) == ["b-only"]
+    finally:
+        for fd in pins.values():
+            os.close(fd)
+    with pytest.raises(InvalidInput, match="symbolic link"):
+        mounts_open(paths=[str(dataset / "train")], roots=spec.dataset_roots)
