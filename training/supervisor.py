@@ -165,7 +165,9 @@ def _launch(*, spec: TrialSpec, plan: ClusterPlan, task: TaskAddress, attempt: P
     pool = warm_pool()
     # A warm host has a network of its own and nothing bound for a session; a warm container
     # no GPUs and one slot's size: it can only be a one-slot GPU-less first task.
-    warm_fits = network == NETWORK_OWN and relay is None and (
+    # A registered dataset's folders are bound by descriptor as a cold host starts; a warm host
+    # shows the dataset roots by name and narrows them by name, following links.
+    warm_fits = network == NETWORK_OWN and relay is None and not exposure.pinned and (
         not runtime.in_containers or (not gpus and slots == 1))
     host = (pool.take(python=python, write=write, read=read)
             if pool is not None and pool.runtime == runtime and warm_fits else None)
