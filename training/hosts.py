@@ -26,9 +26,11 @@ import subprocess
 import threading
 import time
 import uuid
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
 
+from training.dataset_mounts import mounts_open
 from training.runtime import Runtime, TaskPython
 from training.sandbox import NETNS_PREFIX, NETWORK_HOST, NETWORK_OWN, Exposure, sandbox_command
 from training.seccomp import seccomp_memfd
@@ -202,18 +204,21 @@ def host_start(*, runtime: Runtime, python: TaskPython, env: dict[str, str], exp
                                     network_alias=network_alias, labels=labels, gpus=gpus,
                                     slots=slots)
     # A root missing now is not mounted (bwrap's -try binds), so the host must not claim it.
-    exposure = Exposure(write=tuple(p for p in exposure.write if os.path.isdir(p)),
-                        read=tuple(p for p in exposure.read if os.path.exists(p)))
+    exposure = replace(exposure, write=tuple(p for p in exposure.write if os.path.isdir(p)),
+                       read=tuple(p for p in exposure.read if os.path.exists(p)))
+    # A dataset's folders, opened now with no link followed (InvalidInput if one became a link).
+    pins = mounts_open(paths=exposure.pinned, roots=exposure.pin_roots) if runtime.isolated \
+        else {}
     parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     entry = [python.executable, "-m", "training.warm", "--channel-fd", str(child.fileno())]
-    passed = [child.fileno()]
+    passed = [child.fileno(), *pins.values()]
     argv = entry
     if runtime.isolated:
         passed.append(seccomp := seccomp_memfd())
         if network.startswith(f"{NETNS_PREFIX}/proc/self/fd/"):
             passed.append(int(network.rsplit("/", 1)[1]))  # the gang's namespace, for nsenter
         argv = sandbox_command(python=python, exposure=exposure, seccomp_fd=seccomp,
-                               network=network) + entry
+                               network=network, pinned_fds=pins) + entry
     try:
         with log.open("ab") as output:
             process = subprocess.Popen(
@@ -224,6 +229,8 @@ def host_start(*, runtime: Runtime, python: TaskPython, env: dict[str, str], exp
             )
     finally:
         child.close()
+        for fd in pins.values():
+            os.close(fd)
         if runtime.isolated:
             os.close(seccomp)
     return TaskHost(process=process, channel=parent, python=python, sandboxed=runtime.isolated,

@@ -14,12 +14,14 @@ import glob
 import os
 import shutil
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from training.cluster import ClusterPlan
 from training.confine import DEVICES, NVIDIA_SHARED_DEVICES, Confinement
+from training.dataset_mounts import local_roots_checked
 from training.runtime import BWRAP, TaskPython, client_dir, repo_root
 from training.shard_schema import ShardedSource, local_roots
 from training.spec import TrialSpec
@@ -49,6 +51,10 @@ class Exposure:
 
     write: tuple[str, ...] = ()
     read: tuple[str, ...] = ()
+    # Of `read`: a registered dataset's folders, opened with no link followed below these
+    # roots and bound by descriptor (dataset_mounts.py), never by name.
+    pinned: tuple[str, ...] = ()
+    pin_roots: tuple[str, ...] = ()
 
     def covers(self, *, write: tuple[str, ...], read: tuple[str, ...]) -> bool:
         return all(_under(p, self.write) for p in write) and all(
@@ -69,10 +75,12 @@ def runtime_paths(*, python: TaskPython) -> tuple[str, ...]:
 
 
 def sandbox_command(*, python: TaskPython, exposure: Exposure, seccomp_fd: int,
-                    network: str = NETWORK_OWN) -> list[str]:
+                    network: str = NETWORK_OWN, pinned_fds: Mapping[str, int] | None = None,
+                    ) -> list[str]:
     """bwrap's argv. `network`: NETWORK_OWN (a namespace of its own, loopback only), a
     NETNS_PREFIX path (join that namespace: another task of the same gang on this node), or
-    NETWORK_HOST (a gang across nodes: the node's network, narrowed by Landlock)."""
+    NETWORK_HOST (a gang across nodes: the node's network, narrowed by Landlock).
+    `pinned_fds`: read paths bound from these open descriptors (dataset_mounts.mounts_open)."""
     if any(_under(SCRATCH, (path,)) or _under(path, (SCRATCH,))
            for path in exposure.write + exposure.read):
         raise ValueError(f"{SCRATCH} is the sandbox's scratch space; no data may live there.")
@@ -106,8 +114,12 @@ def sandbox_command(*, python: TaskPython, exposure: Exposure, seccomp_fd: int,
         argv += ["--dev-bind", device, device]  # only the granted ones become usable (confine)
     for path in runtime_paths(python=python):
         argv += ["--ro-bind", path, path]
+    pins = pinned_fds or {}
     for path in exposure.read:
-        argv += ["--ro-bind-try", path, path]
+        if path in pins:
+            argv += ["--ro-bind-fd", str(pins[path]), path]
+        else:
+            argv += ["--ro-bind-try", path, path]
     for path in exposure.write:
         argv += ["--bind", path, path]
     return argv
@@ -120,14 +132,24 @@ def netns_join_possible() -> bool:
 
 def trial_paths(*, spec: TrialSpec) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(write, read): the trial's own work dir; its uploads, dataset file and built-in data,
-    and a registered dataset's local folders (checked against the dataset roots when it was
-    registered and again when the trial was built)."""
+    and a registered dataset's local folders (checked by the platform when it was registered
+    and when the trial was built, and here again, links not followed, as they are mounted:
+    InvalidInput if one no longer passes)."""
     read = [p for p in (spec.model, spec.dataset) if p.startswith("/")]
     if spec.dataset_source:
-        read += local_roots(source=ShardedSource.from_dict(spec.dataset_source))
+        read += local_roots_checked(source=ShardedSource.from_dict(spec.dataset_source),
+                                    roots=spec.dataset_roots)
     if spec.datasets_dir:
         read.append(spec.datasets_dir)
     return (spec.work_dir,), tuple(read)
+
+
+def trial_exposure(*, spec: TrialSpec) -> Exposure:
+    """What a cold host for this trial shows: `trial_paths`, its dataset folders pinned."""
+    write, read = trial_paths(spec=spec)
+    pinned = (local_roots(source=ShardedSource.from_dict(spec.dataset_source))
+              if spec.dataset_source else ())
+    return Exposure(write=write, read=read, pinned=pinned, pin_roots=tuple(spec.dataset_roots))
 
 
 def task_confinement(*, spec: TrialSpec, python: TaskPython, plan: ClusterPlan,

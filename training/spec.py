@@ -72,6 +72,9 @@ class TrialSpec:
     # A registered sharded dataset (training/shards.py ShardedSource.to_dict()); when set, it is
     # what the trial reads and `dataset` is only its name.
     dataset_source: dict[str, Any] = field(default_factory=dict)
+    # The node's dataset roots (as configured and resolved): a registered dataset's folders
+    # must lie below one, with no link on the way, when they are mounted (dataset_mounts.py).
+    dataset_roots: list[str] = field(default_factory=list)
     hyperparameters: dict[str, Any] = field(default_factory=dict)
     resources: Resources = field(default_factory=Resources)
     # The metric that picks the best epoch and, with a value, the target (training/target.py).

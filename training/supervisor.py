@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from training import catalog
@@ -48,9 +48,9 @@ from training.sandbox import (
     NETWORK_OWN,
     PRIVATE_TMP,
     SCRATCH,
-    Exposure,
     netns_join_possible,
     task_confinement,
+    trial_exposure,
     trial_paths,
 )
 from training.signals import SUPERVISOR_PID_ENV
@@ -149,7 +149,8 @@ def _launch(*, spec: TrialSpec, plan: ClusterPlan, task: TaskAddress, attempt: P
                    if runtime.isolated else None)
     env = _environment(spec=spec, plan=plan, task=task, runtime=runtime, python=python,
                        gpus=gpus)
-    write, read = trial_paths(spec=spec)
+    exposure = trial_exposure(spec=spec)
+    write, read = exposure.write, exposure.read
     relay = None
     if spec.workspace.get("api_url") and runtime.isolated and not runtime.in_containers:
         # The session's own network has no way out: `tfp` reaches the API through this socket.
@@ -165,7 +166,9 @@ def _launch(*, spec: TrialSpec, plan: ClusterPlan, task: TaskAddress, attempt: P
     pool = warm_pool()
     # A warm host has a network of its own and nothing bound for a session; a warm container
     # no GPUs and one slot's size: it can only be a one-slot GPU-less first task.
-    warm_fits = network == NETWORK_OWN and relay is None and (
+    # A registered dataset's folders are bound by descriptor as a cold host starts; a warm host
+    # shows the dataset roots by name and narrows them by name, following links.
+    warm_fits = network == NETWORK_OWN and relay is None and not exposure.pinned and (
         not runtime.in_containers or (not gpus and slots == 1))
     host = (pool.take(python=python, write=write, read=read)
             if pool is not None and pool.runtime == runtime and warm_fits else None)
@@ -173,7 +176,7 @@ def _launch(*, spec: TrialSpec, plan: ClusterPlan, task: TaskAddress, attempt: P
     if host is None or not host.hand(order=order, events=events_path, log=log_path):
         warm = False
         host = host_start(runtime=runtime, python=python, env=task_base_environment(python=python),
-                          exposure=Exposure(write=write, read=read), log=host_log_path,
+                          exposure=replace(exposure, read=read), log=host_log_path,
                           cwd=attempt, network=network, network_alias=network_alias, gpus=gpus,
                           slots=slots,
                           labels={LABEL_TRIAL: spec.trial_id, LABEL_TASK: task.name})
@@ -308,6 +311,7 @@ def trial_supervise(
         catalog.model_validate(model=spec.model)
         catalog.resources_validate(resources=spec.resources)
         catalog.hyperparameters_resolve(model=spec.model, values=spec.hyperparameters)
+        trial_paths(spec=spec)  # a registered dataset's folders: nothing starts if one is refused
     except InvalidInput as error:
         return TrialOutcome(status="failed", retryable=False, exit_reason=f"invalid trial: {error}")
     pool = warm_pool()
@@ -343,7 +347,8 @@ def trial_supervise(
         return _watch(gang=gang, plan=plan, should_cancel=_asked_at_most_every(
                           seconds=cancel_check_seconds, check=should_cancel),
                       grace_seconds=grace_seconds, poll_seconds=poll_seconds, attempt=attempt)
-    except InvalidInput as error:  # this node cannot isolate the trial as asked
+    except InvalidInput as error:  # this node cannot isolate the trial as asked, or a dataset's
+        # folder became a link since the check above
         gang.stop(grace_seconds=grace_seconds)
         return builder.build(status="failed", retryable=False,
                              exit_reason=f"The attempt could not start: {error}",

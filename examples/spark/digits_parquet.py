@@ -1,15 +1,16 @@
 """Spark as a data source: a Spark job writes Parquet shards, the platform trains on them.
 
-    python examples/spark/digits_parquet.py --root var/data    # a PLATFORM_DATASET_ROOTS folder
+    python examples/spark/digits_parquet.py --root var/data/users/$USER   # your folder of a root
         [--server http://127.0.0.1:8000] [--name digits-spark] [--no-submit]
 
 The job (local mode here; the same code on a cluster with `--master`) writes scikit-learn's
 digits as `pixels: array<float>[64]` and `label: long`, four shards for training and two for
-validation under <root>/<name>/, as any Spark pipeline writes its output. Then, through the REST
-API with TFP_TOKEN (or `tfp login`'s stored token), it registers the folders once as a dataset
-(schema and counts come from the Parquet footers; the list column's length is given) and submits
-an experiment naming it. Each input pipeline of the trial reads whole shards, so write at least
-as many shards as the trial will have workers.
+validation under <root>/<name>/, as any Spark pipeline writes its output (<root>: your folder of a
+PLATFORM_DATASET_ROOTS root, <root>/<team name> for a team, <root>/users/<username> without one).
+Then, through the REST API with TFP_TOKEN (or `tfp login`'s stored token), it registers the
+folders once as a dataset (schema and counts come from the Parquet footers; the list column's
+length is given) and submits an experiment naming it. Each input pipeline of the trial reads
+whole shards, so write at least as many shards as the trial will have workers.
 """
 
 from __future__ import annotations
@@ -67,7 +68,8 @@ def _api(server: str, token: str, path: str, body: dict[str, Any]) -> dict[str, 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--root", required=True, help="a folder inside PLATFORM_DATASET_ROOTS")
+    parser.add_argument("--root", required=True, help="your folder of a PLATFORM_DATASET_ROOTS "
+                        "root: <root>/<team> or <root>/users/<username>")
     parser.add_argument("--name", default="digits-spark")
     parser.add_argument("--server", default=os.environ.get("TFP_SERVER", "http://127.0.0.1:8000"))
     parser.add_argument("--no-submit", action="store_true")

@@ -101,7 +101,7 @@ def test_a_dataset_larger_than_the_trials_memory_trains_streamed(
     module.write_text(MODULE)
     spec = make_spec(  # type: ignore[operator]
         work_dir=tmp_path / "work", model=str(module), dataset="big",
-        dataset_source=source.to_dict(),
+        dataset_source=source.to_dict(), dataset_roots=[str(tmp_path / "data")],
         hyperparameters={"epochs": 1, "batch_size": 32, "learning_rate": 0.05},
     )
     # Only the trial's own processes in the cgroup: the child joins it before it execs Python.

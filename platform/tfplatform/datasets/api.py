@@ -27,9 +27,11 @@ class DatasetListCreateApi(generics.ListAPIView):
     def post(self, request: Request) -> Response:
         serializer = DatasetCreateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
+        data = dict(serializer.validated_data)
+        owner_name, team_name = data.pop("owner", ""), data.pop("team", "")
         dataset = services.dataset_register(
-            owner=request.user,  # type: ignore[arg-type]
-            request=DatasetRequest(**serializer.validated_data),
+            user=request.user,  # type: ignore[arg-type]
+            request=DatasetRequest(**data), owner_name=owner_name, team_name=team_name,
         )
         return Response(DatasetSerializer(dataset).data, status=status.HTTP_201_CREATED)
 

@@ -10,8 +10,9 @@ from training.shard_schema import ShardedSource
 class Dataset(models.Model):
     """A sharded file dataset registered once and chosen by name (training/shard_schema.py).
 
-    Visible to its owner, the owner's team and staff; its name is unique within the team (or,
-    for a user without one, among the owner's own).
+    Visible to its owner, its team and staff; its name is unique within the team (or, for a
+    user without one, among the owner's own). Its local folders lie in its team's folder of a
+    dataset root, or its teamless owner's, or where staff put them (locations.py).
     """
 
     class Format(models.TextChoices):
@@ -22,7 +23,7 @@ class Dataset(models.Model):
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="datasets"
     )
-    # Copied from the owner at registration, like an experiment's.
+    # Copied from the owner at registration, like an experiment's, unless staff chose one.
     team = models.ForeignKey(
         "accounts.Team", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )

@@ -10,7 +10,7 @@ from tfplatform.datasets.models import Dataset
 
 
 def dataset_list(*, user: User | AnonymousUser) -> QuerySet[Dataset]:
-    return visible_to(queryset=Dataset.objects.all(), user=user).select_related("owner")
+    return visible_to(queryset=Dataset.objects.all(), user=user).select_related("owner", "team")
 
 
 def dataset_get(*, user: User | AnonymousUser, dataset_id: int) -> Dataset:

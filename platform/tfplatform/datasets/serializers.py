@@ -4,14 +4,16 @@ from tfplatform.core.serializers import JSONObjectField, StrictInputSerializer
 from tfplatform.datasets.models import Dataset
 from training.shard_schema import DTYPES, FORMATS
 
-URI_HELP = ("A folder of shards, a glob or one file: an absolute path inside the dataset roots "
-            "(PLATFORM_DATASET_ROOTS), or gs://, s3://, hdfs:// where the nodes can read them.")
+URI_HELP = ("A folder of shards, a glob or one file: an absolute path in your team's folder of "
+            "a dataset root (<root>/<team>/..., or <root>/users/<username>/... without a team; "
+            "PLATFORM_DATASET_ROOTS), or gs://, s3://, hdfs:// where the nodes can read them.")
 SPEC_HELP = (f'{{"dtype": one of {", ".join(DTYPES)}, "shape": [sizes]}}; '
              '[] for one value per example.')
 
 
 class DatasetSerializer(serializers.ModelSerializer):
     owner = serializers.CharField(source="owner.username", read_only=True)
+    team = serializers.CharField(source="team.name", read_only=True, allow_null=True)
     train = serializers.CharField(source="train_uri")
     validation = serializers.CharField(source="validation_uri")
     features = serializers.DictField(child=serializers.DictField())
@@ -22,9 +24,9 @@ class DatasetSerializer(serializers.ModelSerializer):
     class Meta:
         model = Dataset
         fields = [
-            "id", "name", "owner", "format", "train", "validation", "features", "feature_order",
-            "label", "label_spec", "pack", "csv_columns", "csv_header", "train_examples",
-            "validation_examples", "num_classes", "size_bytes", "created_at",
+            "id", "name", "owner", "team", "format", "train", "validation", "features",
+            "feature_order", "label", "label_spec", "pack", "csv_columns", "csv_header",
+            "train_examples", "validation_examples", "num_classes", "size_bytes", "created_at",
         ]
         read_only_fields = fields
 
@@ -73,3 +75,11 @@ class DatasetCreateSerializer(StrictInputSerializer):
         help_text="CSV: every column in file order; default: the first shard's header.",
     )
     csv_header = serializers.BooleanField(default=True)
+    owner = serializers.CharField(
+        required=False, max_length=150,
+        help_text="Staff only: the username of the dataset's owner (default: you).",
+    )
+    team = serializers.CharField(
+        required=False, max_length=100,
+        help_text="Staff only: the name of the team that holds it (default: the owner's).",
+    )

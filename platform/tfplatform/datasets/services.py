@@ -2,10 +2,10 @@
 
 from django.db import IntegrityError, transaction
 
-from tfplatform.accounts.models import User
-from tfplatform.core.errors import Conflict, InvalidInput, NotFound
+from tfplatform.accounts.models import Team, User
+from tfplatform.core.errors import Conflict, Forbidden, InvalidInput, NotFound
 from tfplatform.datasets.inspection import DatasetRequest, source_build
-from tfplatform.datasets.locations import location_check
+from tfplatform.datasets.locations import dataset_locations_check, location_check
 from tfplatform.datasets.models import Dataset
 from training.catalog import BUILTIN_DATASETS
 from training.shard_schema import FORMATS, SPLITS, ShardedSource
@@ -14,19 +14,24 @@ from training.shard_schema import FORMATS, SPLITS, ShardedSource
 RESERVED_NAMES = (*BUILTIN_DATASETS, "upload")
 
 
-def dataset_register(*, owner: User, request: DatasetRequest) -> Dataset:
+def dataset_register(*, user: User, request: DatasetRequest, owner_name: str = "",
+                     team_name: str = "") -> Dataset:
+    """Registers a dataset held by `user` and their team, or, set by staff, by another owner
+    (`owner_name`) or team (`team_name`; default the owner's team)."""
     if request.name in RESERVED_NAMES:
         raise InvalidInput(f"'{request.name}' is a built-in dataset's name.", field="name")
     if request.format not in FORMATS:
         raise InvalidInput(f"format must be one of {', '.join(FORMATS)}.", field="format")
-    shards = {split: location_check(uri=getattr(request, split), field=split)
+    owner, team = _holder(user=user, owner_name=owner_name, team_name=team_name)
+    shards = {split: location_check(uri=getattr(request, split), field=split, owner=owner,
+                                    team=team, staff=user.is_staff)
               for split in SPLITS}
     source = source_build(request=DatasetRequest(**{**request.__dict__, "shards": shards}))
     fields = source.to_dict()
     try:
         with transaction.atomic():
             return Dataset.objects.create(
-                owner=owner, team_id=owner.team_id, name=source.name, format=source.format,
+                owner=owner, team=team, name=source.name, format=source.format,
                 train_uri=source.train, validation_uri=source.validation,
                 features=fields["features"], feature_order=fields["feature_order"],
                 label=source.label, label_spec=source.label_spec, pack=source.pack,
@@ -37,7 +42,24 @@ def dataset_register(*, owner: User, request: DatasetRequest) -> Dataset:
             )
     except IntegrityError as error:
         raise Conflict(f"A dataset named '{request.name}' is already registered "
-                       f"{'in your team' if owner.team_id else 'by you'}.") from error
+                       f"{'in the team' if team is not None else 'by its owner'}.") from error
+
+
+def _holder(*, user: User, owner_name: str, team_name: str) -> tuple[User, Team | None]:
+    if not owner_name and not team_name:
+        return user, user.team
+    if not user.is_staff:
+        raise Forbidden("Only staff may register a dataset for another owner or team.")
+    owner = User.objects.select_related("team").filter(username=owner_name).first() \
+        if owner_name else user
+    if owner is None:
+        raise InvalidInput(f"No user is named '{owner_name}'.", field="owner")
+    if not team_name:
+        return owner, owner.team
+    team = Team.objects.filter(name=team_name).first()
+    if team is None:
+        raise InvalidInput(f"No team is named '{team_name}'.", field="team")
+    return owner, team
 
 
 def dataset_delete(*, user: User, dataset: Dataset) -> None:
@@ -52,8 +74,7 @@ def dataset_delete(*, user: User, dataset: Dataset) -> None:
 
 def dataset_source_for_trials(*, dataset: Dataset) -> ShardedSource:
     """The source an experiment will read, its folders checked again now: the files may have
-    moved (or a link appeared) since it was registered."""
-    source = dataset.source()
-    for split in SPLITS:
-        location_check(uri=getattr(source, split), field="dataset")
-    return source
+    moved (or a link appeared, or the folder become another team's) since it was
+    registered."""
+    dataset_locations_check(dataset=dataset)
+    return dataset.source()

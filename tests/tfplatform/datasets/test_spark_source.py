@@ -23,6 +23,8 @@ pytestmark = [pytest.mark.django_db, pytest.mark.slow]
 
 EXAMPLE = ROOT / "examples" / "spark" / "digits_parquet.py"
 DIGITS = 1797
+# The job's owner: a teamless user's datasets live in <root>/users/<username>.
+SPARK_USER = "spark-user"
 
 
 def _example() -> Any:
@@ -41,7 +43,7 @@ def spark_output(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Pat
     root = tmp_path_factory.mktemp("dataset-root")
     spark = example.spark_local(cores="1")
     try:
-        example.digits_write(spark=spark, folder=root / "digits-spark")
+        example.digits_write(spark=spark, folder=root / "users" / SPARK_USER / "digits-spark")
     finally:
         spark.stop()
     yield root, example
@@ -54,10 +56,10 @@ def test_a_spark_jobs_parquet_is_registered_and_read_by_two_pipelines_file_by_fi
 
     root, example = spark_output
     settings.PLATFORM = {**settings.PLATFORM, "DATASET_ROOTS": [root]}
-    folder = root / "digits-spark"
+    folder = root / "users" / SPARK_USER / "digits-spark"
     paths = {split: str(folder / split) for split in ("train", "validation")}
     client = APIClient()
-    client.force_authenticate(UserFactory())
+    client.force_authenticate(UserFactory(username=SPARK_USER))
     response = client.post("/api/v1/datasets/", example.registration(name="digits-spark",
                                                                       paths=paths), format="json")
     assert response.status_code == 201, response.json()
@@ -99,9 +101,9 @@ def test_an_experiment_trains_on_the_spark_jobs_parquet_through_the_platform(
     root, example = spark_output
     work = tmp_path / "work"
     settings.PLATFORM = {**settings.PLATFORM, "DATASET_ROOTS": [root], "WORK_DIR": work}
-    folder = root / "digits-spark"
+    folder = root / "users" / SPARK_USER / "digits-spark"
     client = APIClient()
-    client.force_authenticate(UserFactory())
+    client.force_authenticate(UserFactory(username=SPARK_USER))
     paths = {split: str(folder / split) for split in ("train", "validation")}
     registered = client.post("/api/v1/datasets/", example.registration(
         name="digits-spark", paths=paths), format="json")

@@ -26,6 +26,7 @@ from tfplatform.core.database import (
     database_wait,
 )
 from tfplatform.core.errors import InvalidInput
+from tfplatform.datasets.locations import dataset_mount_roots
 from tfplatform.experiments.environments import EnvironmentBuildFailed, environment_build_ensure
 from tfplatform.experiments.models import Experiment, Trial
 from tfplatform.experiments.node_paths import node_paths_hide
@@ -121,6 +122,7 @@ def trial_spec_build(*, trial: Trial, grant: SessionGrant | None = None) -> Tria
         datasets_dir=str(settings.PLATFORM["DATASETS_DIR"]),
         label_column=label_column,
         dataset_source=_dataset_source(experiment=experiment),
+        dataset_roots=dataset_mount_roots(),
         hyperparameters=hyperparameters,
         resources=Resources(
             workers=experiment.workers,
@@ -203,6 +205,9 @@ def trial_execute(*, trial_id: int, node_id: int | None = None) -> None:
         )
     except EnvironmentBuildFailed as error:
         outcome = TrialOutcome(status="failed", retryable=False, exit_reason=error.message)
+    except InvalidInput as error:  # the trial's spec: its dataset gone, moved or now a link
+        outcome = TrialOutcome(status="failed", retryable=False,
+                               exit_reason=f"invalid trial: {error.message}")
     except Exception as error:
         logger.exception("Trial %s could not run", trial_id)
         outcome = TrialOutcome(
