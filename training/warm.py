@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from training.hosts import Host, host_start
+from training.mounts import injection_possible, mounts_inject
 from training.runtime import Runtime, TaskPython, client_dir
 from training.sandbox import Exposure
 
@@ -147,8 +148,15 @@ class WarmPool:
 
     def __init__(self, *, size: int, runtime: Runtime, env: dict[str, str], exposure: Exposure,
                  log_dir: Path, python: TaskPython | None = None,
-                 refill_delay_seconds: float = REFILL_DELAY_SECONDS) -> None:
-        self.size, self.runtime, self.env, self.exposure = size, runtime, env, exposure
+                 refill_delay_seconds: float = REFILL_DELAY_SECONDS,
+                 inject: bool | None = None) -> None:
+        self.size, self.runtime, self.env = size, runtime, env
+        # Where the node can mount a task's folders into a waiting sandbox (mounts.py), a warm
+        # host starts with no one's data at all; elsewhere with every trial's, for Landlock to
+        # narrow.
+        self.inject = (runtime.name == "sandbox" and injection_possible()) if inject is None \
+            else inject
+        self.exposure = Exposure() if self.inject else exposure
         self.log_dir, self.refill_delay = log_dir, refill_delay_seconds
         self._ready: dict[str, list[Host]] = {}
         self._pythons: dict[str, TaskPython] = {}
@@ -199,18 +207,30 @@ class WarmPool:
 
     def take(self, *, python: TaskPython, write: tuple[str, ...],
              read: tuple[str, ...]) -> Host | None:
-        """A warm host of this environment that can show these paths, or None (start cold)."""
+        """A warm host of this environment showing these paths (mounted into it now, where the
+        pool injects them), or None (start cold)."""
         self._want(python)
         with self._lock:
             hosts = self._ready.get(python.key, [])
             alive = [h for h in hosts if h.poll() is None]
-            chosen = next((h for h in alive if h.exposure.covers(write=write, read=read)), None)
+            chosen = next((h for h in alive
+                           if self.inject or h.exposure.covers(write=write, read=read)), None)
             if chosen is not None:
                 alive.remove(chosen)
             self._ready[python.key] = alive
-        if chosen is not None:
-            threading.Thread(target=self._refill_after, args=(chosen,), name="warm-refill",
-                             daemon=True).start()
+        if chosen is None:
+            return None
+        threading.Thread(target=self._refill_after, args=(chosen,), name="warm-refill",
+                         daemon=True).start()
+        if self.inject:
+            pid = chosen.task_pid()
+            try:
+                if pid is None:
+                    raise OSError("the warm host has no sandbox")
+                mounts_inject(pid=pid, write=write, read=read)
+            except OSError:
+                chosen.kill()  # it ran nothing; the task starts cold
+                return None
         return chosen
 
     def _refill_after(self, host: Host) -> None:

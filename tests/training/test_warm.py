@@ -95,13 +95,45 @@ def test_a_task_runs_in_the_warm_host_with_its_own_environment_and_log(
     assert _wait_ready(pool, 1) != [warm_pid]
 
 
+def test_a_warm_host_holds_nothing_of_anyone_until_its_order(
+    tmp_path: Path, make_spec: Callable[..., Any], digits_module: str,
+) -> None:
+    """Its task's folders are mounted into it when it is taken, and only those."""
+    other = tmp_path / "work" / "experiment-other"
+    other.mkdir(parents=True)
+    (other / "checkpoint").write_text("another tenant's")
+    pool = _new_pool(size=1, log_dir=tmp_path / "warm",
+                     exposure=Exposure(write=(str(tmp_path / "work"),)))
+    try:
+        assert pool.inject, "the test suite runs as root: warm hosts get their folders injected"
+        _wait_ready(pool, 1)
+        [host] = pool._ready["node"]
+        root = Path(f"/proc/{host.task_pid()}/root")
+        assert not (root / str(tmp_path).lstrip("/")).exists()  # nothing under the test's tmp
+        spec = make_spec(work_dir=tmp_path / "work" / "experiment-mine", model=digits_module)
+        Path(spec.work_dir).mkdir()
+        from training.runtime import TaskPython
+        from training.sandbox import trial_paths
+
+        write, read = trial_paths(spec=spec)
+        assert pool.take(python=TaskPython(), write=write, read=read) is host
+        assert (root / spec.work_dir.lstrip("/")).is_dir()
+        assert (root / digits_module.lstrip("/")).read_text() == Path(digits_module).read_text()
+        assert not (root / str(other).lstrip("/")).exists()
+        assert sorted(p.name for p in (root / str(tmp_path / "work").lstrip("/")).iterdir()) == [
+            "experiment-mine"]
+        host.kill()
+    finally:
+        pool.close()
+
+
 def test_a_host_that_cannot_show_the_trials_files_is_not_used(
     tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, make_spec: Callable[..., Any],
     digits_module: str,
 ) -> None:
     elsewhere = Exposure(write=(str(tmp_path / "other"),), read=(str(tmp_path / "other"),))
     (tmp_path / "other").mkdir()
-    pool = _new_pool(size=1, log_dir=tmp_path / "warm", exposure=elsewhere)
+    pool = _new_pool(size=1, log_dir=tmp_path / "warm", exposure=elsewhere, inject=False)
     try:
         _wait_ready(pool, 1)
         spec = make_spec(work_dir=tmp_path / "trial", model=digits_module)
@@ -120,7 +152,7 @@ def test_a_host_does_not_claim_a_root_that_did_not_exist_when_it_started(
 ) -> None:
     later = tmp_path / "made-later"
     pool = _new_pool(size=1, log_dir=tmp_path / "warm",
-                     exposure=Exposure(write=(str(later),), read=(str(later),)))
+                     exposure=Exposure(write=(str(later),), read=(str(later),)), inject=False)
     try:
         _wait_ready(pool, 1)
         later.mkdir()  # e.g. the uploads folder of a new install, made by its first upload

@@ -23,6 +23,7 @@ from tfplatform.config.celery import app
 from tfplatform.core.database import DATABASE_ERRORS, database_connection_reset
 from tfplatform.experiments.services.execution import node_restart_recover, node_runtime
 from training.containers import RUNTIME_IMAGE, containers_reap, runtime_image_ensure
+from training.mounts import injection_possible
 from training.sandbox import Exposure
 from training.supervisor import task_base_environment
 from training.warm import warm_pool_configure
@@ -110,9 +111,12 @@ class Command(BaseCommand):
             concurrency=options["concurrency"] or len(devices) + 1,
         )
         warm_processes = options["warm_processes"]
-        if runtime.isolated and runtime.landlock_abi == 0 and warm_processes:
-            # A warm host is started before its trial is known, seeing every trial's folders
-            # until Landlock narrows it: without Landlock, every host is made for its trial.
+        if runtime.isolated and runtime.landlock_abi == 0 and warm_processes and not (
+            runtime.name == "sandbox" and injection_possible()
+        ):
+            # Where its trial's folders cannot be mounted into it later (not root, or in
+            # containers), a warm host starts seeing every trial's folders until Landlock
+            # narrows it: without Landlock, every host is made for its trial.
             logger.warning("Node %s confines trials without Landlock: no warm task hosts.",
                            hostname)
             warm_processes = 0
