@@ -36,7 +36,8 @@ def api_address(*, url: str) -> tuple[str, int]:
 
 
 class ApiRelay:
-    def __init__(self, *, path: Path, url: str) -> None:
+    def __init__(self, *, path: Path, url: str, owner: int | None = None) -> None:
+        """`owner`: the uid the socket is made over to (a container's user); None: this one."""
         self.path, self.address = path, api_address(url=url)
         self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
         self._closed = threading.Event()
@@ -44,7 +45,9 @@ class ApiRelay:
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
         self._listener.bind(str(path))
-        os.chmod(path, 0o600)  # the sandbox's user is the node's, mapped
+        os.chmod(path, 0o600)  # a sandbox's user is the node's, mapped
+        if owner is not None:
+            os.chown(path, owner, owner)
         self._listener.listen(MAX_CONNECTIONS)
         threading.Thread(target=self._accept, name="api-relay", daemon=True).start()
 

@@ -66,6 +66,7 @@ EXIT_WATCH_SECONDS = 0.1
 EXIT_POLL_SECONDS = 0.5
 ENGINE_TIMEOUT_SECONDS = 120
 GANG_NETWORKS = ("host", "gang")
+WORKSPACE_RELAY = "relay"
 GANG_NETWORK_PREFIX = "tfplatform-gang-"
 
 
@@ -86,9 +87,10 @@ class ContainerSettings:
     # network, narrowed by Landlock) or "gang" (every node starts containers on this one engine:
     # an internal network per gang, nothing else on it).
     gang_network: str = "host"
-    # Where a workspace container reaches the platform's API for its `tfp`: "host" (narrowed
-    # by Landlock to the API's port) or an existing network on which only the web app answers.
-    workspace_network: str = "host"
+    # Where a workspace container reaches the platform's API for its `tfp`: "relay" (no
+    # network; the node's relay socket, api_relay.py), "host" (narrowed by Landlock to the API's
+    # port) or an existing network on which only the web app answers.
+    workspace_network: str = WORKSPACE_RELAY
 
     def __post_init__(self) -> None:
         if self.gang_network not in GANG_NETWORKS:
@@ -97,7 +99,8 @@ class ContainerSettings:
         if self.workspace_network in ("", "none") or self.workspace_network.startswith(
                 ("container:", GANG_NETWORK_PREFIX)):
             raise InvalidInput(f"PLATFORM_CONTAINER_WORKSPACE_NETWORK {self.workspace_network!r}"
-                               " must be 'host' or the name of a network the web app is on.")
+                               " must be 'relay', 'host' or the name of a network the web app "
+                               "is on.")
 
     def client(self) -> DockerClient:
         import docker

@@ -36,7 +36,7 @@ from training.cluster import (
     slots_for,
 )
 from training.confine import TCP_PORTS_ABI
-from training.containers import LABEL_TASK, LABEL_TRIAL
+from training.containers import LABEL_TASK, LABEL_TRIAL, WORKSPACE_RELAY
 from training.errors import InvalidInput, no_space
 from training.events import EventTail, LineTail
 from training.hosts import Host, host_start
@@ -47,6 +47,7 @@ from training.sandbox import (
     NETWORK_HOST,
     NETWORK_OWN,
     PRIVATE_TMP,
+    SANDBOX_UID,
     SCRATCH,
     netns_join_possible,
     task_confinement,
@@ -152,10 +153,12 @@ def _launch(*, spec: TrialSpec, plan: ClusterPlan, task: TaskAddress, attempt: P
     exposure = trial_exposure(spec=spec)
     write, read = exposure.write, exposure.read
     relay = None
-    if spec.workspace.get("api_url") and runtime.isolated and not runtime.in_containers:
-        # The session's own network has no way out: `tfp` reaches the API through this socket.
+    if spec.workspace.get("api_url") and runtime.isolated and network == NETWORK_OWN:
+        # The session's own network has no way out: `tfp` reaches the API through this socket
+        # (a container's user is not the node's, as a sandbox's is: the socket is made its).
         socket_path = attempt / f"{stem}.api.sock"
-        relay = ApiRelay(path=socket_path, url=spec.workspace["api_url"])
+        relay = ApiRelay(path=socket_path, url=spec.workspace["api_url"],
+                         owner=SANDBOX_UID if runtime.in_containers else None)
         env[API_SOCKET_ENV] = str(socket_path)
         read += (str(socket_path),)
     order = {
@@ -379,6 +382,8 @@ def _network(*, spec: TrialSpec, plan: ClusterPlan, tasks: list[_Task], runtime:
     if tasks:
         return tasks[0].host.network_ref
     if spec.workspace.get("api_url") and runtime.containers is not None:
+        if runtime.containers.workspace_network == WORKSPACE_RELAY:
+            return NETWORK_OWN  # `tfp` goes through the node's relay socket
         if runtime.containers.workspace_network == NETWORK_HOST:
             return _host_network(runtime=runtime, why="a workspace's container")
         return runtime.containers.workspace_network

@@ -1,8 +1,8 @@
 """A workspace session under the podman runtime, in an environment image that brings its own
 Python: TensorFlow and JupyterLab from the image (the derived build installs them as the
 environment's packages), on a Unix socket in the bind-mounted home, its `tfp` baked in beside
-the harness, its kernel able to reach the API's port and no other; the container is sized by
-the two CPU slots the session holds."""
+the harness, its kernel without a network, reaching the API only through the node's relay
+socket; the container is sized by the two CPU slots the session holds."""
 
 import json
 import socket
@@ -51,9 +51,14 @@ def bind(port):
         return type(error).__name__
     finally:
         server.close()
+def relay():
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.connect(__import__("os").environ["TFP_UNIX_SOCKET"])
+        sock.sendall(b"through the relay")
+    return "sent"
 run = subprocess.run(["tfp", "--help"], capture_output=True, text=True)
 print("WHERE", __import__("sys").executable, open("note.txt").read())
-print("REACH", reach({api}), reach({other}), bind({api}))
+print("REACH", reach({api}), reach({other}), bind({api}), relay())
 print("TFP", run.returncode, "workspace" in run.stdout, run.stderr[-300:])
 """
 
@@ -68,13 +73,13 @@ def podman(podman_engine: str, tmp_path_factory: pytest.TempPathFactory) -> Iter
 
 
 @pytest.fixture
-def listeners() -> Iterator[tuple[int, int]]:
+def listeners() -> Iterator[tuple[int, int, socket.socket]]:
     """Two listening ports on the host's loopback: the API's, and any other service's."""
     with socket.socket() as api, socket.socket() as other:
         for server in (api, other):
             server.bind(("127.0.0.1", 0))
             server.listen(8)
-        yield int(api.getsockname()[1]), int(other.getsockname()[1])
+        yield int(api.getsockname()[1]), int(other.getsockname()[1]), api
 
 
 def _session(make_spec: Callable[..., Any], home: Path, api_port: int) -> Any:
@@ -134,7 +139,7 @@ def _execute(sock: str, kernel: str, code: str) -> str:
 
 def test_a_workspace_runs_jupyterlab_from_the_environments_own_image(
     podman: Runtime, python_image: str, make_spec: Callable[..., Any], tmp_path: Path,
-    listeners: tuple[int, int],
+    listeners: tuple[int, int, socket.socket],
 ) -> None:
     assert podman.containers is not None
     key = image_key(settings=podman.containers, base=python_image, packages=OWN_PYTHON_PACKAGES)
@@ -171,8 +176,12 @@ def test_a_workspace_runs_jupyterlab_from_the_environments_own_image(
         stop.set()
         supervisor.join(timeout=120)
     assert "WHERE /usr/bin/python3 in the home" in printed, printed  # the image's own Python
-    # The API's port only, and only to connect: never to listen there in the node's name.
-    assert "REACH open denied denied" in printed, printed
+    # No network at all: the API only through the node's relay socket, which reached it.
+    assert "REACH ConnectionRefusedError ConnectionRefusedError denied sent" in printed, printed
+    listeners[2].settimeout(10)
+    relayed, _ = listeners[2].accept()
+    with relayed:
+        assert relayed.recv(64) == b"through the relay"
     assert "TFP 0 True" in printed, printed
     assert (home / "note.txt").read_text() == "in the home"
     assert outcome and outcome[0].status == "canceled", outcome

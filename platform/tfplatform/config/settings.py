@@ -365,11 +365,11 @@ PLATFORM = {
     # Landlock to its ports) or "gang" (all nodes use one engine, as in compose: an internal
     # network of the gang's own).
     "CONTAINER_GANG_NETWORK": env.str("PLATFORM_CONTAINER_GANG_NETWORK", default="host"),
-    # Where a workspace's container reaches the API for its `tfp` (WORKSPACE_API_URL): "host"
-    # (narrowed by Landlock to the API's port, as a sandbox is) or a network only the web app
-    # is on (compose: docker-compose.containers.yml's `workspace-api`).
+    # Where a workspace's container reaches the API for its `tfp` (WORKSPACE_API_URL): "relay"
+    # (no network: the node's relay socket, as a sandbox does), "host" (narrowed by Landlock to
+    # the API's port) or a network only the web app is on (compose's `workspace-api`).
     "CONTAINER_WORKSPACE_NETWORK": env.str("PLATFORM_CONTAINER_WORKSPACE_NETWORK",
-                                           default="host"),
+                                           default="relay"),
     "TF_SERVING_GRPC": env.str("TF_SERVING_GRPC", default="127.0.0.1:8500"),
     "TF_SERVING_ACCESS_TOKEN": _serving_token(),
     # The largest gRPC message the embedded server takes (TF Serving's own default: 2 GB).
