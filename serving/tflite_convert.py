@@ -32,7 +32,7 @@ def tflite_convert(*, saved_model: Path, output: Path) -> None:
 
 
 def _confined_convert(*, saved_model: Path, output: Path, scratch: str) -> int:
-    from serving.confine import server_confine
+    from serving.confine import confined_fork, server_confine
 
     # The converter works in temporary files: a scratch directory is the one it may use.
     os.environ["TMPDIR"] = scratch
@@ -40,6 +40,7 @@ def _confined_convert(*, saved_model: Path, output: Path, scratch: str) -> int:
     for variable in ("KERAS_HOME", "MPLCONFIGDIR", "XDG_CACHE_HOME"):
         os.environ[variable] = scratch
     tempfile.tempdir = scratch
+    confined_fork()  # Landlock binds only the calling thread: confine the only one
     server_confine(read=(str(saved_model),), ports=(), write=(str(output.parent), scratch))
     try:
         tflite_convert(saved_model=saved_model, output=output)

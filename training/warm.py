@@ -100,14 +100,16 @@ def _serve(*, channel_fd: int | None = None, channel_dir: str | None = None) -> 
     tempfile.tempdir = None
     if scratch := order["env"].get("TMPDIR"):
         os.makedirs(scratch, mode=0o700, exist_ok=True)  # a container's /tmp starts empty
+    if order.get("confine"):
+        # The import left threads behind (OpenBLAS' pool, TensorFlow's) that Landlock would not
+        # cover: the task runs in a fork, this process' only thread, and this one stays its
+        # namespace's pid 1 (outside the task's work dir), forwarding signals and handing back
+        # its exit code.
+        _task_fork()
     os.chdir(order["cwd"])
     if order.get("confine"):
         from training.confine import Confinement, confine_apply
 
-        # The import left threads behind (OpenBLAS' pool, TensorFlow's) that Landlock would not
-        # cover: the task runs in a fork, this process' only thread, and this one stays its
-        # namespace's pid 1, forwarding signals and handing back its exit code.
-        _task_fork()
         confinement = Confinement.from_dict(order["confine"])
         # An image's own Python lives where its image put it.
         runtime = (sys.base_prefix, sys.prefix, str(Path(training.tfenv.__file__).parent),

@@ -88,8 +88,9 @@ def main(argv: list[str]) -> None:
         "--window_title", "TensorBoard",
     ])
     if args.confine:
-        from serving.confine import server_confine
+        from serving.confine import confined_fork, server_confine
 
+        confined_fork()  # Landlock binds only the calling thread: confine the only one
         server_confine(read=tuple(runs.values()), ports=(args.port,))
     board.launch()  # its threads (server, reloads) start confined
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
