@@ -291,13 +291,16 @@ def model_version_load(*, version_id: int) -> ModelVersion | None:
         model_server_sync_quietly()  # a failed version leaves the list
         version.refresh_from_db()
         return version
-    ModelVersion.objects.filter(pk=version.pk, state=ModelVersion.State.LOADING).update(
-        state=ModelVersion.State.AVAILABLE)
-    version.refresh_from_db()
-    if (version.state == ModelVersion.State.AVAILABLE
-            and not version.model.labels.filter(label=ModelLabel.Name.STABLE).exists()):
-        model_label_set(model=version.model, label=ModelLabel.Name.STABLE, version=version)
-    if model_versions_retire(model=version.model):
+    # One transaction: no reader may see the first version available yet without `stable`.
+    with transaction.atomic():
+        ModelVersion.objects.filter(pk=version.pk, state=ModelVersion.State.LOADING).update(
+            state=ModelVersion.State.AVAILABLE)
+        version.refresh_from_db()
+        labelled = False
+        if version.state == ModelVersion.State.AVAILABLE:
+            _, labelled = ModelLabel.objects.get_or_create(
+                model=version.model, label=ModelLabel.Name.STABLE, defaults={"version": version})
+    if model_versions_retire(model=version.model) or labelled:
         model_server_sync_quietly()
     return version
 
