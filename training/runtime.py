@@ -95,8 +95,7 @@ def runtime_sandbox_check() -> None:
             "without isolation."
         )
     probe = subprocess.run(
-        [BWRAP, "--unshare-all", "--unshare-user", "--disable-userns", "--ro-bind", "/", "/",
-         "true"],
+        [BWRAP, "--unshare-all", "--unshare-user", "--ro-bind", "/", "/", "true"],
         capture_output=True, text=True, timeout=30, check=False,
     )
     if probe.returncode != 0:

@@ -10,9 +10,11 @@ warm host that does not know its trial yet; exactly the trial's own, for a cold 
 
 from __future__ import annotations
 
+import functools
 import glob
 import os
 import shutil
+import subprocess
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -74,13 +76,27 @@ def runtime_paths(*, python: TaskPython) -> tuple[str, ...]:
     return tuple(dict.fromkeys(paths))
 
 
+@functools.cache
+def bwrap_disables_userns() -> bool:
+    """Whether this bubblewrap has `--disable-userns` (0.8+). Older ones (Ubuntu 22.04's 0.6,
+    RHEL 9's 0.4) rely on the seccomp filter alone to keep user namespaces out of a task."""
+    bwrap = shutil.which(BWRAP)
+    if bwrap is None:
+        return False
+    usage = subprocess.run([bwrap, "--help"], capture_output=True, text=True, check=False,
+                           timeout=30)
+    return "--disable-userns" in usage.stdout + usage.stderr
+
+
 def sandbox_command(*, python: TaskPython, exposure: Exposure, seccomp_fd: int,
                     network: str = NETWORK_OWN, pinned_fds: Mapping[str, int] | None = None,
-                    ) -> list[str]:
+                    disable_userns: bool | None = None) -> list[str]:
     """bwrap's argv. `network`: NETWORK_OWN (a namespace of its own, loopback only), a
     NETNS_PREFIX path (join that namespace: another task of the same gang on this node), or
     NETWORK_HOST (a gang across nodes: the node's network, narrowed by Landlock).
-    `pinned_fds`: read paths bound from these open descriptors (dataset_mounts.mounts_open)."""
+    `pinned_fds`: read paths bound from these open descriptors (dataset_mounts.mounts_open).
+    `disable_userns`: bubblewrap's own refusal of user namespaces as well as the filter's (None:
+    where this bubblewrap has it)."""
     if any(_under(SCRATCH, (path,)) or _under(path, (SCRATCH,))
            for path in exposure.write + exposure.read):
         raise ValueError(f"{SCRATCH} is the sandbox's scratch space; no data may live there.")
@@ -94,7 +110,10 @@ def sandbox_command(*, python: TaskPython, exposure: Exposure, seccomp_fd: int,
         raise ValueError(f"Unknown sandbox network {network!r}.")
     argv = [
         *enter, bwrap, "--die-with-parent", "--new-session", "--as-pid-1",
-        "--unshare-user", "--disable-userns", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
+        "--unshare-user",
+        *(["--disable-userns"] if (bwrap_disables_userns() if disable_userns is None
+                                   else disable_userns) else []),
+        "--unshare-pid", "--unshare-ipc", "--unshare-uts",
         "--unshare-cgroup-try", *(["--unshare-net"] if network == NETWORK_OWN else []),
         "--seccomp", str(seccomp_fd),
         "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),

@@ -12,7 +12,12 @@ with an errno so a library that probes for a feature falls back rather than cras
   family are refused;
 - io_uring (its own path to sockets and files, outside these rules), bpf, userfaultfd, the
   kernel keyring and perf_event_open: attack surface a trial never uses;
-- symbolic links, which the platform could later be led through.
+- symbolic links, which the platform could later be led through;
+- new user namespaces (`unshare`/`clone` with CLONE_NEWUSER; `clone3`, whose flags a filter
+  cannot read, answers ENOSYS so libc falls back to `clone`): a task would hold every
+  capability inside one, and reach the kernel code those guard. Under bubblewrap it is what
+  `--disable-userns` does, for the releases that lack it (0.6 on Ubuntu 22.04, 0.4 on RHEL 9);
+  podman's default profile allows them.
 
 ptrace stays: the task's pid namespace already holds only its own processes, and a workspace's
 debugger needs it. Another architecture's system calls (int 0x80 on x86-64) kill the task.
@@ -22,6 +27,7 @@ from __future__ import annotations
 
 import errno
 import functools
+import hashlib
 import json
 import os
 import socket
@@ -42,6 +48,9 @@ REFUSED_CALLS = (
     # at another tenant's files; Landlock refuses them too, where the kernel has it.
     "symlink", "symlinkat",
 )
+
+
+CLONE_NEWUSER = 0x10000000
 
 
 @dataclass(frozen=True)
@@ -73,6 +82,14 @@ def refusals() -> tuple[Refusal, ...]:
     )
 
 
+def userns_refusals() -> tuple[Refusal, ...]:
+    """No user namespace of its own: the kernel's largest surface a task could otherwise reach
+    with full capabilities (inside it). The flags are the first argument of both calls."""
+    newuser = ((0, "masked_eq", CLONE_NEWUSER, CLONE_NEWUSER),)
+    return (Refusal("unshare", errno.EPERM, newuser), Refusal("clone", errno.EPERM, newuser),
+            Refusal("clone3", errno.ENOSYS))
+
+
 @functools.cache
 def seccomp_bpf() -> bytes:
     """The filter as the kernel loads it; compiled once per process."""
@@ -81,7 +98,7 @@ def seccomp_bpf() -> bytes:
     operators = {"eq": pyseccomp.EQ, "ne": pyseccomp.NE, "ge": pyseccomp.GE,
                  "masked_eq": pyseccomp.MASKED_EQ}
     rules = pyseccomp.SyscallFilter(defaction=pyseccomp.ALLOW)
-    for refusal in refusals():
+    for refusal in (*refusals(), *userns_refusals()):
         # libseccomp's masked comparison takes the mask first, then the value.
         args = [pyseccomp.Arg(index, operators[op], mask, value) if op == "masked_eq"
                 else pyseccomp.Arg(index, operators[op], value)
@@ -107,8 +124,8 @@ OCI_OPERATORS = {"eq": "SCMP_CMP_EQ", "ne": "SCMP_CMP_NE", "ge": "SCMP_CMP_GE",
 
 
 def _oci_rule(*, action: str, args: tuple[tuple[int, str, int, int], ...] = (),
-              error: int = 0) -> dict[str, Any]:
-    rule: dict[str, Any] = {"names": ["socket"], "action": action, "args": [
+              error: int = 0, call: str = "socket") -> dict[str, Any]:
+    rule: dict[str, Any] = {"names": [call], "action": action, "args": [
         {"index": index, "value": mask if op == "masked_eq" else value,
          "valueTwo": value if op == "masked_eq" else 0, "op": OCI_OPERATORS[op]}
         for index, op, value, mask in args]}
@@ -135,10 +152,24 @@ def _oci_socket_rules() -> list[dict[str, Any]]:
     ]
 
 
+def _oci_userns_rules() -> list[dict[str, Any]]:
+    """podman's default profile allows user namespaces (for containers in containers): here
+    `clone` and `unshare` pass only without CLONE_NEWUSER, written disjoint as above."""
+    rules = []
+    for call in ("clone", "unshare"):
+        rules += [
+            _oci_rule(call=call, action="SCMP_ACT_ALLOW",
+                      args=((0, "masked_eq", 0, CLONE_NEWUSER),)),
+            _oci_rule(call=call, action="SCMP_ACT_ERRNO", error=errno.EPERM,
+                      args=((0, "masked_eq", CLONE_NEWUSER, CLONE_NEWUSER),)),
+        ]
+    return [*rules, {"names": ["clone3"], "action": "SCMP_ACT_ERRNO", "errnoRet": errno.ENOSYS}]
+
+
 def seccomp_oci_profile(*, base: dict[str, Any]) -> dict[str, Any]:
     """An engine's seccomp profile (Docker's and podman's share the format) with the same
     refusals: the calls named here leave the profile's own rules and get ours alone."""
-    ours = {refusal.call for refusal in refusals()}
+    ours = {refusal.call for refusal in (*refusals(), *userns_refusals())}
     kept = []
     for rule in base.get("syscalls", []):
         names = [name for name in rule.get("names", []) if name not in ours]
@@ -147,7 +178,7 @@ def seccomp_oci_profile(*, base: dict[str, Any]) -> dict[str, Any]:
     calls = [{"names": [call], "action": "SCMP_ACT_ERRNO",
               "errnoRet": errno.ENOSYS if call.startswith("io_uring") else errno.EPERM}
              for call in REFUSED_CALLS]
-    return {**base, "syscalls": [*_oci_socket_rules(), *calls, *kept]}
+    return {**base, "syscalls": [*_oci_socket_rules(), *_oci_userns_rules(), *calls, *kept]}
 
 
 # containers-common's default profile: podman's own, and moby's with podman's changes.
@@ -161,10 +192,11 @@ def seccomp_profile_write(*, directory: Path) -> str:
     base = next((path for path in ENGINE_PROFILES if path.is_file()), None)
     if base is None:
         return ""
-    path = directory / "seccomp.json"
+    text = json.dumps(seccomp_oci_profile(base=json.loads(base.read_text())))
+    # Named by content: a node upgraded in place never keeps an older profile's rules.
+    path = directory / f"seccomp-{hashlib.sha256(text.encode()).hexdigest()[:16]}.json"
     if not path.exists():
-        profile = seccomp_oci_profile(base=json.loads(base.read_text()))
         partial = directory / f".seccomp.{os.getpid()}.partial"
-        partial.write_text(json.dumps(profile))
+        partial.write_text(text)
         partial.replace(path)
     return str(path)

@@ -42,6 +42,13 @@ def syscall(number, *args):
 def link():
     os.symlink("/etc/passwd", "/tmp/planted")
 
+def thread_and_child():
+    import subprocess, threading
+    worker = threading.Thread(target=lambda: None)
+    worker.start()
+    worker.join()
+    subprocess.run(["/usr/bin/true"], check=True)
+
 print(json.dumps({
     "tcp": attempt(open_socket(socket.AF_INET, socket.SOCK_STREAM)),
     "udp": attempt(open_socket(socket.AF_INET, socket.SOCK_DGRAM)),
@@ -60,9 +67,11 @@ print(json.dumps({
     "keyctl": attempt(syscall(250, 0, 0)),
     "perf_event_open": attempt(syscall(298, None, 0, -1, -1, 0)),
     "symlink": attempt(link),
+    "user namespace": attempt(syscall(272, 0x10000000)),
+    "threads and children": attempt(thread_and_child),
 }))
 """
-NEEDED = {"tcp", "udp", "tcp6", "unix", "netlink route"}
+NEEDED = {"tcp", "udp", "tcp6", "unix", "netlink route", "threads and children"}
 
 
 def _refused_all_but_needed(found: dict[str, str]) -> None:
@@ -70,10 +79,17 @@ def _refused_all_but_needed(found: dict[str, str]) -> None:
 
 
 @pytest.mark.slow
-def test_a_sandboxed_task_is_refused_what_no_trial_needs(tmp_path: Path) -> None:
+@pytest.mark.parametrize("disable_userns", [True, False],
+                         ids=["bwrap-0.8", "bwrap-without-disable-userns"])
+def test_a_sandboxed_task_is_refused_what_no_trial_needs(
+    tmp_path: Path, disable_userns: bool
+) -> None:
+    """Also as Ubuntu 22.04's and RHEL 9's bubblewrap would run it: without `--disable-userns`,
+    the filter alone refuses a user namespace (and clone3, so threads fall back to clone)."""
     seccomp = seccomp_memfd()
     try:
-        argv = [*sandbox_command(python=TaskPython(), exposure=Exposure(), seccomp_fd=seccomp),
+        argv = [*sandbox_command(python=TaskPython(), exposure=Exposure(), seccomp_fd=seccomp,
+                                 disable_userns=disable_userns),
                 sys.executable, "-c", PROBE]
         result = subprocess.run(argv, capture_output=True, text=True, check=False, env={},
                                 pass_fds=(seccomp,), timeout=60)
@@ -83,6 +99,8 @@ def test_a_sandboxed_task_is_refused_what_no_trial_needs(tmp_path: Path) -> None
     found = json.loads(result.stdout)
     _refused_all_but_needed(found)
     assert found["mptcp"] == "EPROTONOSUPPORT" and found["io_uring_setup"] == "ENOSYS"
+    if not disable_userns:
+        assert found["user namespace"] == "EPERM"  # the filter's answer, not bwrap's limit
 
 
 @pytest.mark.slow
