@@ -213,13 +213,14 @@ def host_start(*, runtime: Runtime, python: TaskPython, env: dict[str, str], exp
     entry = [python.executable, "-m", "training.warm", "--channel-fd", str(child.fileno())]
     passed = [child.fileno(), *pins.values()]
     argv = entry
-    if runtime.isolated:
-        passed.append(seccomp := seccomp_memfd())
-        if network.startswith(f"{NETNS_PREFIX}/proc/self/fd/"):
-            passed.append(int(network.rsplit("/", 1)[1]))  # the gang's namespace, for nsenter
-        argv = sandbox_command(python=python, exposure=exposure, seccomp_fd=seccomp,
-                               network=network, pinned_fds=pins) + entry
+    seccomp = seccomp_memfd() if runtime.isolated else -1
     try:
+        if runtime.isolated:
+            passed.append(seccomp)
+            if network.startswith(f"{NETNS_PREFIX}/proc/self/fd/"):
+                passed.append(int(network.rsplit("/", 1)[1]))  # the gang's namespace
+            argv = sandbox_command(python=python, exposure=exposure, seccomp_fd=seccomp,
+                                   network=network, pinned_fds=pins) + entry
         with log.open("ab") as output:
             process = subprocess.Popen(
                 argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=output,
@@ -227,6 +228,9 @@ def host_start(*, runtime: Runtime, python: TaskPython, env: dict[str, str], exp
                 # Its own session, so a kill of the group reaches all a plain process started.
                 start_new_session=True,
             )
+    except BaseException:
+        parent.close()
+        raise
     finally:
         child.close()
         for fd in pins.values():

@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import glob
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -24,6 +25,7 @@ from urllib.parse import urlsplit
 from training.cluster import ClusterPlan
 from training.confine import DEVICES, NVIDIA_SHARED_DEVICES, Confinement
 from training.dataset_mounts import local_roots_checked
+from training.errors import InvalidInput
 from training.runtime import BWRAP, TaskPython, client_dir, repo_root
 from training.shard_schema import ShardedSource, local_roots
 from training.spec import TrialSpec
@@ -77,15 +79,16 @@ def runtime_paths(*, python: TaskPython) -> tuple[str, ...]:
 
 
 @functools.cache
-def bwrap_disables_userns() -> bool:
-    """Whether this bubblewrap has `--disable-userns` (0.8+). Older ones (Ubuntu 22.04's 0.6,
-    RHEL 9's 0.4) rely on the seccomp filter alone to keep user namespaces out of a task."""
+def bwrap_options() -> frozenset[str]:
+    """The options this bubblewrap knows. Ubuntu 22.04's 0.6 and RHEL 9's 0.4 lack
+    `--disable-userns` (the seccomp filter refuses user namespaces there alone), and have
+    `--ro-bind-fd` only through their CVE-2024-42472 updates."""
     bwrap = shutil.which(BWRAP)
     if bwrap is None:
-        return False
+        return frozenset()
     usage = subprocess.run([bwrap, "--help"], capture_output=True, text=True, check=False,
                            timeout=30)
-    return "--disable-userns" in usage.stdout + usage.stderr
+    return frozenset(re.findall(r"(?m)^\s+(--[a-z0-9-]+)", usage.stdout + usage.stderr))
 
 
 def sandbox_command(*, python: TaskPython, exposure: Exposure, seccomp_fd: int,
@@ -111,8 +114,8 @@ def sandbox_command(*, python: TaskPython, exposure: Exposure, seccomp_fd: int,
     argv = [
         *enter, bwrap, "--die-with-parent", "--new-session", "--as-pid-1",
         "--unshare-user",
-        *(["--disable-userns"] if (bwrap_disables_userns() if disable_userns is None
-                                   else disable_userns) else []),
+        *(["--disable-userns"] if ("--disable-userns" in bwrap_options()
+                                   if disable_userns is None else disable_userns) else []),
         "--unshare-pid", "--unshare-ipc", "--unshare-uts",
         "--unshare-cgroup-try", *(["--unshare-net"] if network == NETWORK_OWN else []),
         "--seccomp", str(seccomp_fd),
@@ -134,6 +137,11 @@ def sandbox_command(*, python: TaskPython, exposure: Exposure, seccomp_fd: int,
     for path in runtime_paths(python=python):
         argv += ["--ro-bind", path, path]
     pins = pinned_fds or {}
+    if pins and "--ro-bind-fd" not in bwrap_options():
+        raise InvalidInput(
+            "A registered dataset's folders are bound by descriptor, which this node's "
+            "bubblewrap cannot do: update it (0.10+, or the distribution's CVE-2024-42472 fix)."
+        )
     for path in exposure.read:
         if path in pins:
             argv += ["--ro-bind-fd", str(pins[path]), path]
