@@ -18,6 +18,7 @@ the namespace, and with it anything user code forked, double forks included.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import signal
@@ -32,7 +33,15 @@ from typing import Any, Protocol
 
 from training.dataset_mounts import mounts_open
 from training.runtime import Runtime, TaskPython
-from training.sandbox import NETNS_PREFIX, NETWORK_HOST, NETWORK_OWN, Exposure, sandbox_command
+from training.sandbox import (
+    NETWORK_GANG,
+    NETWORK_HOST,
+    NETWORK_OWN,
+    Exposure,
+    netns_ref,
+    netns_ref_fds,
+    sandbox_command,
+)
 from training.seccomp import seccomp_memfd
 
 
@@ -43,6 +52,7 @@ class TaskHost:
         self.sandboxed, self.exposure, self.network = sandboxed, exposure, network
         self._task_pid: int | None = None
         self._netns_fd: int | None = None
+        self._userns_fd: int | None = None
         self._lock = threading.Lock()
 
     @property
@@ -57,11 +67,17 @@ class TaskHost:
     def network_ref(self) -> str:
         """What another task of the same gang on this node joins: this sandbox's own network
         namespace, held by a descriptor (a pid could be reused by another process)."""
-        if not self.sandboxed or self.network != NETWORK_OWN:
+        if not self.sandboxed or self.network not in (NETWORK_OWN, NETWORK_GANG):
             return self.network if self.sandboxed else NETWORK_HOST
         if self._netns_fd is None:
             self._netns_fd = _netns_open(host=self)
-        return f"{NETNS_PREFIX}/proc/self/fd/{self._netns_fd}"
+        if os.geteuid() == 0:
+            return netns_ref(net=f"/proc/self/fd/{self._netns_fd}")
+        if self._userns_fd is None:
+            # The one that owns the network namespace (bwrap nests another for its devpts).
+            self._userns_fd = fcntl.ioctl(self._netns_fd, NS_GET_USERNS)
+        return netns_ref(net=f"/proc/self/fd/{self._netns_fd}",
+                         user=f"/proc/self/fd/{self._userns_fd}")
 
     def poll(self) -> int | None:
         code = self.process.poll()
@@ -75,10 +91,11 @@ class TaskHost:
         return code
 
     def _netns_close(self) -> None:
-        if self._netns_fd is not None:
-            with contextlib.suppress(OSError):
-                os.close(self._netns_fd)
-            self._netns_fd = None
+        for fd in (self._netns_fd, self._userns_fd):
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self._netns_fd = self._userns_fd = None
 
     def hand(self, *, order: dict[str, Any], events: Path, log: Path) -> bool:
         """Sends the task; False when the host died waiting (the caller starts another)."""
@@ -135,6 +152,7 @@ class TaskHost:
 
 
 NETNS_WAIT_SECONDS = 10.0
+NS_GET_USERNS = 0xB701  # ioctl(2) on a namespace: a descriptor of the user namespace owning it
 
 
 def _netns_open(*, host: TaskHost) -> int:
@@ -217,8 +235,7 @@ def host_start(*, runtime: Runtime, python: TaskPython, env: dict[str, str], exp
     try:
         if runtime.isolated:
             passed.append(seccomp)
-            if network.startswith(f"{NETNS_PREFIX}/proc/self/fd/"):
-                passed.append(int(network.rsplit("/", 1)[1]))  # the gang's namespace
+            passed += netns_ref_fds(network)  # the gang's namespace, for nsenter
             argv = sandbox_command(python=python, exposure=exposure, seccomp_fd=seccomp,
                                    network=network, pinned_fds=pins) + entry
         with log.open("ab") as output:

@@ -44,9 +44,11 @@ SANDBOX_UID = 1000
 PRIVATE_TMP = "/tmp"  # noqa: S108
 SCRATCH = "/tmp/.trial"  # noqa: S108
 SHARED_MEMORY = "/dev/shm"  # noqa: S108 - the sandbox's own /dev
-# Where a task's network comes from (sandbox_command).
-NETWORK_OWN, NETWORK_HOST = "none", "host"
+# Where a task's network comes from (sandbox_command). NETWORK_GANG: its own, which the node's
+# other tasks of its gang join (netns_ref).
+NETWORK_OWN, NETWORK_GANG, NETWORK_HOST = "none", "gang", "host"
 NETNS_PREFIX = "netns:"
+USERNS_PART = ",user="
 
 
 @dataclass(frozen=True)
@@ -91,12 +93,35 @@ def bwrap_options() -> frozenset[str]:
     return frozenset(re.findall(r"(?m)^\s+(--[a-z0-9-]+)", usage.stdout + usage.stderr))
 
 
+def netns_ref(*, net: str, user: str = "") -> str:
+    """A network namespace to join, by path; through a user namespace too on a node not run as
+    root (the sandbox's own, which owns its network namespace and in which the node's user
+    holds every capability, as its creator)."""
+    return f"{NETNS_PREFIX}{net}{USERNS_PART + user if user else ''}"
+
+
+def netns_ref_fds(network: str) -> tuple[int, ...]:
+    """The node's descriptors a joining sandbox's nsenter needs open."""
+    if not network.startswith(NETNS_PREFIX):
+        return ()
+    paths = network[len(NETNS_PREFIX):].split(USERNS_PART)
+    return tuple(int(p.rsplit("/", 1)[1]) for p in paths if p.startswith("/proc/self/fd/"))
+
+
+def _nsenter(network: str) -> list[str]:
+    net, _, user = network[len(NETNS_PREFIX):].partition(USERNS_PART)
+    # nsenter enters the user namespace first, so the network one is entered holding
+    # CAP_SYS_ADMIN over it; the node's user stays itself (--preserve-credentials).
+    via_user = [f"--user={user}", "--preserve-credentials"] if user else []
+    return [shutil.which("nsenter") or "nsenter", *via_user, f"--net={net}", "--"]
+
+
 def sandbox_command(*, python: TaskPython, exposure: Exposure, seccomp_fd: int,
                     network: str = NETWORK_OWN, pinned_fds: Mapping[str, int] | None = None,
                     disable_userns: bool | None = None) -> list[str]:
-    """bwrap's argv. `network`: NETWORK_OWN (a namespace of its own, loopback only), a
-    NETNS_PREFIX path (join that namespace: another task of the same gang on this node), or
-    NETWORK_HOST (a gang across nodes: the node's network, narrowed by Landlock).
+    """bwrap's argv. `network`: NETWORK_OWN (a namespace of its own, loopback only),
+    NETWORK_GANG (the same, for the node's other tasks of its gang to join), a netns_ref (join
+    that namespace), or NETWORK_HOST (the node's network, narrowed by Landlock).
     `pinned_fds`: read paths bound from these open descriptors (dataset_mounts.mounts_open).
     `disable_userns`: bubblewrap's own refusal of user namespaces as well as the filter's (None:
     where this bubblewrap has it)."""
@@ -106,18 +131,22 @@ def sandbox_command(*, python: TaskPython, exposure: Exposure, seccomp_fd: int,
     bwrap = shutil.which(BWRAP) or BWRAP
     enter: list[str] = []
     if network.startswith(NETNS_PREFIX):
-        # setns() into a namespace another sandbox made takes CAP_SYS_ADMIN over it: root's.
-        enter = [shutil.which("nsenter") or "nsenter", f"--net={network[len(NETNS_PREFIX):]}",
-                 "--"]
-    elif network not in (NETWORK_OWN, NETWORK_HOST):
+        enter = _nsenter(network)
+    elif network not in (NETWORK_OWN, NETWORK_GANG, NETWORK_HOST):
         raise ValueError(f"Unknown sandbox network {network!r}.")
+    if disable_userns is None:
+        # bwrap's --disable-userns caps the sandbox's user namespace at the one it nests, and a
+        # node not run as root joins its gang's sandbox through that namespace, making another:
+        # there the filter alone refuses user namespaces to the task.
+        disable_userns = "--disable-userns" in bwrap_options() and not (
+            network == NETWORK_GANG and os.geteuid() != 0)
     argv = [
         *enter, bwrap, "--die-with-parent", "--new-session", "--as-pid-1",
         "--unshare-user",
-        *(["--disable-userns"] if ("--disable-userns" in bwrap_options()
-                                   if disable_userns is None else disable_userns) else []),
+        *(["--disable-userns"] if disable_userns else []),
         "--unshare-pid", "--unshare-ipc", "--unshare-uts",
-        "--unshare-cgroup-try", *(["--unshare-net"] if network == NETWORK_OWN else []),
+        "--unshare-cgroup-try",
+        *(["--unshare-net"] if network in (NETWORK_OWN, NETWORK_GANG) else []),
         "--seccomp", str(seccomp_fd),
         "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
         "--ro-bind", "/usr", "/usr",
@@ -150,11 +179,6 @@ def sandbox_command(*, python: TaskPython, exposure: Exposure, seccomp_fd: int,
     for path in exposure.write:
         argv += ["--bind", path, path]
     return argv
-
-
-def netns_join_possible() -> bool:
-    """Whether this node can put a second sandbox into the first one's network namespace."""
-    return os.geteuid() == 0
 
 
 def trial_paths(*, spec: TrialSpec) -> tuple[tuple[str, ...], tuple[str, ...]]:

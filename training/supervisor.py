@@ -44,12 +44,12 @@ from training.outcome import OutcomeBuilder, exit_describe
 from training.private_files import private_write_text
 from training.runtime import DEFAULT_RUNTIME, Runtime, TaskPython, repo_root, runtime_for
 from training.sandbox import (
+    NETWORK_GANG,
     NETWORK_HOST,
     NETWORK_OWN,
     PRIVATE_TMP,
     SANDBOX_UID,
     SCRATCH,
-    netns_join_possible,
     task_confinement,
     trial_exposure,
     trial_paths,
@@ -390,15 +390,16 @@ def _network(*, spec: TrialSpec, plan: ClusterPlan, tasks: list[_Task], runtime:
     if spec.workspace.get("api_url") and not runtime.isolated:
         return NETWORK_HOST
     one_node = len({t.host for t in plan.tasks}) == 1
-    if one_node and (runtime.containers is not None or netns_join_possible()
-                     or len(plan.tasks) == 1):
-        return NETWORK_OWN
+    if one_node:
+        # A node not run as root joins through the first sandbox's user namespace, which must
+        # be started for it (sandbox_command); as root, any sandbox's namespace can be joined.
+        joined = len(plan.tasks) > 1 and runtime.isolated and runtime.containers is None
+        return NETWORK_GANG if joined and os.geteuid() != 0 else NETWORK_OWN
     if runtime.containers is not None and runtime.containers.gang_network == "gang":
         from training.containers import gang_network_name
 
         return gang_network_name(trial_id=spec.trial_id, plan=plan)
-    return _host_network(runtime=runtime, why="a gang across nodes" if not one_node else
-                         "a gang on a node not run as root (it cannot share a namespace)")
+    return _host_network(runtime=runtime, why="a gang across nodes")
 
 
 def _host_network(*, runtime: Runtime, why: str) -> str:
