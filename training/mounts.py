@@ -10,7 +10,7 @@ tree in the node's namespace (`open_tree`), makes the read-only ones read-only
 (`mount_setattr`), enters the sandbox's mount namespace and attaches them at the same paths
 (`move_mount`). No user code has run in that sandbox yet, so the mount points it creates there
 (through /proc/<pid>/root) are the node's own. It takes CAP_SYS_ADMIN over the sandbox's
-namespaces: a node run as root (`injection_possible`); elsewhere warm hosts keep the old way
+namespaces: a node run as root (runtime.node_privileged); elsewhere warm hosts keep the old way
 (every folder mounted, Landlock narrowing), or none without Landlock.
 
     python -m training.mounts --pid N --write DIR ... --read PATH ...
@@ -37,10 +37,6 @@ INJECT_TIMEOUT_SECONDS = 30.0
 class _MountAttr(ctypes.Structure):
     _fields_ = [("attr_set", ctypes.c_uint64), ("attr_clr", ctypes.c_uint64),
                 ("propagation", ctypes.c_uint64), ("userns_fd", ctypes.c_uint64)]
-
-
-def injection_possible() -> bool:
-    return os.geteuid() == 0
 
 
 def mounts_inject(*, pid: int, write: tuple[str, ...], read: tuple[str, ...]) -> None:

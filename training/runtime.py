@@ -15,6 +15,7 @@ of namespaces (a network of its own unless its gang spans nodes) and a seccomp f
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -32,6 +33,9 @@ CONTAINER_RUNTIMES = ("docker", "podman")
 DEFAULT_RUNTIME = "sandbox"
 # Debian's package; `make sandbox` installs it.
 BWRAP = "bwrap"
+# Where a node run as root takes each gang's /30 from (gang_network.py); "": none, a gang across
+# nodes shares the node's network, narrowed by Landlock.
+DEFAULT_GANG_SUBNET = "100.64.0.0/16"
 
 
 @dataclass(frozen=True)
@@ -60,6 +64,7 @@ class Runtime:
     containers: ContainerSettings | None = None  # the engine, under docker and podman
     # The Landlock ABI tasks are confined with (0: none; namespaces and seccomp still hold).
     landlock_abi: int = 0
+    gang_subnet: str = DEFAULT_GANG_SUBNET
 
     @property
     def in_containers(self) -> bool:
@@ -67,12 +72,14 @@ class Runtime:
 
 
 def runtime_for(*, name: str, containers: ContainerSettings | None = None,
-                landlock_limit: int | None = None) -> Runtime:
-    """`landlock_limit`: the highest Landlock ABI to use (None: what the kernel has; 0: off)."""
+                landlock_limit: int | None = None,
+                gang_subnet: str = DEFAULT_GANG_SUBNET) -> Runtime:
+    """`landlock_limit`: the highest Landlock ABI to use (None: what the kernel has; 0: off).
+    `gang_subnet`: see DEFAULT_GANG_SUBNET."""
     if name not in RUNTIMES:
         raise InvalidInput(f"Unknown trial runtime {name!r}; choose one of {', '.join(RUNTIMES)}.")
     if name == "sandbox":
-        runtime_sandbox_check()
+        runtime_sandbox_check(gang_subnet=gang_subnet)
     if name in CONTAINER_RUNTIMES:
         if containers is None:
             raise InvalidInput(f"The {name} runtime needs its engine's address.")
@@ -83,11 +90,19 @@ def runtime_for(*, name: str, containers: ContainerSettings | None = None,
 
     return Runtime(name=name, isolated=name != "process",
                    containers=containers if name in CONTAINER_RUNTIMES else None,
-                   landlock_abi=landlock_abi(limit=landlock_limit) if name != "process" else 0)
+                   landlock_abi=landlock_abi(limit=landlock_limit) if name != "process" else 0,
+                   gang_subnet=gang_subnet)
 
 
-def runtime_sandbox_check() -> None:
-    """Fails clearly when this machine cannot sandbox trials (no bwrap, no namespaces)."""
+def node_privileged() -> bool:
+    """Whether this node runs as root: it can join a sandbox's namespaces, mount into them and
+    build a gang's network (CAP_SYS_ADMIN and CAP_NET_ADMIN over what it made)."""
+    return os.geteuid() == 0
+
+
+def runtime_sandbox_check(*, gang_subnet: str = DEFAULT_GANG_SUBNET) -> None:
+    """Fails clearly when this machine cannot sandbox trials (no bwrap, no namespaces; on a
+    node run as root, no `ip` or `nft` for gangs across nodes)."""
     if shutil.which(BWRAP) is None:
         raise InvalidInput(
             "The sandbox trial runtime needs bubblewrap: install Debian's `bubblewrap` "
@@ -103,6 +118,10 @@ def runtime_sandbox_check() -> None:
             "The sandbox trial runtime needs user, network and pid namespaces, which this "
             f"machine refused to bubblewrap: {probe.stderr.strip()[:300]}"
         )
+    if gang_subnet and node_privileged():
+        from training.gang_network import gang_network_check
+
+        gang_network_check()
 
 
 def repo_root() -> Path:

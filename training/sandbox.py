@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import functools
 import glob
-import os
 import re
 import shutil
 import subprocess
@@ -26,7 +25,7 @@ from training.cluster import ClusterPlan
 from training.confine import DEVICES, NVIDIA_SHARED_DEVICES, Confinement
 from training.dataset_mounts import local_roots_checked
 from training.errors import InvalidInput
-from training.runtime import BWRAP, TaskPython, client_dir, repo_root
+from training.runtime import BWRAP, TaskPython, client_dir, node_privileged, repo_root
 from training.shard_schema import ShardedSource, local_roots
 from training.spec import TrialSpec
 
@@ -139,7 +138,7 @@ def sandbox_command(*, python: TaskPython, exposure: Exposure, seccomp_fd: int,
         # node not run as root joins its gang's sandbox through that namespace, making another:
         # there the filter alone refuses user namespaces to the task.
         disable_userns = "--disable-userns" in bwrap_options() and not (
-            network == NETWORK_GANG and os.geteuid() != 0)
+            network == NETWORK_GANG and not node_privileged())
     argv = [
         *enter, bwrap, "--die-with-parent", "--new-session", "--as-pid-1",
         "--unshare-user",

@@ -19,6 +19,7 @@ are started here.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import time
 from collections.abc import Callable
@@ -39,11 +40,25 @@ from training.confine import TCP_PORTS_ABI
 from training.containers import LABEL_TASK, LABEL_TRIAL, WORKSPACE_RELAY
 from training.errors import InvalidInput, no_space
 from training.events import EventTail, LineTail
+from training.gang_network import (
+    GangNetwork,
+    gang_network_create,
+    gang_network_remove,
+    node_ipv4,
+)
 from training.hosts import Host, host_start
 from training.outcome import OutcomeBuilder, exit_describe
 from training.private_files import private_write_text
-from training.runtime import DEFAULT_RUNTIME, Runtime, TaskPython, repo_root, runtime_for
+from training.runtime import (
+    DEFAULT_RUNTIME,
+    Runtime,
+    TaskPython,
+    node_privileged,
+    repo_root,
+    runtime_for,
+)
 from training.sandbox import (
+    NETNS_PREFIX,
     NETWORK_GANG,
     NETWORK_HOST,
     NETWORK_OWN,
@@ -335,12 +350,16 @@ def trial_supervise(
     builder = OutcomeBuilder(chief=plan.chief.name)
     local = plan.local(host=local_host)
     gang = _Gang(tasks=[], on_events=on_events, builder=builder, trial_id=spec.trial_id)
+    gang_network: GangNetwork | None = None
     try:
         gang.notice("status", phase="launching", attempt=attempt.name, runtime=runtime.name,
                     isolated=runtime.isolated,
                     tasks=[{"task": t.name, "address": t.address} for t in local])
+        gang_network = _gang_network(spec=spec, plan=plan, local_host=local_host,
+                                     runtime=runtime, attempt=attempt)
         for address in local:
-            network = _network(spec=spec, plan=plan, tasks=gang.tasks, runtime=runtime)
+            network = (f"{NETNS_PREFIX}{gang_network.path}" if gang_network is not None else
+                       _network(spec=spec, plan=plan, tasks=gang.tasks, runtime=runtime))
             gang.tasks.append(_launch(spec=spec, plan=plan, task=address, attempt=attempt,
                                       runtime=runtime, python=python, network=network,
                                       network_alias=local_host))
@@ -366,6 +385,31 @@ def trial_supervise(
     finally:
         if gang.running():  # on_events or should_cancel raised: never leave orphans behind
             gang.stop(grace_seconds=grace_seconds)
+        if gang_network is not None:
+            gang_network_remove(network=gang_network)
+
+
+def _gang_network(*, spec: TrialSpec, plan: ClusterPlan, local_host: str, runtime: Runtime,
+                  attempt: Path) -> GangNetwork | None:
+    """A sandboxed gang across nodes, on a node run as root: a network namespace of its own on
+    this node that reaches only its peers' ports and only they reach (gang_network.py).
+
+    None elsewhere: a node not run as root (or configured without PLATFORM_GANG_SUBNET) shares
+    its network, narrowed by Landlock (_host_network); so do nodes addressed by loopback (one
+    machine: a namespace's own loopback would hide the other nodes' addresses)."""
+    hosts = {t.host for t in plan.tasks}
+    local = plan.local(host=local_host)
+    if (len(hosts) == 1 or not local or not runtime.isolated or runtime.containers is not None
+            or not runtime.gang_subnet or not node_privileged()):
+        return None
+    addresses = {host: node_ipv4(host=host) for host in hosts}
+    if any(ipaddress.IPv4Address(ip).is_loopback for ip in addresses.values()):
+        return None
+    return gang_network_create(
+        key=f"{spec.trial_id}/{attempt}", local_ip=addresses[local_host],
+        local_ports=tuple(t.port for t in local),
+        peers=tuple((addresses[t.host], t.port) for t in plan.tasks if t.host != local_host),
+        subnet=runtime.gang_subnet)
 
 
 def _network(*, spec: TrialSpec, plan: ClusterPlan, tasks: list[_Task], runtime: Runtime) -> str:
@@ -378,7 +422,8 @@ def _network(*, spec: TrialSpec, plan: ClusterPlan, tasks: list[_Task], runtime:
     has a network of its own and the node's relay socket (api_relay.py).
 
     A sandbox's task: a network of its own (the node's later tasks of the gang join it), or,
-    for a gang across nodes, the host's narrowed by Landlock to the gang's ports."""
+    for a gang across nodes without a network of its own (_gang_network), the host's narrowed
+    by Landlock to the gang's ports."""
     if tasks:
         return tasks[0].host.network_ref
     if spec.workspace.get("api_url") and runtime.containers is not None:
@@ -394,7 +439,7 @@ def _network(*, spec: TrialSpec, plan: ClusterPlan, tasks: list[_Task], runtime:
         # A node not run as root joins through the first sandbox's user namespace, which must
         # be started for it (sandbox_command); as root, any sandbox's namespace can be joined.
         joined = len(plan.tasks) > 1 and runtime.isolated and runtime.containers is None
-        return NETWORK_GANG if joined and os.geteuid() != 0 else NETWORK_OWN
+        return NETWORK_GANG if joined and not node_privileged() else NETWORK_OWN
     if runtime.containers is not None and runtime.containers.gang_network == "gang":
         from training.containers import gang_network_name
 

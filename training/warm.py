@@ -36,8 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from training.hosts import Host, host_start
-from training.mounts import injection_possible, mounts_inject
-from training.runtime import Runtime, TaskPython, client_dir
+from training.mounts import mounts_inject
+from training.runtime import Runtime, TaskPython, client_dir, node_privileged
 from training.sandbox import Exposure
 
 # After the task a warm host became has ended, before its replacement starts importing.
@@ -156,7 +156,7 @@ class WarmPool:
         # Where the node can mount a task's folders into a waiting sandbox (mounts.py), a warm
         # host starts with no one's data at all; elsewhere with every trial's, for Landlock to
         # narrow.
-        self.inject = (runtime.name == "sandbox" and injection_possible()) if inject is None \
+        self.inject = (runtime.name == "sandbox" and node_privileged()) if inject is None \
             else inject
         self.exposure = Exposure() if self.inject else exposure
         self.log_dir, self.refill_delay = log_dir, refill_delay_seconds

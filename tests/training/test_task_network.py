@@ -1,5 +1,6 @@
-"""Where a task's network comes from: a namespace of its own (its gang's, on one node), or the
-node's, narrowed by Landlock; where Landlock cannot narrow it, the trial is refused at launch."""
+"""Where a task's network comes from: a namespace of its own (its gang's, on one node, or across
+nodes on a node run as root: test_gang_network.py), or the node's, narrowed by Landlock; where
+Landlock cannot narrow it, the trial is refused at launch."""
 
 from __future__ import annotations
 
@@ -134,15 +135,16 @@ def test_a_gang_on_a_node_not_run_as_root_shares_a_namespace_of_its_own(
 def test_a_gang_across_nodes_without_landlock_is_refused_at_launch(
     tmp_path: Path, make_spec: Any
 ) -> None:
-    """Its tasks must reach another node, so they would share the node's network, which only
-    Landlock's TCP rules keep to the gang's own ports."""
+    """On a node that gives gangs no network of their own (not run as root, or without
+    PLATFORM_GANG_SUBNET), its tasks would share the node's network to reach another node, which
+    only Landlock's TCP rules keep to the gang's own ports."""
     spec = make_spec(work_dir=tmp_path / "work", model="mlp",
                      resources=Resources(workers=2))
     plan = ClusterPlan((TaskAddress("worker", 0, "127.0.0.1", 40001),
                         TaskAddress("worker", 1, "127.0.0.2", 40002)))
     events: list[Any] = []
     for abi in (0, 3):  # none (Ubuntu 22.04), or files only
-        runtime = replace(runtime_for(name="sandbox"), landlock_abi=abi)
+        runtime = replace(runtime_for(name="sandbox"), landlock_abi=abi, gang_subnet="")
         outcome = trial_supervise(spec=spec, on_events=events.extend,
                                   should_cancel=lambda: False, cluster=plan,
                                   local_host="127.0.0.1", runtime=runtime,

@@ -77,10 +77,11 @@ ENGINE_URLS = {"podman": "unix:///run/podman/podman.sock", "docker": "unix:///va
 
 def node_runtime(*, node: Node | None = None) -> Runtime:
     name = settings.PLATFORM["TRIAL_RUNTIME"]
-    limit = settings.PLATFORM["LANDLOCK_ABI"]
+    limit, subnet = settings.PLATFORM["LANDLOCK_ABI"], settings.PLATFORM["GANG_SUBNET"]
     if name not in CONTAINER_RUNTIMES:
-        return runtime_for(name=name, landlock_limit=limit)
-    return runtime_for(name=name, containers=container_settings(node=node), landlock_limit=limit)
+        return runtime_for(name=name, landlock_limit=limit, gang_subnet=subnet)
+    return runtime_for(name=name, containers=container_settings(node=node), landlock_limit=limit,
+                       gang_subnet=subnet)
 
 
 def container_settings(*, node: Node | None) -> ContainerSettings:

@@ -23,7 +23,8 @@ from tfplatform.config.celery import app
 from tfplatform.core.database import DATABASE_ERRORS, database_connection_reset
 from tfplatform.experiments.services.execution import node_restart_recover, node_runtime
 from training.containers import RUNTIME_IMAGE, containers_reap, runtime_image_ensure
-from training.mounts import injection_possible
+from training.gang_network import gang_networks_reap
+from training.runtime import node_privileged
 from training.sandbox import Exposure
 from training.supervisor import task_base_environment
 from training.warm import warm_pool_configure
@@ -94,6 +95,10 @@ class Command(BaseCommand):
                 self.stdout.write(f"Removed {reaped} container(s) this node left running")
             if runtime.containers.node_image == RUNTIME_IMAGE:
                 runtime_image_ensure(settings=runtime.containers)
+        elif runtime.name == "sandbox" and runtime.gang_subnet and node_privileged():
+            gone = gang_networks_reap()
+            if gone:
+                self.stdout.write(f"Removed {len(gone)} gang network(s) this node left behind")
         recovered = node_restart_recover(node=node)
         if recovered:
             self.stdout.write(
@@ -112,7 +117,7 @@ class Command(BaseCommand):
         )
         warm_processes = options["warm_processes"]
         if runtime.isolated and runtime.landlock_abi == 0 and warm_processes and not (
-            runtime.name == "sandbox" and injection_possible()
+            runtime.name == "sandbox" and node_privileged()
         ):
             # Where its trial's folders cannot be mounted into it later (not root, or in
             # containers), a warm host starts seeing every trial's folders until Landlock
