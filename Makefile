@@ -23,9 +23,10 @@ browser:
 	  else echo "Install Debian's chromium (apt-get install chromium) for the browser tests"; fi; }
 
 # Debian's bubblewrap: the default trial runtime sandboxes every task with it (and Landlock).
+# As root, a node also builds each gang across nodes a network of its own: iproute2 and nftables.
 sandbox: install
-	@command -v bwrap >/dev/null 2>&1 || { \
-	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq bubblewrap >/dev/null; \
+	@command -v bwrap >/dev/null 2>&1 && { [ "$$(id -u)" != 0 ] || PATH="$$PATH:/usr/sbin:/sbin" command -v nft >/dev/null 2>&1 && PATH="$$PATH:/usr/sbin:/sbin" command -v ip >/dev/null 2>&1; } || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq bubblewrap nftables iproute2 >/dev/null; \
 	  else echo "Trials run sandboxed: install Debian's bubblewrap (apt-get install bubblewrap)," \
 	    "or set PLATFORM_TRIAL_RUNTIME=process to run them without isolation"; exit 1; fi; }
 	@$(PY) -m training.runtime

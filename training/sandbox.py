@@ -3,9 +3,10 @@
 Paths keep their host names inside, so a spec means the same on both sides. The sandbox holds:
 the system (/usr read-only and the few /etc files name resolution and TLS need), the Python
 runtime and `training/` read-only, a private /tmp, new pid/ipc/uts/user/cgroup namespaces, a
-network namespace (its own, or its gang's on this node: loopback only), the seccomp filter, and
-`exposure`: the data roots a host may later be narrowed into (every work dir and upload, for a
-warm host that does not know its trial yet; exactly the trial's own, for a cold one).
+network namespace (its own or its gang's on this node: loopback only; a gang's across nodes:
+its peers only), the seccomp filter, and `exposure`: the data roots a host may later be
+narrowed into (every work dir and upload, for a warm host that does not know its trial yet;
+exactly the trial's own, for a cold one).
 """
 
 from __future__ import annotations
@@ -120,7 +121,9 @@ def sandbox_command(*, python: TaskPython, exposure: Exposure, seccomp_fd: int,
                     disable_userns: bool | None = None) -> list[str]:
     """bwrap's argv. `network`: NETWORK_OWN (a namespace of its own, loopback only),
     NETWORK_GANG (the same, for the node's other tasks of its gang to join), a netns_ref (join
-    that namespace), or NETWORK_HOST (the node's network, narrowed by Landlock).
+    that namespace: another task's of the same gang on this node, or a gang across nodes' own,
+    gang_network.py), or NETWORK_HOST (the node's network, narrowed by Landlock: a gang across
+    nodes on a node not run as root).
     `pinned_fds`: read paths bound from these open descriptors (dataset_mounts.mounts_open).
     `disable_userns`: bubblewrap's own refusal of user namespaces as well as the filter's (None:
     where this bubblewrap has it)."""

@@ -14,7 +14,8 @@ Gang semantics: the trial completes when every essential task (all workers; the 
 parameter servers) exits 0; the first task to fail stops all others (SIGTERM, then SIGKILL after
 `grace_seconds`), because synchronous training cannot continue without it. Cancel does the same.
 A multi-node scheduler can pass the whole `cluster` and this node's `local_host`; only local tasks
-are started here.
+are started here (in the gang's network namespace on this node, where the node runs as root:
+gang_network.py, removed when the gang stops).
 """
 
 from __future__ import annotations
