@@ -33,6 +33,7 @@ import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from training.errors import InvalidInput
 
@@ -90,7 +91,8 @@ def gang_network_create(*, key: str, local_ip: str, local_ports: tuple[int, ...]
     if not peers or not local_ports:
         raise ValueError("A gang network needs local tasks and peers on other nodes.")
     state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-    network, index = _allocate(key=key, local_ip=local_ip, state_dir=state_dir)
+    network, index = _allocate(key=key, local_ip=local_ip, local_ports=local_ports,
+                               state_dir=state_dir)
     try:
         pool = ipaddress.IPv4Network(subnet)
         outer, inner = pool[4 * index + 1], pool[4 * index + 2]
@@ -133,11 +135,20 @@ def gang_networks_reap(*, state_dir: Path = STATE_DIR) -> list[str]:
         return _reap(state_dir=state_dir)
 
 
-def _allocate(*, key: str, local_ip: str, state_dir: Path) -> tuple[GangNetwork, int]:
-    """A free /30 and names, recorded and locked for as long as this process lives."""
+def _allocate(*, key: str, local_ip: str, local_ports: tuple[int, ...],
+              state_dir: Path) -> tuple[GangNetwork, int]:
+    """A free /30 and names, recorded and locked for as long as this process lives. InvalidInput
+    if another gang of this node has one of `local_ports`: a peer's connection to it would be
+    sent to whichever gang's table came first."""
     with _state_locked(state_dir=state_dir):
         _reap(state_dir=state_dir)
-        taken = {int(p.stem) for p in state_dir.glob("*.json") if p.stem.isdigit()}
+        records = {p: _record_read(p) for p in state_dir.glob("*.json")}
+        clash = sorted({port for found in records.values()
+                        if found.get("host_netns") == _own_netns()
+                        for port in found.get("ports", ()) if port in local_ports})
+        if clash:
+            raise InvalidInput(f"Port(s) {clash} belong to another gang on this node.")
+        taken = {int(p.stem) for p in records if p.stem.isdigit()}
         index = next(i for i in range(len(taken) + 1) if i not in taken)
         digest = hashlib.sha256(f"{key}\0{local_ip}\0{index}".encode()).hexdigest()[:10]
         record = state_dir / f"{index}.json"
@@ -146,7 +157,8 @@ def _allocate(*, key: str, local_ip: str, state_dir: Path) -> tuple[GangNetwork,
         network = GangNetwork(netns=f"{NETNS_NAME_PREFIX}{digest}", veth=f"tfp{digest}",
                               table=f"tfp_{digest}", record=record, lock_fd=fd)
         os.write(fd, json.dumps({"netns": network.netns, "veth": network.veth,
-                                 "table": network.table, "host_netns": _own_netns()}).encode())
+                                 "table": network.table, "host_netns": _own_netns(),
+                                 "ports": sorted(local_ports)}).encode())
         return network, index
 
 
@@ -162,10 +174,7 @@ def _reap(*, state_dir: Path) -> list[str]:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 continue  # its supervisor lives
-            try:
-                found = json.loads(record.read_text() or "{}")
-            except ValueError:
-                found = {}
+            found = _record_read(record)
             # Another host namespace's record (nodes sharing /run, as tests do) is its own to
             # reap: its table and veth are not reachable from here.
             if found.get("host_netns", _own_netns()) != _own_netns():
@@ -177,6 +186,14 @@ def _reap(*, state_dir: Path) -> list[str]:
         finally:
             os.close(fd)
     return reaped
+
+
+def _record_read(path: Path) -> dict[str, Any]:
+    try:
+        found = json.loads(path.read_text() or "{}")
+    except (OSError, ValueError):
+        return {}
+    return found if isinstance(found, dict) else {}
 
 
 @contextlib.contextmanager

@@ -244,8 +244,7 @@ def test_a_gang_across_nodes_reaches_only_its_peers_and_only_they_reach_it(
                  if p.stat().st_ino in task_inodes]
     assert leftovers == []
     for key in ("a", "b"):
-        tables = subprocess.run(["ip", "netns", "exec", machines[key], "nft", "list", "tables"],
-                                capture_output=True, text=True, check=True).stdout
+        tables = _nft_tables(machines[key])
         assert "tfp_" not in tables, tables
         links = [line.split(": ")[1].split("@")[0]
                  for line in _ip("-n", machines[key], "-o", "link", "show").splitlines()]
@@ -254,3 +253,56 @@ def test_a_gang_across_nodes_reaches_only_its_peers_and_only_they_reach_it(
 
 def _netns_inode(name: str) -> int:
     return Path(f"/run/netns/{name}").stat().st_ino
+
+
+LEFT_BEHIND = """
+import os, sys
+from pathlib import Path
+from training.errors import InvalidInput
+from training.gang_network import gang_network_create
+
+state = Path(sys.argv[1])
+network = gang_network_create(key="left/1", local_ip="10.231.0.1", local_ports=(41001,),
+                              peers=(("10.231.0.2", 41002),), subnet="100.64.0.0/16",
+                              state_dir=state)
+try:  # a second gang of this node on the same port: a peer's connection would be ambiguous
+    gang_network_create(key="other/1", local_ip="10.231.0.1", local_ports=(41001,),
+                        peers=(("10.231.0.3", 41003),), subnet="100.64.0.0/16", state_dir=state)
+    print("clash allowed")
+except InvalidInput as error:
+    print("clash refused:", error)
+print(network.netns, flush=True)
+os._exit(0)  # a node killed: nothing removed
+"""
+
+REAP = """
+import sys
+from pathlib import Path
+from training.gang_network import gang_networks_reap
+
+print(" ".join(gang_networks_reap(state_dir=Path(sys.argv[1]))))
+"""
+
+
+def test_what_a_dead_node_left_is_reaped_and_a_port_has_one_gang(
+    machines: dict[str, str], tmp_path: Path
+) -> None:
+    state = str(tmp_path / "state")
+    left = subprocess.run(_in(machines["a"], LEFT_BEHIND, state), capture_output=True,
+                          text=True, timeout=60, check=True).stdout.splitlines()
+    assert left[0].startswith("clash refused: Port(s) [41001]"), left
+    netns = left[1]
+    assert Path(f"/run/netns/{netns}").exists()
+    assert "tfp_" in _nft_tables(machines["a"])
+
+    reaped = subprocess.run(_in(machines["a"], REAP, state), capture_output=True, text=True,
+                            timeout=60, check=True).stdout.split()
+    assert reaped == [netns]
+    assert not Path(f"/run/netns/{netns}").exists()
+    assert "tfp_" not in _nft_tables(machines["a"])
+    assert list((tmp_path / "state").glob("*.json")) == []
+
+
+def _nft_tables(netns: str) -> str:
+    return subprocess.run(["ip", "netns", "exec", netns, "nft", "list", "tables"],
+                          capture_output=True, text=True, check=True).stdout
