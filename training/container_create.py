@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 LIBPOD_API = "v4.0.0"
 CPU_PERIOD_MICROSECONDS = 100_000
 CDI_GPU_KIND = "nvidia.com/gpu"
+# A network namespace by path (podman's `--network ns:<path>`), which libpod's API takes.
+NETNS_PATH_PREFIX = "ns:"
 
 
 @dataclass(frozen=True)
@@ -43,8 +45,9 @@ class ContainerRequest:
     work_dir: str
     labels: dict[str, str]
     hostname: str | None
-    # "none", "host", "container:<id>" (another task's namespace) or a network's name, joined
-    # under `network_alias`.
+    # "none", "host", "container:<id>" (another task's namespace), "ns:<path>" (a gang's network
+    # namespace on a node run as root: podman only) or a network's name, joined under
+    # `network_alias`.
     network: str
     network_alias: str = ""
     memory_bytes: int = 0  # 0: no limit; swap is never allowed beyond it
@@ -60,7 +63,8 @@ class ContainerRequest:
 
     @property
     def named_network(self) -> bool:
-        return self.network not in ("none", "host") and not self.network.startswith("container:")
+        return self.network not in ("none", "host") and not self.network.startswith(
+            ("container:", NETNS_PATH_PREFIX))
 
 
 def container_create(*, client: DockerClient, engine: str, request: ContainerRequest) -> Container:
@@ -154,6 +158,8 @@ def libpod_spec(*, request: ContainerRequest) -> dict[str, Any]:
             "aliases": [request.network_alias] if request.network_alias else []}}
     elif request.network.startswith("container:"):
         spec["netns"] = {"nsmode": "container", "value": request.network.split(":", 1)[1]}
+    elif request.network.startswith(NETNS_PATH_PREFIX):
+        spec["netns"] = {"nsmode": "path", "value": request.network[len(NETNS_PATH_PREFIX):]}
     else:
         spec["netns"] = {"nsmode": request.network}
     return spec

@@ -7,8 +7,10 @@ container runs as uid 1000 with no capabilities, `no-new-privileges`, a read-onl
 /tmp, memory, pids and CPU limits, and no network: a single-node trial's tasks share the first
 one's loopback-only network namespace. A gang across nodes gets, where all nodes share one engine
 (compose), an internal network of its own, each node's tasks reached there by the node's address;
-where they do not (nodes on several machines), the host's network, narrowed to its own ports by
-Landlock (confine.py), which a container applies at hand-off like a sandbox does.
+where they do not (nodes on several machines), under podman on a node run as root, the gang's
+network namespace on this node (gang_network.py, as a sandbox's), else the host's network,
+narrowed to its own ports by Landlock (confine.py), which a container applies at hand-off like a
+sandbox does.
 
 The order reaches a running container through its channel: a directory the node mounts at
 /run/tfplatform, owned by root and read-only to the task, holding the task's events file and
@@ -398,8 +400,9 @@ def container_host_start(*, settings: ContainerSettings, engine: str, python: Ta
                          gpus: tuple[int, ...] = (), slots: int = 1) -> ContainerHost:
     """One container of `python.image`, importing TensorFlow, waiting for its order.
 
-    `network`: "none", "host", "container:<id>" (another task's), or a gang network, which it
-    joins under `network_alias` (its node's address, what the gang's TF_CONFIG names).
+    `network`: "none", "host", "container:<id>" (another task's), "ns:<path>" (a gang's network
+    namespace on this node, gang_network.py; podman), or a gang network, which it joins under
+    `network_alias` (its node's address, what the gang's TF_CONFIG names).
     """
     client = settings.client()
     image = python.image or settings.node_image

@@ -38,6 +38,7 @@ from training.cluster import (
     slots_for,
 )
 from training.confine import TCP_PORTS_ABI
+from training.container_create import NETNS_PATH_PREFIX
 from training.containers import LABEL_TASK, LABEL_TRIAL, WORKSPACE_RELAY
 from training.errors import InvalidInput, no_space
 from training.events import EventTail, LineTail
@@ -359,7 +360,8 @@ def trial_supervise(
         gang_network = _gang_network(spec=spec, plan=plan, local_host=local_host,
                                      runtime=runtime, attempt=attempt)
         for address in local:
-            network = (f"{NETNS_PREFIX}{gang_network.path}" if gang_network is not None else
+            network = (_gang_network_ref(network=gang_network, runtime=runtime)
+                       if gang_network is not None else
                        _network(spec=spec, plan=plan, tasks=gang.tasks, runtime=runtime))
             gang.tasks.append(_launch(spec=spec, plan=plan, task=address, attempt=attempt,
                                       runtime=runtime, python=python, network=network,
@@ -395,12 +397,18 @@ def _gang_network(*, spec: TrialSpec, plan: ClusterPlan, local_host: str, runtim
     """A sandboxed gang across nodes, on a node run as root: a network namespace of its own on
     this node that reaches only its peers' ports and only they reach (gang_network.py).
 
+    Under podman (which joins a namespace by path; docker cannot) too, where the gang's nodes
+    do not share one engine (PLATFORM_CONTAINER_GANG_NETWORK=host): the node must then be on
+    its engine's machine, as a node run as root with a local engine is.
+
     None elsewhere: a node not run as root (or configured without PLATFORM_GANG_SUBNET) shares
     its network, narrowed by Landlock (_host_network); so do nodes addressed by loopback (one
     machine: a namespace's own loopback would hide the other nodes' addresses)."""
     hosts = {t.host for t in plan.tasks}
     local = plan.local(host=local_host)
-    if (len(hosts) == 1 or not local or not runtime.isolated or runtime.containers is not None
+    containers_can = runtime.containers is None or (
+        runtime.name == "podman" and runtime.containers.gang_network == NETWORK_HOST)
+    if (len(hosts) == 1 or not local or not runtime.isolated or not containers_can
             or not runtime.gang_subnet or not node_privileged()):
         return None
     addresses = {host: node_ipv4(host=host) for host in hosts}
@@ -411,6 +419,12 @@ def _gang_network(*, spec: TrialSpec, plan: ClusterPlan, local_host: str, runtim
         local_ports=tuple(t.port for t in local),
         peers=tuple((addresses[t.host], t.port) for t in plan.tasks if t.host != local_host),
         subnet=runtime.gang_subnet)
+
+
+def _gang_network_ref(*, network: GangNetwork, runtime: Runtime) -> str:
+    """How a task host joins the gang's namespace: nsenter for a sandbox, podman by path."""
+    return (f"{NETNS_PATH_PREFIX}{network.path}" if runtime.in_containers else
+            f"{NETNS_PREFIX}{network.path}")
 
 
 def _network(*, spec: TrialSpec, plan: ClusterPlan, tasks: list[_Task], runtime: Runtime) -> str:

@@ -84,12 +84,15 @@ NODE = """
 import json, sys
 from dataclasses import replace
 from training.cluster import ClusterPlan
+from training.containers import ContainerSettings
 from training.runtime import runtime_for
 from training.spec import TrialSpec
 from training.supervisor import trial_supervise
 
-spec_path, plan_path, local_host, run_dir, out = sys.argv[1:]
-runtime = replace(runtime_for(name="sandbox"), landlock_abi=0)
+spec_path, plan_path, local_host, run_dir, out, name, engine, node = sys.argv[1:]
+containers = ContainerSettings(engine_url=engine, node=node, oci_runtime="runc") \
+    if engine else None
+runtime = replace(runtime_for(name=name, containers=containers), landlock_abi=0)
 outcome = trial_supervise(
     spec=TrialSpec.from_json(open(spec_path).read()), on_events=lambda events: None,
     should_cancel=lambda: False, grace_seconds=10, local_host=local_host, run_dir=run_dir,
@@ -167,9 +170,25 @@ def machines() -> Iterator[dict[str, str]]:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("runtime", ["sandbox", "podman"])
 def test_a_gang_across_nodes_reaches_only_its_peers_and_only_they_reach_it(
-    machines: dict[str, str], tmp_path: Path, make_spec: Any
+    machines: dict[str, str], tmp_path: Path, make_spec: Any, runtime: str,
+    request: pytest.FixtureRequest,
 ) -> None:
+    """Under podman, every node is on a machine of its own (no shared engine network): the
+    containers join the gang's namespace by path."""
+    engine = ""
+    if runtime == "podman":
+        from training.containers import (
+            RUNTIME_IMAGE,
+            ContainerSettings,
+            containers_reap,
+            runtime_image_ensure,
+        )
+
+        engine = request.getfixturevalue("podman_engine")
+        settings = ContainerSettings(engine_url=engine, node="gang-image", oci_runtime="runc")
+        assert runtime_image_ensure(settings=settings) == RUNTIME_IMAGE
     peer = {"worker-0": (ADDRESSES["b"], GANG_PORTS["b"]),
             "worker-1": (ADDRESSES["a"], GANG_PORTS["a"])}
     targets = [(ADDRESSES["a"], OTHER_PORT), (ADDRESSES["b"], OTHER_PORT),
@@ -189,7 +208,8 @@ def test_a_gang_across_nodes_reaches_only_its_peers_and_only_they_reach_it(
                                   stdout=subprocess.PIPE, text=True) for key in ("a", "b", "c")]
     nodes = {key: subprocess.Popen(
         _in(machines[key], NODE, str(tmp_path / "spec.json"), str(tmp_path / "plan.json"),
-            ADDRESSES[key], str(tmp_path / f"runs-{key}"), str(tmp_path / f"outcome-{key}")),
+            ADDRESSES[key], str(tmp_path / f"runs-{key}"), str(tmp_path / f"outcome-{key}"),
+            runtime, engine, f"gang-{key}-{tmp_path.name}"),
         cwd=tmp_path) for key in ("a", "b")}
     try:
         for listener in listeners:
@@ -225,7 +245,9 @@ def test_a_gang_across_nodes_reaches_only_its_peers_and_only_they_reach_it(
             assert len(found["probes"]) == len(targets) + 1  # the namespace's gateway too
         host_inodes = {_netns_inode(machines[key]) for key in ("a", "b")}
         task_inodes = {found["netns"] for found in seen}
-        assert len(task_inodes) == 2 and not task_inodes & host_inodes
+        gang_inodes = {p.stat().st_ino for p in Path("/run/netns").glob("tfp-*")}
+        assert len(task_inodes) == 2 and task_inodes <= gang_inodes  # each node's gang's own
+        assert not task_inodes & host_inodes
         assert os.stat("/proc/self/ns/net").st_ino not in task_inodes
     finally:
         (work / "go").touch()
@@ -237,6 +259,10 @@ def test_a_gang_across_nodes_reaches_only_its_peers_and_only_they_reach_it(
         for listener in listeners:
             listener.kill()
             listener.wait()
+        if engine:
+            for key in nodes:
+                containers_reap(settings=ContainerSettings(engine_url=engine,
+                                                           node=f"gang-{key}-{tmp_path.name}"))
 
     outcomes = {key: json.loads((tmp_path / f"outcome-{key}").read_text()) for key in nodes}
     assert [o["status"] for o in outcomes.values()] == ["completed", "completed"], outcomes
