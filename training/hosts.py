@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from training.dataset_mounts import mounts_open
-from training.runtime import Runtime, TaskPython
+from training.runtime import Runtime, TaskPython, node_privileged
 from training.sandbox import (
     NETWORK_GANG,
     NETWORK_HOST,
@@ -71,7 +71,7 @@ class TaskHost:
             return self.network if self.sandboxed else NETWORK_HOST
         if self._netns_fd is None:
             self._netns_fd = _netns_open(host=self)
-        if os.geteuid() == 0:
+        if node_privileged():
             return netns_ref(net=f"/proc/self/fd/{self._netns_fd}")
         if self._userns_fd is None:
             # The one that owns the network namespace (bwrap nests another for its devpts).

@@ -60,13 +60,13 @@ from training.runtime import (
     runtime_for,
 )
 from training.sandbox import (
-    NETNS_PREFIX,
     NETWORK_GANG,
     NETWORK_HOST,
     NETWORK_OWN,
     PRIVATE_TMP,
     SANDBOX_UID,
     SCRATCH,
+    netns_ref,
     task_confinement,
     trial_exposure,
     trial_paths,
@@ -424,7 +424,7 @@ def _gang_network(*, spec: TrialSpec, plan: ClusterPlan, local_host: str, runtim
 def _gang_network_ref(*, network: GangNetwork, runtime: Runtime) -> str:
     """How a task host joins the gang's namespace: nsenter for a sandbox, podman by path."""
     return (f"{NETNS_PATH_PREFIX}{network.path}" if runtime.in_containers else
-            f"{NETNS_PREFIX}{network.path}")
+            netns_ref(net=network.path))
 
 
 def _network(*, spec: TrialSpec, plan: ClusterPlan, tasks: list[_Task], runtime: Runtime) -> str:
