@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from training.cluster import ClusterPlan, TaskAddress
+from training.runtime import repo_root
 from training.spec import Resources
 
 LINK = "10.231.0"
@@ -136,7 +137,9 @@ def _ip(*args: str) -> str:
 
 
 def _in(netns: str, code: str, *args: str) -> list[str]:
-    return ["nsenter", f"--net=/run/netns/{netns}", "--", sys.executable, "-c", code, *args]
+    path = f"PYTHONPATH={repo_root() / 'platform'}:{repo_root()}"  # whatever the caller's cwd
+    return ["nsenter", f"--net=/run/netns/{netns}", "--", "env", path, sys.executable, "-c",
+            code, *args]
 
 
 def _connect(netns: str, host: str, port: int) -> str:
