@@ -37,13 +37,16 @@ import subprocess
 import tarfile
 import threading
 import time
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from training.cluster import ClusterPlan
 from training.container_create import BindMount, ContainerRequest, container_create
+from training.dataset_mounts import mounts_open
 from training.errors import InvalidInput
+from training.mounts import injection_possible, mount_stage, mount_unstage
 from training.private_files import private_write_text
 from training.runtime import TaskPython
 from training.sandbox import ETC_FILES, PRIVATE_TMP, SANDBOX_UID, USR_MERGED, Exposure
@@ -61,6 +64,7 @@ CHANNEL = "/run/tfplatform"
 RUNTIME_IMAGE = "localhost/tfplatform-runtime:host"
 EVENTS_FILE, LOG_FILE, ORDER_FILE = "events.jsonl", "task.log", "order.json"
 TMP_SIZE = "2g"
+MOUNT_POINTS_SIZE = "1m"
 CPU_SHARES_PER_SLOT = 1024
 EXIT_WATCH_SECONDS = 0.1
 EXIT_POLL_SECONDS = 0.5
@@ -371,8 +375,8 @@ def _channel_prepare(*, path: Path) -> None:
         os.chown(file, SANDBOX_UID, SANDBOX_UID)
 
 
-def _mounts(*, python: TaskPython, host_python: bool, exposure: Exposure,
-            channel: Path) -> tuple[BindMount, ...]:
+def _mounts(*, python: TaskPython, host_python: bool, exposure: Exposure, channel: Path,
+            staged: Mapping[str, str]) -> tuple[BindMount, ...]:
     def bind(source: str, target: str | None = None, *, read_only: bool = True) -> BindMount:
         return BindMount(source=source, target=target or source, read_only=read_only)
 
@@ -386,17 +390,83 @@ def _mounts(*, python: TaskPython, host_python: bool, exposure: Exposure,
         mounts += [bind(p) for p in ETC_FILES
                    if os.path.exists(p) and p not in ("/etc/hosts", "/etc/resolv.conf")]
         mounts += [bind(p) for p in runtime_paths(python=python)]
-    mounts += [bind(p) for p in exposure.read if os.path.exists(p)]
+    mounts += [bind(staged[p], p) if p in staged else bind(p)
+               for p in exposure.read if os.path.exists(p)]
     mounts += [bind(p, read_only=False) for p in exposure.write if os.path.isdir(p)]
     return tuple(mounts)
+
+
+@dataclass(frozen=True)
+class _Pin:
+    source: str  # where the engine binds it from
+    device: int  # the checked folder's identity, for what the container then shows
+    inode: int
+
+
+@contextlib.contextmanager
+def _pins_staged(*, exposure: Exposure, pinned_fds: Mapping[str, int] | None,
+                 directory: Path) -> Iterator[dict[str, _Pin]]:
+    """A registered dataset's folders, opened with no link followed (InvalidInput if one became
+    a link: dataset_mounts.py) and attached by that descriptor in a folder only root can reach;
+    the engine binds those (it takes names only, and a magic /proc/<pid>/fd link names a mount
+    of the node's namespace, which runc refuses to bind in the container's). Detached again
+    once the container has started: its own bind stays."""
+    if not exposure.pinned:
+        yield {}
+        return
+    if not injection_possible():
+        raise InvalidInput(
+            "This node cannot mount a registered dataset by descriptor (its worker is not "
+            "root), and will not bind one by name, which a link swapped in could redirect.")
+    pins = dict(pinned_fds) if pinned_fds is not None else mounts_open(
+        paths=exposure.pinned, roots=exposure.pin_roots)
+    directory.mkdir(mode=0o700)
+    staged: dict[str, _Pin] = {}
+    try:
+        for number, (path, fd) in enumerate(pins.items()):
+            target = directory / str(number)
+            target.mkdir(mode=0o700)
+            mount_stage(fd=fd, target=target)
+            checked = os.fstat(fd)
+            staged[path] = _Pin(source=str(target), device=checked.st_dev, inode=checked.st_ino)
+        yield staged
+    finally:
+        for pin in staged.values():
+            with contextlib.suppress(OSError):
+                mount_unstage(target=Path(pin.source))
+        shutil.rmtree(directory, ignore_errors=True)  # empty folders once detached
+        if pinned_fds is None:
+            for fd in pins.values():
+                os.close(fd)
+
+
+def _pins_verify(*, pid: int, pins: Mapping[str, _Pin]) -> None:
+    """What the container shows at each dataset path is the folder that was checked (an engine
+    in another mount namespace than the node's would bind the empty staging folder)."""
+    for path, pin in pins.items():
+        try:
+            shown = os.stat(f"/proc/{pid}/root{path}") if pid else None
+        except OSError:
+            shown = None
+        if shown is None:
+            raise InvalidInput(f"{path}: the node cannot see the task's container to check its "
+                               "dataset mount; the engine must share the node's namespaces.")
+        if (shown.st_dev, shown.st_ino) != (pin.device, pin.inode):
+            raise InvalidInput(f"{path} in the task's container is not the dataset folder that "
+                               "was checked; the engine must share the node's mount namespace.")
 
 
 def container_host_start(*, settings: ContainerSettings, engine: str, python: TaskPython,
                          env: dict[str, str], exposure: Exposure, log: Path, channel: Path,
                          network: str = "none", network_alias: str = "",
                          labels: dict[str, str] | None = None,
-                         gpus: tuple[int, ...] = (), slots: int = 1) -> ContainerHost:
+                         gpus: tuple[int, ...] = (), slots: int = 1,
+                         mount_points: tuple[str, ...] = (),
+                         pinned_fds: Mapping[str, int] | None = None) -> ContainerHost:
     """One container of `python.image`, importing TensorFlow, waiting for its order.
+
+    `exposure.pinned`: bound from the folders opened now (or from `pinned_fds`, the caller's),
+    never by name. `mount_points`: empty folders (a warm container's) to mount a task's onto.
 
     `network`: "none", "host", "container:<id>" (another task's), or a gang network, which it
     joins under `network_alias` (its node's address, what the gang's TF_CONFIG names).
@@ -404,32 +474,43 @@ def container_host_start(*, settings: ContainerSettings, engine: str, python: Ta
     client = settings.client()
     image = python.image or settings.node_image
     host_python = image_runs_host_python(settings=settings, image=image)
-    exposure = Exposure(write=tuple(p for p in exposure.write if os.path.isdir(p)),
-                        read=tuple(p for p in exposure.read if os.path.exists(p)))
+    exposure = replace(exposure, write=tuple(p for p in exposure.write if os.path.isdir(p)),
+                       read=tuple(p for p in exposure.read if os.path.exists(p)))
     _channel_prepare(path=channel)
     executable = python.executable if host_python else "python3"
     if network.startswith(GANG_NETWORK_PREFIX):
         gang_network_ensure(settings=settings, name=network, trial_id=(labels or {}).get(
             LABEL_TRIAL, ""))
     slots = max(1, len(gpus), slots)  # a task holds its GPUs, or its CPU slots
-    request = ContainerRequest(
-        image=image, command=(executable, "-m", "training.warm", "--channel-dir", CHANNEL),
-        user=f"{SANDBOX_UID}:{SANDBOX_UID}",
-        hostname=None if network.startswith("container:") else "trial",
-        mounts=_mounts(python=python, host_python=host_python, exposure=exposure,
-                       channel=channel),
-        tmpfs={PRIVATE_TMP: f"rw,size={TMP_SIZE},mode=1777"},
-        # An image with its own Python has the harness on its own PYTHONPATH (images.py).
-        env=env if host_python else {k: v for k, v in env.items() if k != "PYTHONPATH"},
-        work_dir=CHANNEL, labels={LABEL_NODE: settings.node, **(labels or {})},
-        network=network, network_alias=network_alias,
-        memory_bytes=settings.memory_bytes * slots, pids=settings.pids,
-        # Cores are shared by weight (its slots), so an idle node's cores are not left unused;
-        # a hard quota only where the node sets one.
-        cpu_shares=CPU_SHARES_PER_SLOT * slots, nano_cpus=int(settings.cpus * slots * 1e9),
-        oci_runtime=settings.oci_runtime, gpu_uuids=gpu_uuids(indices=gpus),
-        seccomp_profile=seccomp_profile_write(directory=log.parent),
-    )
-    container = container_create(client=client, engine=engine, request=request)
-    return ContainerHost(container=container, settings=settings, channel=channel, python=python,
-                         exposure=exposure, network=network, log=log)
+    with _pins_staged(exposure=exposure, pinned_fds=pinned_fds,
+                      directory=Path(f"{channel}.pins")) as pins:
+        request = ContainerRequest(
+            image=image, command=(executable, "-m", "training.warm", "--channel-dir", CHANNEL),
+            user=f"{SANDBOX_UID}:{SANDBOX_UID}",
+            hostname=None if network.startswith("container:") else "trial",
+            mounts=_mounts(python=python, host_python=host_python, exposure=exposure,
+                           channel=channel, staged={p: pin.source for p, pin in pins.items()}),
+            # A warm container's mount points: empty and root's, for the node to mount a
+            # task's folders onto at its order (warm.py); the task cannot write there.
+            tmpfs={PRIVATE_TMP: f"rw,size={TMP_SIZE},mode=1777",
+                   **{path: f"rw,size={MOUNT_POINTS_SIZE},mode=755" for path in mount_points}},
+            # An image with its own Python has the harness on its own PYTHONPATH (images.py).
+            env=env if host_python else {k: v for k, v in env.items() if k != "PYTHONPATH"},
+            work_dir=CHANNEL, labels={LABEL_NODE: settings.node, **(labels or {})},
+            network=network, network_alias=network_alias,
+            memory_bytes=settings.memory_bytes * slots, pids=settings.pids,
+            # Cores are shared by weight (its slots), so an idle node's cores are not left
+            # unused; a hard quota only where the node sets one.
+            cpu_shares=CPU_SHARES_PER_SLOT * slots, nano_cpus=int(settings.cpus * slots * 1e9),
+            oci_runtime=settings.oci_runtime, gpu_uuids=gpu_uuids(indices=gpus),
+            seccomp_profile=seccomp_profile_write(directory=log.parent),
+        )
+        container = container_create(client=client, engine=engine, request=request)
+        host = ContainerHost(container=container, settings=settings, channel=channel,
+                             python=python, exposure=exposure, network=network, log=log)
+        try:
+            _pins_verify(pid=host.pid, pins=pins)
+        except InvalidInput:
+            host.kill()
+            raise
+    return host

@@ -31,6 +31,7 @@ AT_FDCWD, AT_EMPTY_PATH, AT_RECURSIVE = -100, 0x1000, 0x8000
 MOVE_MOUNT_F_EMPTY_PATH = 0x4
 MOUNT_ATTR_RDONLY, MOUNT_ATTR_NOSUID, MOUNT_ATTR_NODEV = 0x1, 0x2, 0x4
 CLONE_NEWNS = 0x00020000
+MNT_DETACH = 0x2
 INJECT_TIMEOUT_SECONDS = 30.0
 
 
@@ -64,9 +65,28 @@ def _check(result: int) -> int:
     return result
 
 
-def _tree(*, libc: ctypes.CDLL, path: str, read_only: bool) -> int:
-    fd = _check(libc.syscall(SYS_OPEN_TREE, AT_FDCWD, path.encode(),
-                             OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE))
+def mount_stage(*, fd: int, target: Path) -> None:
+    """Attaches a read-only copy of the mount tree at the open folder `fd` (dataset_mounts'
+    O_PATH descriptor) at `target`, an empty folder of the node's: what a container engine,
+    which binds by name, then binds. No name is looked up between the check and the mount."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    tree = _tree(libc=libc, path="", dir_fd=fd, read_only=True)
+    try:
+        _check(libc.syscall(SYS_MOVE_MOUNT, tree, b"", AT_FDCWD, str(target).encode(),
+                            MOVE_MOUNT_F_EMPTY_PATH))
+    finally:
+        os.close(tree)
+
+
+def mount_unstage(*, target: Path) -> None:
+    """Detaches what `mount_stage` attached (a container's own bind of it stays)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    _check(libc.umount2(str(target).encode(), MNT_DETACH))
+
+
+def _tree(*, libc: ctypes.CDLL, path: str, read_only: bool, dir_fd: int = AT_FDCWD) -> int:
+    flags = OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | (0 if path else AT_EMPTY_PATH)
+    fd = _check(libc.syscall(SYS_OPEN_TREE, dir_fd, path.encode(), flags))
     flags = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (MOUNT_ATTR_RDONLY if read_only else 0)
     attr = _MountAttr(attr_set=flags)
     _check(libc.syscall(SYS_MOUNT_SETATTR, fd, b"", AT_EMPTY_PATH | AT_RECURSIVE,

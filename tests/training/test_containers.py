@@ -260,3 +260,60 @@ def test_a_trial_trains_in_an_image_that_brings_its_own_python(
     assert "uid=1000 caps=0000000000000000 network=unreachable root=read-only" in probe
     # Its own Python has no tensorboard: training goes on without event files, and says so.
     assert any("no tensorboard package" in str(e.payload.get("message", "")) for e in events)
+
+
+def test_a_dataset_folder_is_bound_as_checked_not_a_link_swapped_in_after(
+    podman: Runtime, tmp_path: Path
+) -> None:
+    """The node opens the folder with no link followed and has the engine bind that opened
+    folder: a link swapped in after the check redirects nothing; one there before is refused."""
+    from training.containers import container_host_start
+    from training.dataset_mounts import mounts_open
+    from training.errors import InvalidInput
+    from training.runtime import TaskPython
+
+    assert podman.containers is not None
+    root, train = tmp_path / "root", tmp_path / "root" / "a" / "ds" / "train"
+    train.mkdir(parents=True)
+    (train / "part-0").write_bytes(b"")
+    (root / "b" / "secret" / "train").mkdir(parents=True)
+    (root / "b" / "secret" / "train" / "b-only").write_bytes(b"")
+    exposure = Exposure(read=(str(train),), pinned=(str(train),), pin_roots=(str(root),))
+
+    def listed(name: str, exposure: Exposure, pins: dict[str, int] | None = None) -> list[str]:
+        host = container_host_start(
+            settings=podman.containers, engine="podman", python=TaskPython(),
+            env=task_base_environment(), exposure=exposure, log=tmp_path / f"{name}.log",
+            channel=tmp_path / f"{name}.channel", pinned_fds=pins)
+        try:
+            return sorted(os.listdir(f"/proc/{host.pid}/root{train}"))
+        finally:
+            host.kill()
+            host.wait(timeout=60)
+
+    pins = mounts_open(paths=[str(train)], roots=[str(root)])
+    try:
+        (root / "a" / "ds").rename(tmp_path / "moved")  # swapped after the check
+        (root / "a" / "ds").symlink_to(root / "b" / "secret")
+        assert listed("pinned", exposure, pins) == ["part-0"]
+    finally:
+        for fd in pins.values():
+            os.close(fd)
+    # By name, the bind follows the link into team b's folder.
+    assert listed("by-name", Exposure(read=(str(train),))) == ["b-only"]
+    with pytest.raises(InvalidInput, match="symbolic link"):  # opened now: refused, not started
+        listed("refused", exposure)
+    assert _node_containers(podman) == []
+    assert not list(tmp_path.glob("*.pins"))  # the staging mounts are gone with their folders
+
+
+def test_a_trial_on_a_registered_dataset_trains_in_a_container(
+    podman: Runtime, make_spec: Callable[..., Any], tmp_path: Path,
+    write_team_dataset: Callable[[Path], Any],
+) -> None:
+    source = write_team_dataset(tmp_path / "root")
+    outcome, _ = _run(podman, make_spec, tmp_path, "mlp", dataset="team-data",
+                      dataset_source=source.to_dict(), dataset_roots=[str(tmp_path / "root")],
+                      hyperparameters={"epochs": 1, "batch_size": 16})
+    assert outcome.status == "completed", outcome.exit_reason
+    assert (tmp_path / "work" / "export").is_dir()

@@ -236,28 +236,12 @@ def test_a_trial_on_a_registered_dataset_starts_cold_its_folders_bound_by_descri
     tmp_path: Path,
     run_trial: Callable[..., Any],
     make_spec: Callable[..., Any],
+    write_team_dataset: Callable[[Path], Any],
 ) -> None:
     """A warm host shows the dataset roots by name (and narrows them following links): the
     trial takes a cold host, which binds the folders the mount check opened."""
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from training.shard_schema import ShardedSource
-
     root = tmp_path / "root"
-    for split in ("train", "validation"):
-        (root / "team" / split).mkdir(parents=True)
-        for index in range(2):
-            pq.write_table(pa.table({"x": np.arange(32, dtype=np.float32),
-                                     "label": np.arange(32) % 2}),
-                           root / "team" / split / f"part-{index}.parquet")
-    source = ShardedSource(
-        name="team-data", format="parquet", train=str(root / "team" / "train"),
-        validation=str(root / "team" / "validation"),
-        features={"x": {"dtype": "float32", "shape": []}}, label="label",
-        label_spec={"dtype": "int64", "shape": []}, train_examples=64, validation_examples=64,
-        num_classes=2, size_bytes=1, pack=True)
+    source = write_team_dataset(root)
     spec = make_spec(work_dir=tmp_path / "trial", model="mlp", dataset="team-data",
                      dataset_source=source.to_dict(), dataset_roots=[str(root)],
                      hyperparameters={"epochs": 1, "batch_size": 16})
