@@ -70,8 +70,12 @@ if wanted:
     env = dict(os.environ, PIP_BREAK_SYSTEM_PACKAGES="1", PIP_DISABLE_PIP_VERSION_CHECK="1")
     pip = [sys.executable, "-m", "pip", "install", "--no-cache-dir", "--only-binary=:all:",
            *options]
-    closure_install(pip=pip, packages=wanted, lock=lock,
-                    run=lambda argv: subprocess.run(argv, check=True, env=env))
+
+    def run(argv):
+        print("$", " ".join(argv), flush=True)
+        subprocess.run(argv, check=True, env=env)
+
+    closure_install(pip=pip, packages=wanted, lock=lock, run=run)
 """
 
 

@@ -9,7 +9,8 @@ node (setns into a mount namespace takes a single-threaded caller) copies each p
 tree in the node's namespace (`open_tree`), makes the read-only ones read-only
 (`mount_setattr`), enters the sandbox's mount namespace and attaches them at the same paths
 (`move_mount`). No user code has run in that sandbox yet, so the mount points it creates there
-(through /proc/<pid>/root) are the node's own. It takes CAP_SYS_ADMIN over the sandbox's
+(inside its namespace, at its root) are the node's own. A warm container (containers.py) is
+filled the same way, through its first process' pid. It takes CAP_SYS_ADMIN over the sandbox's
 namespaces: a node run as root (`injection_possible`); elsewhere warm hosts keep the old way
 (every folder mounted, Landlock narrowing), or none without Landlock.
 
@@ -96,22 +97,25 @@ def _tree(*, libc: ctypes.CDLL, path: str, read_only: bool, dir_fd: int = AT_FDC
 
 def _inject(*, pid: int, write: list[str], read: list[str]) -> None:
     libc = ctypes.CDLL(None, use_errno=True)
-    root = Path(f"/proc/{pid}/root")
-    trees: list[tuple[int, str]] = []
+    trees: list[tuple[int, str, bool]] = []
     for paths, read_only in ((write, False), (read, True)):
         for path in paths:
             if not os.path.exists(path):
                 continue  # as bwrap's -try binds: a root missing now is not shown
-            target = root / path.lstrip("/")
-            if os.path.isdir(path):
-                target.mkdir(parents=True, exist_ok=True)
-            else:
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.touch(exist_ok=True)
-            trees.append((_tree(libc=libc, path=path, read_only=read_only), path))
+            trees.append((_tree(libc=libc, path=path, read_only=read_only), path,
+                          os.path.isdir(path)))
     namespace = os.open(f"/proc/{pid}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
     _check(libc.setns(namespace, CLONE_NEWNS))
-    for fd, path in trees:
+    # Now at the host's own root: its mount points are made (and any link on the way followed)
+    # there, never in the node's tree. A container's read-only root has empty tmpfs folders of
+    # the node's at the data roots for them (containers.py).
+    for fd, path, is_dir in trees:
+        target = Path(path)
+        if is_dir:
+            target.mkdir(parents=True, exist_ok=True)
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.touch(exist_ok=True)
         _check(libc.syscall(SYS_MOVE_MOUNT, fd, b"", AT_FDCWD, path.encode(),
                             MOVE_MOUNT_F_EMPTY_PATH))
 

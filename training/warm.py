@@ -152,13 +152,20 @@ class WarmPool:
                  log_dir: Path, python: TaskPython | None = None,
                  refill_delay_seconds: float = REFILL_DELAY_SECONDS,
                  inject: bool | None = None) -> None:
-        self.size, self.runtime, self.env = size, runtime, env
-        # Where the node can mount a task's folders into a waiting sandbox (mounts.py), a warm
-        # host starts with no one's data at all; elsewhere with every trial's, for Landlock to
-        # narrow.
-        self.inject = (runtime.name == "sandbox" and injection_possible()) if inject is None \
-            else inject
+        self.runtime, self.env = runtime, env
+        # Where the node can mount a task's folders into a waiting sandbox or container
+        # (mounts.py), a warm host starts with no one's data at all; elsewhere a sandbox with
+        # every trial's, for Landlock to narrow, and a container not at all (a cold one per
+        # task), since it would hold every tenant's data.
+        containers = runtime.containers is not None
+        self.inject = ((runtime.name == "sandbox" or containers) and injection_possible()) \
+            if inject is None else inject
+        self.size = 0 if containers and not self.inject else size
         self.exposure = Exposure() if self.inject else exposure
+        # A container's root is read-only: the data roots are empty tmpfs folders in it, where
+        # the node makes a task's mount points (a sandbox's root is its own tmpfs).
+        self.mount_points = tuple(dict.fromkeys(exposure.write + exposure.read)) \
+            if self.inject and containers else ()
         self.log_dir, self.refill_delay = log_dir, refill_delay_seconds
         self._ready: dict[str, list[Host]] = {}
         self._pythons: dict[str, TaskPython] = {}
@@ -193,8 +200,9 @@ class WarmPool:
             try:
                 host = host_start(runtime=self.runtime, python=python, env=self.env,
                                   exposure=self.exposure, cwd=self.log_dir,
-                                  log=self.log_dir / f"warm-{number % 10}.log")
-            except OSError:
+                                  log=self.log_dir / f"warm-{number % 10}.log",
+                                  mount_points=self.mount_points)
+            except OSError:  # an engine's refusal too (docker-py's errors are OSErrors)
                 continue  # the next take starts cold; the node stays usable
             with self._lock:
                 if self._closed:

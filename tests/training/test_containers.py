@@ -317,3 +317,57 @@ def test_a_trial_on_a_registered_dataset_trains_in_a_container(
                       hyperparameters={"epochs": 1, "batch_size": 16})
     assert outcome.status == "completed", outcome.exit_reason
     assert (tmp_path / "work" / "export").is_dir()
+
+
+def test_a_warm_container_holds_nothing_of_anyone_until_its_order(
+    podman: Runtime, make_spec: Callable[..., Any], tmp_path: Path
+) -> None:
+    """It starts with empty folders of root's at the data roots; at its order the node mounts
+    the task's own work dir (and what it reads) into it, and nothing else."""
+    from training.warm import warm_pool_configure
+
+    work, models = tmp_path / "work", tmp_path / "models"
+    other = work / "experiment-other"
+    other.mkdir(parents=True)
+    (other / "checkpoint").write_text("another tenant's")
+    models.mkdir()
+    module = models / "probe.py"
+    module.write_text(PROBE_MODULE + (
+        # Landlock lets it list nothing but its own; a path's existence it does not hide.
+        f"\nprint('NEIGHBOURS', os.path.exists({str(other)!r}), os.path.exists('.'), "
+        "flush=True)\n"))
+    pool = warm_pool_configure(size=1, runtime=podman, env=task_base_environment(),
+                               exposure=Exposure(write=(str(work),), read=(str(models),)),
+                               log_dir=tmp_path / "warm")
+    try:
+        assert pool is not None and pool.inject, "the suite runs as root: mounts are injected"
+        deadline = time.monotonic() + 60
+        while not (ready := pool.ready_pids()) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        [pid] = ready
+        root = Path(f"/proc/{pid}/root")
+        for folder in (work, models):
+            assert list((root / str(folder).lstrip("/")).iterdir()) == []
+        mounts = {line.split(" - ")[0].split()[4]: line.split(" - ")[1].split()[0]
+                  for line in Path(f"/proc/{pid}/mountinfo").read_text().splitlines()}
+        assert mounts[str(work)] == mounts[str(models)] == "tmpfs"
+        assert not any(point.startswith(f"{work}/") for point in mounts)
+
+        events: list[Any] = []
+        spec = make_spec(work_dir=work / "experiment-mine", model=str(module),
+                         hyperparameters={"epochs": 1})
+        outcome = trial_supervise(spec=spec, on_events=events.extend,
+                                  should_cancel=lambda: False, grace_seconds=10,
+                                  runtime=podman, run_dir=str(tmp_path / "runs"))
+    finally:
+        warm_pool_configure(size=0, runtime=podman, env={}, exposure=Exposure(),
+                            log_dir=tmp_path / "warm")
+    assert outcome.status == "completed", outcome.exit_reason
+    [launched] = [task for e in events if e.payload.get("phase") == "launched"
+                  for task in e.payload["tasks"]]
+    assert launched["warm"] is True
+    [neighbours] = {str(e.payload["message"]) for e in events
+                    if str(e.payload.get("message", "")).startswith("NEIGHBOURS ")}
+    assert neighbours == "NEIGHBOURS False True"
+    assert (work / "experiment-mine" / "export").is_dir()
+    assert (other / "checkpoint").read_text() == "another tenant's"

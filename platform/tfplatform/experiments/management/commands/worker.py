@@ -111,12 +111,17 @@ class Command(BaseCommand):
             concurrency=options["concurrency"] or len(devices) + 1,
         )
         warm_processes = options["warm_processes"]
+        if runtime.containers is not None and warm_processes and not injection_possible():
+            # A warm container would start with every trial's folders mounted: only a node that
+            # can mount a task's folders into it at its order (root) keeps any.
+            logger.warning("Node %s is not root: no warm task containers.", hostname)
+            warm_processes = 0
         if runtime.isolated and runtime.landlock_abi == 0 and warm_processes and not (
-            runtime.name == "sandbox" and injection_possible()
+            injection_possible()
         ):
-            # Where its trial's folders cannot be mounted into it later (not root, or in
-            # containers), a warm host starts seeing every trial's folders until Landlock
-            # narrows it: without Landlock, every host is made for its trial.
+            # Where its trial's folders cannot be mounted into it later (not root), a warm
+            # sandbox starts seeing every trial's folders until Landlock narrows it: without
+            # Landlock, every host is made for its trial.
             logger.warning("Node %s confines trials without Landlock: no warm task hosts.",
                            hostname)
             warm_processes = 0
