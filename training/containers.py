@@ -16,6 +16,12 @@ log (pre-created, the only files there it may write) and, at hand-off, `order.js
 supervisor links those two files into its attempt directory, so it reads what this task wrote
 and nothing the task could name.
 
+Data: a trial's work dir read-write, what it reads read-only; a registered dataset's folders
+are opened on the node with no link followed below their roots (dataset_mounts.py) and bound as
+opened, never by name (`_pins_staged`). A warm container (warm.py) starts with none of it: empty
+tmpfs folders of root's at the data roots, into which the node mounts its task's folders when
+its order comes (mounts.py), through the container's pid.
+
 Images: an image labelled `tfplatform.python=host` (the node's own, built by
 `runtime_image_ensure` from an empty root filesystem) runs the node's Python runtime, mounted
 read-only under its own paths, as a sandbox does. Any other image brings its own Python and the
