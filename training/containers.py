@@ -432,7 +432,12 @@ def _pins_staged(*, exposure: Exposure, pinned_fds: Mapping[str, int] | None,
         for number, (path, fd) in enumerate(pins.items()):
             target = directory / str(number)
             target.mkdir(mode=0o700)
-            mount_stage(fd=fd, target=target)
+            try:
+                mount_stage(fd=fd, target=target)
+            except OSError as error:  # e.g. a worker in a container of its own, without caps
+                raise InvalidInput(
+                    f"This node cannot mount the registered dataset folder {path} by descriptor "
+                    f"({error.strerror}), and will not bind it by name.") from error
             checked = os.fstat(fd)
             staged[path] = _Pin(source=str(target), device=checked.st_dev, inode=checked.st_ino)
         yield staged
@@ -446,17 +451,29 @@ def _pins_staged(*, exposure: Exposure, pinned_fds: Mapping[str, int] | None,
                 os.close(fd)
 
 
-def _pins_verify(*, pid: int, pins: Mapping[str, _Pin]) -> None:
+def container_visible(*, pid: int, channel: Path) -> bool:
+    """Whether /proc/<pid> here is that container (its channel is what it shows at CHANNEL):
+    not where the node runs in a pid namespace of its own (a worker in compose), where that
+    number is another process or none."""
+    try:
+        shown, own = os.stat(f"/proc/{pid}/root{CHANNEL}"), os.stat(channel)
+    except OSError:
+        return False
+    return pid > 0 and (shown.st_dev, shown.st_ino) == (own.st_dev, own.st_ino)
+
+
+def _pins_verify(*, pid: int, pins: Mapping[str, _Pin], channel: Path) -> None:
     """What the container shows at each dataset path is the folder that was checked (an engine
     in another mount namespace than the node's would bind the empty staging folder)."""
+    if pins and not container_visible(pid=pid, channel=channel):
+        raise InvalidInput("The node cannot see the task's container to check its dataset "
+                           "mounts; the engine must share the node's namespaces.")
     for path, pin in pins.items():
         try:
-            shown = os.stat(f"/proc/{pid}/root{path}") if pid else None
-        except OSError:
-            shown = None
-        if shown is None:
-            raise InvalidInput(f"{path}: the node cannot see the task's container to check its "
-                               "dataset mount; the engine must share the node's namespaces.")
+            shown = os.stat(f"/proc/{pid}/root{path}")
+        except OSError as error:
+            raise InvalidInput(f"{path} is not mounted in the task's container: "
+                               f"{error.strerror}") from error
         if (shown.st_dev, shown.st_ino) != (pin.device, pin.inode):
             raise InvalidInput(f"{path} in the task's container is not the dataset folder that "
                                "was checked; the engine must share the node's mount namespace.")
@@ -515,8 +532,11 @@ def container_host_start(*, settings: ContainerSettings, engine: str, python: Ta
         host = ContainerHost(container=container, settings=settings, channel=channel,
                              python=python, exposure=exposure, network=network, log=log)
         try:
-            _pins_verify(pid=host.pid, pins=pins)
-        except InvalidInput:
+            _pins_verify(pid=host.pid, pins=pins, channel=channel)
+            if mount_points and not container_visible(pid=host.pid, channel=channel):
+                raise OSError("the node cannot see its containers' processes, so it cannot "
+                              "mount a task's folders into a warm one")
+        except (InvalidInput, OSError):
             host.kill()
             raise
     return host

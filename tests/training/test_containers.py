@@ -267,7 +267,7 @@ def test_a_dataset_folder_is_bound_as_checked_not_a_link_swapped_in_after(
 ) -> None:
     """The node opens the folder with no link followed and has the engine bind that opened
     folder: a link swapped in after the check redirects nothing; one there before is refused."""
-    from training.containers import container_host_start
+    from training.containers import container_host_start, container_visible
     from training.dataset_mounts import mounts_open
     from training.errors import InvalidInput
     from training.runtime import TaskPython
@@ -286,6 +286,11 @@ def test_a_dataset_folder_is_bound_as_checked_not_a_link_swapped_in_after(
             env=task_base_environment(), exposure=exposure, log=tmp_path / f"{name}.log",
             channel=tmp_path / f"{name}.channel", pinned_fds=pins)
         try:
+            # The node tells its container's process from another of that number (a node in a
+            # pid namespace of its own would see another or none), by the channel it shows.
+            channel = tmp_path / f"{name}.channel"
+            assert container_visible(pid=host.pid, channel=channel)
+            assert not container_visible(pid=os.getpid(), channel=channel)
             return sorted(os.listdir(f"/proc/{host.pid}/root{train}"))
         finally:
             host.kill()
