@@ -376,3 +376,23 @@ def test_a_warm_container_holds_nothing_of_anyone_until_its_order(
     assert neighbours == "NEIGHBOURS False True"
     assert (work / "experiment-mine" / "export").is_dir()
     assert (other / "checkpoint").read_text() == "another tenant's"
+
+
+def test_a_node_that_cannot_mount_into_containers_keeps_no_warm_ones(
+    podman: Runtime, tmp_path: Path
+) -> None:
+    """Not root: a warm container would have to hold every tenant's folders; none is kept."""
+    from training.runtime import TaskPython
+    from training.warm import WarmPool
+
+    work = tmp_path / "work"
+    work.mkdir()
+    pool = WarmPool(size=1, runtime=podman, env=task_base_environment(),
+                    exposure=Exposure(write=(str(work),)), log_dir=tmp_path / "warm",
+                    inject=False)
+    try:
+        time.sleep(2)  # what its spawner would have started by now
+        assert pool.size == 0 and _node_containers(podman) == []
+        assert pool.take(python=TaskPython(), write=(str(work / "mine"),), read=()) is None
+    finally:
+        pool.close()
