@@ -63,8 +63,8 @@ def test_the_image_gets_its_packages_and_what_confines_a_task(
     # Without TensorFlow in the base, tf-keras and scikit-learn are not added (nothing to train).
     absent = "import importlib.util as u; print(u.find_spec('tf_keras'), u.find_spec('sklearn'))"
     assert _python(engine, python.image, absent) == (0, "None None\n")
-    log = (tmp_path / "build.log").read_text()
-    assert "Successfully tagged" in log and "--require-hashes" in log
+    # (Not pip's own lines in the log: the engine may reuse the install step's cached layer.)
+    assert "Successfully tagged" in (tmp_path / "build.log").read_text()
     # The closure was installed by hash from its lock, which stays in the image: every line one
     # exact version with its sha256, and those versions are what the image has.
     read_lock = f"print(open('{LOCK_DIR}/requirements.lock').read())"
