@@ -18,6 +18,12 @@ log (pre-created, the only files there it may write) and, at hand-off, `order.js
 supervisor links those two files into its attempt directory, so it reads what this task wrote
 and nothing the task could name.
 
+Data: a trial's work dir read-write, what it reads read-only; a registered dataset's folders
+are opened on the node with no link followed below their roots (dataset_mounts.py) and bound as
+opened, never by name (`_pins_staged`). A warm container (warm.py) starts with none of it: empty
+tmpfs folders of root's at the data roots, into which the node mounts its task's folders when
+its order comes (mounts.py), through the container's pid.
+
 Images: an image labelled `tfplatform.python=host` (the node's own, built by
 `runtime_image_ensure` from an empty root filesystem) runs the node's Python runtime, mounted
 read-only under its own paths, as a sandbox does. Any other image brings its own Python and the
@@ -39,15 +45,18 @@ import subprocess
 import tarfile
 import threading
 import time
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from training.cluster import ClusterPlan
 from training.container_create import BindMount, ContainerRequest, container_create
+from training.dataset_mounts import mounts_open
 from training.errors import InvalidInput
+from training.mounts import mount_stage, mount_unstage
 from training.private_files import private_write_text
-from training.runtime import TaskPython
+from training.runtime import TaskPython, node_privileged
 from training.sandbox import ETC_FILES, PRIVATE_TMP, SANDBOX_UID, USR_MERGED, Exposure
 from training.seccomp import seccomp_profile_write
 
@@ -63,6 +72,7 @@ CHANNEL = "/run/tfplatform"
 RUNTIME_IMAGE = "localhost/tfplatform-runtime:host"
 EVENTS_FILE, LOG_FILE, ORDER_FILE = "events.jsonl", "task.log", "order.json"
 TMP_SIZE = "2g"
+MOUNT_POINTS_SIZE = "1m"
 CPU_SHARES_PER_SLOT = 1024
 EXIT_WATCH_SECONDS = 0.1
 EXIT_POLL_SECONDS = 0.5
@@ -373,8 +383,8 @@ def _channel_prepare(*, path: Path) -> None:
         os.chown(file, SANDBOX_UID, SANDBOX_UID)
 
 
-def _mounts(*, python: TaskPython, host_python: bool, exposure: Exposure,
-            channel: Path) -> tuple[BindMount, ...]:
+def _mounts(*, python: TaskPython, host_python: bool, exposure: Exposure, channel: Path,
+            staged: Mapping[str, str]) -> tuple[BindMount, ...]:
     def bind(source: str, target: str | None = None, *, read_only: bool = True) -> BindMount:
         return BindMount(source=source, target=target or source, read_only=read_only)
 
@@ -388,17 +398,100 @@ def _mounts(*, python: TaskPython, host_python: bool, exposure: Exposure,
         mounts += [bind(p) for p in ETC_FILES
                    if os.path.exists(p) and p not in ("/etc/hosts", "/etc/resolv.conf")]
         mounts += [bind(p) for p in runtime_paths(python=python)]
-    mounts += [bind(p) for p in exposure.read if os.path.exists(p)]
+    mounts += [bind(staged[p], p) if p in staged else bind(p)
+               for p in exposure.read if os.path.exists(p)]
     mounts += [bind(p, read_only=False) for p in exposure.write if os.path.isdir(p)]
     return tuple(mounts)
+
+
+@dataclass(frozen=True)
+class _Pin:
+    source: str  # where the engine binds it from
+    device: int  # the checked folder's identity, for what the container then shows
+    inode: int
+
+
+@contextlib.contextmanager
+def _pins_staged(*, exposure: Exposure, pinned_fds: Mapping[str, int] | None,
+                 directory: Path) -> Iterator[dict[str, _Pin]]:
+    """A registered dataset's folders, opened with no link followed (InvalidInput if one became
+    a link: dataset_mounts.py) and attached by that descriptor in a folder only root can reach;
+    the engine binds those (it takes names only, and a magic /proc/<pid>/fd link names a mount
+    of the node's namespace, which runc refuses to bind in the container's). Detached again
+    once the container has started: its own bind stays."""
+    if not exposure.pinned:
+        yield {}
+        return
+    if not node_privileged():
+        raise InvalidInput(
+            "This node cannot mount a registered dataset by descriptor (its worker is not "
+            "root), and will not bind one by name, which a link swapped in could redirect.")
+    pins = dict(pinned_fds) if pinned_fds is not None else mounts_open(
+        paths=exposure.pinned, roots=exposure.pin_roots)
+    directory.mkdir(mode=0o700)
+    staged: dict[str, _Pin] = {}
+    try:
+        for number, (path, fd) in enumerate(pins.items()):
+            target = directory / str(number)
+            target.mkdir(mode=0o700)
+            try:
+                mount_stage(fd=fd, target=target)
+            except OSError as error:  # e.g. a worker in a container of its own, without caps
+                raise InvalidInput(
+                    f"This node cannot mount the registered dataset folder {path} by descriptor "
+                    f"({error.strerror}), and will not bind it by name.") from error
+            checked = os.fstat(fd)
+            staged[path] = _Pin(source=str(target), device=checked.st_dev, inode=checked.st_ino)
+        yield staged
+    finally:
+        for pin in staged.values():
+            with contextlib.suppress(OSError):
+                mount_unstage(target=Path(pin.source))
+        shutil.rmtree(directory, ignore_errors=True)  # empty folders once detached
+        if pinned_fds is None:
+            for fd in pins.values():
+                os.close(fd)
+
+
+def container_visible(*, pid: int, channel: Path) -> bool:
+    """Whether /proc/<pid> here is that container (its channel is what it shows at CHANNEL):
+    not where the node runs in a pid namespace of its own (a worker in compose), where that
+    number is another process or none."""
+    try:
+        shown, own = os.stat(f"/proc/{pid}/root{CHANNEL}"), os.stat(channel)
+    except OSError:
+        return False
+    return pid > 0 and (shown.st_dev, shown.st_ino) == (own.st_dev, own.st_ino)
+
+
+def _pins_verify(*, pid: int, pins: Mapping[str, _Pin], channel: Path) -> None:
+    """What the container shows at each dataset path is the folder that was checked (an engine
+    in another mount namespace than the node's would bind the empty staging folder)."""
+    if pins and not container_visible(pid=pid, channel=channel):
+        raise InvalidInput("The node cannot see the task's container to check its dataset "
+                           "mounts; the engine must share the node's namespaces.")
+    for path, pin in pins.items():
+        try:
+            shown = os.stat(f"/proc/{pid}/root{path}")
+        except OSError as error:
+            raise InvalidInput(f"{path} is not mounted in the task's container: "
+                               f"{error.strerror}") from error
+        if (shown.st_dev, shown.st_ino) != (pin.device, pin.inode):
+            raise InvalidInput(f"{path} in the task's container is not the dataset folder that "
+                               "was checked; the engine must share the node's mount namespace.")
 
 
 def container_host_start(*, settings: ContainerSettings, engine: str, python: TaskPython,
                          env: dict[str, str], exposure: Exposure, log: Path, channel: Path,
                          network: str = "none", network_alias: str = "",
                          labels: dict[str, str] | None = None,
-                         gpus: tuple[int, ...] = (), slots: int = 1) -> ContainerHost:
+                         gpus: tuple[int, ...] = (), slots: int = 1,
+                         mount_points: tuple[str, ...] = (),
+                         pinned_fds: Mapping[str, int] | None = None) -> ContainerHost:
     """One container of `python.image`, importing TensorFlow, waiting for its order.
+
+    `exposure.pinned`: bound from the folders opened now (or from `pinned_fds`, the caller's),
+    never by name. `mount_points`: empty folders (a warm container's) to mount a task's onto.
 
     `network`: "none", "host", "container:<id>" (another task's), "ns:<path>" (a gang's network
     namespace on this node, gang_network.py; podman), or a gang network, which it joins under
@@ -407,32 +500,46 @@ def container_host_start(*, settings: ContainerSettings, engine: str, python: Ta
     client = settings.client()
     image = python.image or settings.node_image
     host_python = image_runs_host_python(settings=settings, image=image)
-    exposure = Exposure(write=tuple(p for p in exposure.write if os.path.isdir(p)),
-                        read=tuple(p for p in exposure.read if os.path.exists(p)))
+    exposure = replace(exposure, write=tuple(p for p in exposure.write if os.path.isdir(p)),
+                       read=tuple(p for p in exposure.read if os.path.exists(p)))
     _channel_prepare(path=channel)
     executable = python.executable if host_python else "python3"
     if network.startswith(GANG_NETWORK_PREFIX):
         gang_network_ensure(settings=settings, name=network, trial_id=(labels or {}).get(
             LABEL_TRIAL, ""))
     slots = max(1, len(gpus), slots)  # a task holds its GPUs, or its CPU slots
-    request = ContainerRequest(
-        image=image, command=(executable, "-m", "training.warm", "--channel-dir", CHANNEL),
-        user=f"{SANDBOX_UID}:{SANDBOX_UID}",
-        hostname=None if network.startswith("container:") else "trial",
-        mounts=_mounts(python=python, host_python=host_python, exposure=exposure,
-                       channel=channel),
-        tmpfs={PRIVATE_TMP: f"rw,size={TMP_SIZE},mode=1777"},
-        # An image with its own Python has the harness on its own PYTHONPATH (images.py).
-        env=env if host_python else {k: v for k, v in env.items() if k != "PYTHONPATH"},
-        work_dir=CHANNEL, labels={LABEL_NODE: settings.node, **(labels or {})},
-        network=network, network_alias=network_alias,
-        memory_bytes=settings.memory_bytes * slots, pids=settings.pids,
-        # Cores are shared by weight (its slots), so an idle node's cores are not left unused;
-        # a hard quota only where the node sets one.
-        cpu_shares=CPU_SHARES_PER_SLOT * slots, nano_cpus=int(settings.cpus * slots * 1e9),
-        oci_runtime=settings.oci_runtime, gpu_uuids=gpu_uuids(indices=gpus),
-        seccomp_profile=seccomp_profile_write(directory=log.parent),
-    )
-    container = container_create(client=client, engine=engine, request=request)
-    return ContainerHost(container=container, settings=settings, channel=channel, python=python,
-                         exposure=exposure, network=network, log=log)
+    with _pins_staged(exposure=exposure, pinned_fds=pinned_fds,
+                      directory=Path(f"{channel}.pins")) as pins:
+        request = ContainerRequest(
+            image=image, command=(executable, "-m", "training.warm", "--channel-dir", CHANNEL),
+            user=f"{SANDBOX_UID}:{SANDBOX_UID}",
+            hostname=None if network.startswith("container:") else "trial",
+            mounts=_mounts(python=python, host_python=host_python, exposure=exposure,
+                           channel=channel, staged={p: pin.source for p, pin in pins.items()}),
+            # A warm container's mount points: empty and root's, for the node to mount a
+            # task's folders onto at its order (warm.py); the task cannot write there.
+            tmpfs={PRIVATE_TMP: f"rw,size={TMP_SIZE},mode=1777",
+                   **{path: f"rw,size={MOUNT_POINTS_SIZE},mode=755" for path in mount_points}},
+            # An image with its own Python has the harness on its own PYTHONPATH (images.py).
+            env=env if host_python else {k: v for k, v in env.items() if k != "PYTHONPATH"},
+            work_dir=CHANNEL, labels={LABEL_NODE: settings.node, **(labels or {})},
+            network=network, network_alias=network_alias,
+            memory_bytes=settings.memory_bytes * slots, pids=settings.pids,
+            # Cores are shared by weight (its slots), so an idle node's cores are not left
+            # unused; a hard quota only where the node sets one.
+            cpu_shares=CPU_SHARES_PER_SLOT * slots, nano_cpus=int(settings.cpus * slots * 1e9),
+            oci_runtime=settings.oci_runtime, gpu_uuids=gpu_uuids(indices=gpus),
+            seccomp_profile=seccomp_profile_write(directory=log.parent),
+        )
+        container = container_create(client=client, engine=engine, request=request)
+        host = ContainerHost(container=container, settings=settings, channel=channel,
+                             python=python, exposure=exposure, network=network, log=log)
+        try:
+            _pins_verify(pid=host.pid, pins=pins, channel=channel)
+            if mount_points and not container_visible(pid=host.pid, channel=channel):
+                raise OSError("the node cannot see its containers' processes, so it cannot "
+                              "mount a task's folders into a warm one")
+        except (InvalidInput, OSError):
+            host.kill()
+            raise
+    return host

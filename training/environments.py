@@ -19,7 +19,6 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import importlib.metadata
-import json
 import os
 import shutil
 import site
@@ -35,6 +34,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from training.errors import EnvironmentBuildFailed, InvalidInput
+from training.pip_lock import closure_install
 from training.runtime import TaskPython
 
 KEY_CHARS = 16
@@ -163,32 +163,13 @@ def _build(*, venv: Path, packages: list[str], log_path: Path) -> None:
             # Resolved first, then installed by hash, every package of the closure (what the
             # node's runtime does not already provide): the wheels installed are the ones
             # resolved, and the lock beside the venv says which.
-            report = venv / "resolution.json"
-            _run([*pip, "--dry-run", "--quiet", "--report", str(report), *packages], log=log,
-                 log_path=log_path)
-            lock = venv / LOCK_FILE
-            lock.write_text(_lock_from_report(report=report), encoding="utf-8")
-            _run([*pip, "--require-hashes", "--no-deps", "-r", str(lock)], log=log,
-                 log_path=log_path)
+            closure_install(pip=pip, packages=packages, lock=venv / LOCK_FILE,
+                            run=lambda argv: _run(argv, log=log, log_path=log_path))
             log.write("Environment ready.\n")
         (venv / READY_MARKER).touch()
     except BaseException:
         shutil.rmtree(venv, ignore_errors=True)
         raise
-
-
-def _lock_from_report(*, report: Path) -> str:
-    """pip's installation report as a requirements file with a sha256 for every package."""
-    lines = []
-    for item in json.loads(report.read_text(encoding="utf-8")).get("install", []):
-        name, version = item["metadata"]["name"], item["metadata"]["version"]
-        digest = item.get("download_info", {}).get("archive_info", {}).get("hashes", {}).get(
-            "sha256") or item.get("download_info", {}).get("archive_info", {}).get(
-            "hash", "").removeprefix("sha256=")
-        if not digest:
-            raise InvalidInput(f"The package index gave no sha256 for {name} {version}.")
-        lines.append(f"{name}=={version} --hash=sha256:{digest}\n")
-    return "".join(sorted(lines))
 
 
 def _node_site_append(*, venv: Path) -> None:

@@ -207,11 +207,12 @@ class Host(Protocol):
 def host_start(*, runtime: Runtime, python: TaskPython, env: dict[str, str], exposure: Exposure,
                log: Path, cwd: Path, network: str = "none", network_alias: str = "",
                labels: dict[str, str] | None = None, gpus: tuple[int, ...] = (),
-               slots: int = 1) -> Host:
+               slots: int = 1, mount_points: tuple[str, ...] = ()) -> Host:
     """A task host. `network`: "none" (one of its own), "host" (the node's: a gang across
     nodes), or another task's `network_ref`. `labels`, `gpus` and `slots` (the node's slots it
     holds, which size its memory and CPU weight) matter to containers only (a sandbox sees GPUs
-    as device nodes and has no per-task limits)."""
+    as device nodes and has no per-task limits). `mount_points`: where a warm container's root,
+    read-only, has empty folders for its task's to be mounted onto (a sandbox needs none)."""
     if runtime.containers is not None:
         from training.containers import container_host_start
 
@@ -220,7 +221,7 @@ def host_start(*, runtime: Runtime, python: TaskPython, env: dict[str, str], exp
                                     python=python, env=env, exposure=exposure, log=log,
                                     channel=channel, network=network,
                                     network_alias=network_alias, labels=labels, gpus=gpus,
-                                    slots=slots)
+                                    slots=slots, mount_points=mount_points)
     # A root missing now is not mounted (bwrap's -try binds), so the host must not claim it.
     exposure = replace(exposure, write=tuple(p for p in exposure.write if os.path.isdir(p)),
                        read=tuple(p for p in exposure.read if os.path.exists(p)))

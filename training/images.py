@@ -10,7 +10,9 @@ files is mounted but the trial's data) needs tf-keras matching the image's Tenso
 landlockpy to confine itself, and scikit-learn for the built-in datasets; the build adds
 whichever of them the image lacks (a stock `tensorflow/tensorflow` image has none). Like
 the venvs of the sandbox, packages come as wheels only (`--only-binary=:all:`): the build runs
-pip and no package's own code. pip reaches the index with the node's own CA bundle and index
+pip and no package's own code; and as there, the closure is resolved first and installed by hash
+(pip_lock.py, run in the build by the image's own Python), its lock kept in the image at
+/opt/tfplatform-env/requirements.lock. pip reaches the index with the node's own CA bundle and index
 URL, copied into the build. The key hashes the base image's id, what the harness needs,
 `training/` and the packages, so a re-pulled base, a new pin or a platform upgrade builds again,
 and equal environments share one image.
@@ -45,10 +47,15 @@ HARNESS = {
 BUILD_DIR = "/tmp/tfplatform-build"  # noqa: S108 - inside the build container only
 HARNESS_DIR = "/opt/tfplatform"  # training/ is baked in here, on the image's PYTHONPATH
 LOG_TAIL_CHARS = 2000
-# Runs in the base image: decides what it lacks, then installs that and the pinned packages.
+LOCK_DIR = "/opt/tfplatform-env"  # the installed closure's lock stays in the image, for an audit
+# Runs in the base image, beside pip_lock.py and errors.py (training/ as a namespace package):
+# decides what it lacks, then resolves that and the pinned packages and installs them by hash.
 INSTALL_SCRIPT = """
 import importlib.metadata, importlib.util, json, os, subprocess, sys
-packages, harness, options = json.loads(sys.argv[1]), json.loads(sys.argv[2]), sys.argv[3:]
+from pathlib import Path
+from training.pip_lock import closure_install
+packages, harness, lock_dir = json.loads(sys.argv[1]), json.loads(sys.argv[2]), sys.argv[3]
+options = sys.argv[4:]
 has_tf = importlib.util.find_spec("tensorflow") is not None
 tf = ".".join(importlib.metadata.version("tensorflow").split(".")[:2]) if has_tf else ""
 # Without TensorFlow the image cannot train; only what confines a task is added then.
@@ -56,10 +63,19 @@ missing = [requirement.format(tf=tf) for module, requirement in harness.items()
            if importlib.util.find_spec(module) is None and (has_tf or module == "landlockpy")]
 wanted = missing + packages
 print("installing:", " ".join(wanted) or "nothing", flush=True)
+lock = Path(lock_dir) / "requirements.lock"
+lock.parent.mkdir(parents=True, exist_ok=True)
+lock.write_text("")
 if wanted:
     env = dict(os.environ, PIP_BREAK_SYSTEM_PACKAGES="1", PIP_DISABLE_PIP_VERSION_CHECK="1")
-    subprocess.run([sys.executable, "-m", "pip", "install", "--no-cache-dir",
-                    "--only-binary=:all:", *options, *wanted], check=True, env=env)
+    pip = [sys.executable, "-m", "pip", "install", "--no-cache-dir", "--only-binary=:all:",
+           *options]
+
+    def run(argv):
+        print("$", " ".join(argv), flush=True)
+        subprocess.run(argv, check=True, env=env)
+
+    closure_install(pip=pip, packages=wanted, lock=lock, run=run)
 """
 
 
@@ -107,7 +123,8 @@ def image_derive(*, settings: ContainerSettings, base: str, packages: Sequence[s
     containerfile = (
         f"FROM {base}\nUSER 0\nCOPY build/ {BUILD_DIR}/\n"
         f"RUN python3 {BUILD_DIR}/install.py {shlex.quote(json.dumps(pinned))} "
-        f"{shlex.quote(json.dumps(HARNESS))} {' '.join(shlex.quote(o) for o in options)} "
+        f"{shlex.quote(json.dumps(HARNESS))} {LOCK_DIR} "
+        f"{' '.join(shlex.quote(o) for o in options)} "
         f"&& rm -rf {BUILD_DIR}\n"
         f"COPY harness/ {HARNESS_DIR}/\nENV PYTHONPATH={HARNESS_DIR}\n"
         f"LABEL {LABEL_ENVIRONMENT}={key}\n"
@@ -115,7 +132,7 @@ def image_derive(*, settings: ContainerSettings, base: str, packages: Sequence[s
     context = io.BytesIO()
     with tarfile.open(fileobj=context, mode="w") as tar:
         for name, data in {"Containerfile": containerfile.encode(),
-                           "build/install.py": INSTALL_SCRIPT.encode(), **files,
+                           "build/install.py": INSTALL_SCRIPT.encode(), **_lock_files(), **files,
                            **_harness_files()}.items():
             info = tarfile.TarInfo(name)
             info.size, info.mode = len(data), 0o644
@@ -152,6 +169,13 @@ def _harness_files() -> dict[str, bytes]:
     files.update({f"harness/platform/tfplatform_cli/{path.relative_to(client)}": path.read_bytes()
                   for path in sorted(client.rglob("*.py"))})
     return files
+
+
+def _lock_files() -> dict[str, bytes]:
+    """What the build's install.py imports: the same resolution as an environment's venv."""
+    package = Path(__file__).resolve().parent
+    return {f"build/training/{name}": (package / name).read_bytes()
+            for name in ("pip_lock.py", "errors.py")}
 
 
 def _harness_digest() -> str:

@@ -152,13 +152,18 @@ class WarmPool:
                  log_dir: Path, python: TaskPython | None = None,
                  refill_delay_seconds: float = REFILL_DELAY_SECONDS,
                  inject: bool | None = None) -> None:
-        self.size, self.runtime, self.env = size, runtime, env
-        # Where the node can mount a task's folders into a waiting sandbox (mounts.py), a warm
-        # host starts with no one's data at all; elsewhere with every trial's, for Landlock to
-        # narrow.
-        self.inject = (runtime.name == "sandbox" and node_privileged()) if inject is None \
-            else inject
+        self.runtime, self.env = runtime, env
+        # Where the node can mount a task's folders into a waiting sandbox or container
+        # (mounts.py: a node run as root), a warm host starts with no one's data at all;
+        # elsewhere there are none (a cold host per task), since one would hold every tenant's.
+        containers = runtime.containers is not None
+        self.inject = (runtime.isolated and node_privileged()) if inject is None else inject
+        self.size = 0 if runtime.isolated and not self.inject else size
         self.exposure = Exposure() if self.inject else exposure
+        # A container's root is read-only: the data roots are empty tmpfs folders in it, where
+        # the node makes a task's mount points (a sandbox's root is its own tmpfs).
+        self.mount_points = tuple(dict.fromkeys(exposure.write + exposure.read)) \
+            if self.inject and containers else ()
         self.log_dir, self.refill_delay = log_dir, refill_delay_seconds
         self._ready: dict[str, list[Host]] = {}
         self._pythons: dict[str, TaskPython] = {}
@@ -193,8 +198,9 @@ class WarmPool:
             try:
                 host = host_start(runtime=self.runtime, python=python, env=self.env,
                                   exposure=self.exposure, cwd=self.log_dir,
-                                  log=self.log_dir / f"warm-{number % 10}.log")
-            except OSError:
+                                  log=self.log_dir / f"warm-{number % 10}.log",
+                                  mount_points=self.mount_points)
+            except OSError:  # an engine's refusal too (docker-py's errors are OSErrors)
                 continue  # the next take starts cold; the node stays usable
             with self._lock:
                 if self._closed:

@@ -134,6 +134,27 @@ def cifar_batches_write(*, root: Path, per_file: int, seed: int = 0) -> Path:
     return folder
 
 
+def team_dataset_write(root: Path) -> Any:
+    """A registered dataset's folders (parquet shards) at <root>/team: its ShardedSource."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from training.shard_schema import ShardedSource
+
+    for split in ("train", "validation"):
+        (root / "team" / split).mkdir(parents=True)
+        for index in range(2):
+            pq.write_table(pa.table({"x": np.arange(32, dtype=np.float32),
+                                     "label": np.arange(32) % 2}),
+                           root / "team" / split / f"part-{index}.parquet")
+    return ShardedSource(
+        name="team-data", format="parquet", train=str(root / "team" / "train"),
+        validation=str(root / "team" / "validation"),
+        features={"x": {"dtype": "float32", "shape": []}}, label="label",
+        label_spec={"dtype": "int64", "shape": []}, train_examples=64, validation_examples=64,
+        num_classes=2, size_bytes=1, pack=True)
+
+
 # Helpers as fixtures: test modules here cannot import this conftest by name (tests/ has another).
 @pytest.fixture(scope="session")
 def run_trial() -> Callable[..., TrialRun]:
@@ -143,6 +164,11 @@ def run_trial() -> Callable[..., TrialRun]:
 @pytest.fixture(scope="session")
 def make_spec() -> Callable[..., TrialSpec]:
     return spec_make
+
+
+@pytest.fixture(scope="session")
+def write_team_dataset() -> Callable[[Path], Any]:
+    return team_dataset_write
 
 
 @pytest.fixture(scope="session")

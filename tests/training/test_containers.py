@@ -260,3 +260,139 @@ def test_a_trial_trains_in_an_image_that_brings_its_own_python(
     assert "uid=1000 caps=0000000000000000 network=unreachable root=read-only" in probe
     # Its own Python has no tensorboard: training goes on without event files, and says so.
     assert any("no tensorboard package" in str(e.payload.get("message", "")) for e in events)
+
+
+def test_a_dataset_folder_is_bound_as_checked_not_a_link_swapped_in_after(
+    podman: Runtime, tmp_path: Path
+) -> None:
+    """The node opens the folder with no link followed and has the engine bind that opened
+    folder: a link swapped in after the check redirects nothing; one there before is refused."""
+    from training.containers import container_host_start, container_visible
+    from training.dataset_mounts import mounts_open
+    from training.errors import InvalidInput
+    from training.runtime import TaskPython
+
+    assert podman.containers is not None
+    root, train = tmp_path / "root", tmp_path / "root" / "a" / "ds" / "train"
+    train.mkdir(parents=True)
+    (train / "part-0").write_bytes(b"")
+    (root / "b" / "secret" / "train").mkdir(parents=True)
+    (root / "b" / "secret" / "train" / "b-only").write_bytes(b"")
+    exposure = Exposure(read=(str(train),), pinned=(str(train),), pin_roots=(str(root),))
+
+    def listed(name: str, exposure: Exposure, pins: dict[str, int] | None = None) -> list[str]:
+        host = container_host_start(
+            settings=podman.containers, engine="podman", python=TaskPython(),
+            env=task_base_environment(), exposure=exposure, log=tmp_path / f"{name}.log",
+            channel=tmp_path / f"{name}.channel", pinned_fds=pins)
+        try:
+            # The node tells its container's process from another of that number (a node in a
+            # pid namespace of its own would see another or none), by the channel it shows.
+            channel = tmp_path / f"{name}.channel"
+            assert container_visible(pid=host.pid, channel=channel)
+            assert not container_visible(pid=os.getpid(), channel=channel)
+            return sorted(os.listdir(f"/proc/{host.pid}/root{train}"))
+        finally:
+            host.kill()
+            host.wait(timeout=60)
+
+    pins = mounts_open(paths=[str(train)], roots=[str(root)])
+    try:
+        (root / "a" / "ds").rename(tmp_path / "moved")  # swapped after the check
+        (root / "a" / "ds").symlink_to(root / "b" / "secret")
+        assert listed("pinned", exposure, pins) == ["part-0"]
+    finally:
+        for fd in pins.values():
+            os.close(fd)
+    # By name, the bind follows the link into team b's folder.
+    assert listed("by-name", Exposure(read=(str(train),))) == ["b-only"]
+    with pytest.raises(InvalidInput, match="symbolic link"):  # opened now: refused, not started
+        listed("refused", exposure)
+    assert _node_containers(podman) == []
+    assert not list(tmp_path.glob("*.pins"))  # the staging mounts are gone with their folders
+
+
+def test_a_trial_on_a_registered_dataset_trains_in_a_container(
+    podman: Runtime, make_spec: Callable[..., Any], tmp_path: Path,
+    write_team_dataset: Callable[[Path], Any],
+) -> None:
+    source = write_team_dataset(tmp_path / "root")
+    outcome, _ = _run(podman, make_spec, tmp_path, "mlp", dataset="team-data",
+                      dataset_source=source.to_dict(), dataset_roots=[str(tmp_path / "root")],
+                      hyperparameters={"epochs": 1, "batch_size": 16})
+    assert outcome.status == "completed", outcome.exit_reason
+    assert (tmp_path / "work" / "export").is_dir()
+
+
+def test_a_warm_container_holds_nothing_of_anyone_until_its_order(
+    podman: Runtime, make_spec: Callable[..., Any], tmp_path: Path
+) -> None:
+    """It starts with empty folders of root's at the data roots; at its order the node mounts
+    the task's own work dir (and what it reads) into it, and nothing else."""
+    from training.warm import warm_pool_configure
+
+    work, models = tmp_path / "work", tmp_path / "models"
+    other = work / "experiment-other"
+    other.mkdir(parents=True)
+    (other / "checkpoint").write_text("another tenant's")
+    models.mkdir()
+    module = models / "probe.py"
+    module.write_text(PROBE_MODULE + (
+        # Landlock lets it list nothing but its own; a path's existence it does not hide.
+        f"\nprint('NEIGHBOURS', os.path.exists({str(other)!r}), os.path.exists('.'), "
+        "flush=True)\n"))
+    pool = warm_pool_configure(size=1, runtime=podman, env=task_base_environment(),
+                               exposure=Exposure(write=(str(work),), read=(str(models),)),
+                               log_dir=tmp_path / "warm")
+    try:
+        assert pool is not None and pool.inject, "the suite runs as root: mounts are injected"
+        deadline = time.monotonic() + 60
+        while not (ready := pool.ready_pids()) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        [pid] = ready
+        root = Path(f"/proc/{pid}/root")
+        for folder in (work, models):
+            assert list((root / str(folder).lstrip("/")).iterdir()) == []
+        mounts = {line.split(" - ")[0].split()[4]: line.split(" - ")[1].split()[0]
+                  for line in Path(f"/proc/{pid}/mountinfo").read_text().splitlines()}
+        assert mounts[str(work)] == mounts[str(models)] == "tmpfs"
+        assert not any(point.startswith(f"{work}/") for point in mounts)
+
+        events: list[Any] = []
+        spec = make_spec(work_dir=work / "experiment-mine", model=str(module),
+                         hyperparameters={"epochs": 1})
+        outcome = trial_supervise(spec=spec, on_events=events.extend,
+                                  should_cancel=lambda: False, grace_seconds=10,
+                                  runtime=podman, run_dir=str(tmp_path / "runs"))
+    finally:
+        warm_pool_configure(size=0, runtime=podman, env={}, exposure=Exposure(),
+                            log_dir=tmp_path / "warm")
+    assert outcome.status == "completed", outcome.exit_reason
+    [launched] = [task for e in events if e.payload.get("phase") == "launched"
+                  for task in e.payload["tasks"]]
+    assert launched["warm"] is True
+    [neighbours] = {str(e.payload["message"]) for e in events
+                    if str(e.payload.get("message", "")).startswith("NEIGHBOURS ")}
+    assert neighbours == "NEIGHBOURS False True"
+    assert (work / "experiment-mine" / "export").is_dir()
+    assert (other / "checkpoint").read_text() == "another tenant's"
+
+
+def test_a_node_that_cannot_mount_into_containers_keeps_no_warm_ones(
+    podman: Runtime, tmp_path: Path
+) -> None:
+    """Not root: a warm container would have to hold every tenant's folders; none is kept."""
+    from training.runtime import TaskPython
+    from training.warm import WarmPool
+
+    work = tmp_path / "work"
+    work.mkdir()
+    pool = WarmPool(size=1, runtime=podman, env=task_base_environment(),
+                    exposure=Exposure(write=(str(work),)), log_dir=tmp_path / "warm",
+                    inject=False)
+    try:
+        time.sleep(2)  # what its spawner would have started by now
+        assert pool.size == 0 and _node_containers(podman) == []
+        assert pool.take(python=TaskPython(), write=(str(work / "mine"),), read=()) is None
+    finally:
+        pool.close()

@@ -13,7 +13,13 @@ from docker.types import Ulimit
 
 from training.containers import ContainerSettings, containers_reap
 from training.errors import EnvironmentBuildFailed
-from training.images import DERIVED_REPOSITORY, LABEL_ENVIRONMENT, image_derive, image_key
+from training.images import (
+    DERIVED_REPOSITORY,
+    LABEL_ENVIRONMENT,
+    LOCK_DIR,
+    image_derive,
+    image_key,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -57,7 +63,20 @@ def test_the_image_gets_its_packages_and_what_confines_a_task(
     # Without TensorFlow in the base, tf-keras and scikit-learn are not added (nothing to train).
     absent = "import importlib.util as u; print(u.find_spec('tf_keras'), u.find_spec('sklearn'))"
     assert _python(engine, python.image, absent) == (0, "None None\n")
+    # (Not pip's own lines in the log: the engine may reuse the install step's cached layer.)
     assert "Successfully tagged" in (tmp_path / "build.log").read_text()
+    # The closure was installed by hash from its lock, which stays in the image: every line one
+    # exact version with its sha256, and those versions are what the image has.
+    read_lock = f"print(open('{LOCK_DIR}/requirements.lock').read())"
+    status, lock = _python(engine, python.image, read_lock)
+    entries = dict(line.split(" --hash=sha256:") for line in lock.split("\n") if line.strip())
+    assert status == 0 and "pyjokes==0.8.3" in entries and any(
+        name.startswith("landlockpy==") for name in entries)
+    assert all(len(digest) == 64 for digest in entries.values())
+    versions = ("import importlib.metadata as m; print(sorted(f'{d.name.lower()}=={d.version}' "
+                "for d in m.distributions()))")
+    installed = _python(engine, python.image, versions)[1]
+    assert all(name.lower() in installed for name in entries)
     # The base stays as it was; the same request is the same image, another pin another one.
     assert _python(engine, python_image, "import pyjokes")[0] != 0
     assert image_key(settings=engine, base=python_image, packages=packages) == key

@@ -127,41 +127,19 @@ def test_a_warm_host_holds_nothing_of_anyone_until_its_order(
         pool.close()
 
 
-def test_a_host_that_cannot_show_the_trials_files_is_not_used(
-    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, make_spec: Callable[..., Any],
-    digits_module: str,
-) -> None:
-    elsewhere = Exposure(write=(str(tmp_path / "other"),), read=(str(tmp_path / "other"),))
-    (tmp_path / "other").mkdir()
-    pool = _new_pool(size=1, log_dir=tmp_path / "warm", exposure=elsewhere, inject=False)
+def test_a_node_that_cannot_mount_into_sandboxes_keeps_no_warm_ones(tmp_path: Path) -> None:
+    """Not root: a warm host would have to show every tenant's folders; none is kept, and every
+    task gets a host made for it."""
+    from training.runtime import TaskPython
+
+    work = tmp_path / "work"
+    work.mkdir()
+    pool = _new_pool(size=1, log_dir=tmp_path / "warm", exposure=Exposure(write=(str(work),)),
+                     inject=False)
     try:
-        _wait_ready(pool, 1)
-        spec = make_spec(work_dir=tmp_path / "trial", model=digits_module)
-        from training.runtime import TaskPython
-        from training.sandbox import trial_paths
-
-        write, read = trial_paths(spec=spec)
-        assert pool.take(python=TaskPython(), write=write, read=read) is None
-        assert len(pool.ready_pids()) == 1
-    finally:
-        pool.close()
-
-
-def test_a_host_does_not_claim_a_root_that_did_not_exist_when_it_started(
-    tmp_path: Path, make_spec: Callable[..., Any], digits_module: str,
-) -> None:
-    later = tmp_path / "made-later"
-    pool = _new_pool(size=1, log_dir=tmp_path / "warm",
-                     exposure=Exposure(write=(str(later),), read=(str(later),)), inject=False)
-    try:
-        _wait_ready(pool, 1)
-        later.mkdir()  # e.g. the uploads folder of a new install, made by its first upload
-        spec = make_spec(work_dir=later / "trial", model=digits_module)
-        from training.runtime import TaskPython
-        from training.sandbox import trial_paths
-
-        write, read = trial_paths(spec=spec)
-        assert pool.take(python=TaskPython(), write=write, read=read) is None
+        time.sleep(1)  # what its spawner would have started by now
+        assert pool.size == 0 and pool.ready_pids() == []
+        assert pool.take(python=TaskPython(), write=(str(work / "mine"),), read=()) is None
     finally:
         pool.close()
 
@@ -236,28 +214,12 @@ def test_a_trial_on_a_registered_dataset_starts_cold_its_folders_bound_by_descri
     tmp_path: Path,
     run_trial: Callable[..., Any],
     make_spec: Callable[..., Any],
+    write_team_dataset: Callable[[Path], Any],
 ) -> None:
     """A warm host shows the dataset roots by name (and narrows them following links): the
     trial takes a cold host, which binds the folders the mount check opened."""
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from training.shard_schema import ShardedSource
-
     root = tmp_path / "root"
-    for split in ("train", "validation"):
-        (root / "team" / split).mkdir(parents=True)
-        for index in range(2):
-            pq.write_table(pa.table({"x": np.arange(32, dtype=np.float32),
-                                     "label": np.arange(32) % 2}),
-                           root / "team" / split / f"part-{index}.parquet")
-    source = ShardedSource(
-        name="team-data", format="parquet", train=str(root / "team" / "train"),
-        validation=str(root / "team" / "validation"),
-        features={"x": {"dtype": "float32", "shape": []}}, label="label",
-        label_spec={"dtype": "int64", "shape": []}, train_examples=64, validation_examples=64,
-        num_classes=2, size_bytes=1, pack=True)
+    source = write_team_dataset(root)
     spec = make_spec(work_dir=tmp_path / "trial", model="mlp", dataset="team-data",
                      dataset_source=source.to_dict(), dataset_roots=[str(root)],
                      hyperparameters={"epochs": 1, "batch_size": 16})

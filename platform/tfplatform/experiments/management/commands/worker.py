@@ -116,14 +116,11 @@ class Command(BaseCommand):
             concurrency=options["concurrency"] or len(devices) + 1,
         )
         warm_processes = options["warm_processes"]
-        if runtime.isolated and runtime.landlock_abi == 0 and warm_processes and not (
-            runtime.name == "sandbox" and node_privileged()
-        ):
-            # Where its trial's folders cannot be mounted into it later (not root, or in
-            # containers), a warm host starts seeing every trial's folders until Landlock
-            # narrows it: without Landlock, every host is made for its trial.
-            logger.warning("Node %s confines trials without Landlock: no warm task hosts.",
-                           hostname)
+        if runtime.isolated and warm_processes and not node_privileged():
+            # A warm host is started before its trial is known, so it may hold nothing of
+            # anyone; only a node that can mount a task's folders into it at its order (root,
+            # training/mounts.py) keeps any. Elsewhere every host is made for its task.
+            logger.warning("Node %s is not run as root: no warm task hosts.", hostname)
             warm_processes = 0
         warm = warm_pool_configure(
             size=warm_processes,
