@@ -86,8 +86,17 @@ def nobodys_folder() -> Iterator[Path]:
     shutil.rmtree(folder, ignore_errors=True)
 
 
-def _as_nobody(*, argv: list[str], view: Path) -> list[str]:
-    """argv run as `nobody` in a mount namespace of its own where the interpreter and the
+# Who an unprivileged node is: an ordinary user, or root in a container without the admin
+# capabilities (as compose's workers are).
+UNPRIVILEGED = {
+    "nobody": "setpriv --reuid=65534 --regid=65534 --clear-groups",
+    "root-without-admin-caps": "setpriv --inh-caps=-sys_admin,-net_admin "
+                               "--bounding-set=-sys_admin,-net_admin",
+}
+
+
+def _unprivileged(*, argv: list[str], view: Path, who: str) -> list[str]:
+    """argv run as `who` in a mount namespace of its own where the interpreter and the
     repository are reachable even if they live in a folder only root may enter (/root)."""
     shown = [Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve(), repo_root()]
     hidden: dict[Path, list[Path]] = {}
@@ -102,31 +111,31 @@ def _as_nobody(*, argv: list[str], view: Path) -> list[str]:
     steps += [f"mount -t tmpfs -o mode=755 tmpfs {closed}" for closed in hidden]
     for path, copy in kept:
         steps += [f"mkdir -p {path}", f"mount --bind {copy} {path}"]
-    steps.append("exec setpriv --reuid=65534 --regid=65534 --clear-groups " + shlex.join(argv))
+    steps.append(f"exec {UNPRIVILEGED[who]} " + shlex.join(argv))
     return ["unshare", "--mount", "--propagation", "private", "sh", "-ec", "; ".join(steps)]
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("who", list(UNPRIVILEGED))
 def test_a_gang_on_a_node_not_run_as_root_shares_a_namespace_of_its_own(
-    nobodys_folder: Path,
+    nobodys_folder: Path, who: str,
 ) -> None:
     """The node cannot join a namespace as root would; it joins through the user namespace
     that owns the first sandbox's network, which that sandbox leaves open to it."""
     module = nobodys_folder / "netns_module.py"
     module.write_text(NETNS_MODULE)
     hparams = {**DIGITS_HPARAMS, "epochs": 1}
-    argv = _as_nobody(argv=["env", "-i", "PATH=/usr/bin:/bin", f"HOME={nobodys_folder}",
-                            f"PYTHONPATH={repo_root() / 'platform'}:{repo_root()}",
-                            sys.executable, "-c", UNPRIVILEGED_NODE, str(nobodys_folder),
-                            str(module), json.dumps(hparams)],
-                      view=nobodys_folder / ".view")
+    node = ["env", "-i", "PATH=/usr/bin:/bin", f"HOME={nobodys_folder}",
+            f"PYTHONPATH={repo_root() / 'platform'}:{repo_root()}", sys.executable, "-c",
+            UNPRIVILEGED_NODE, str(nobodys_folder), str(module), json.dumps(hparams)]
+    argv = _unprivileged(who=who, argv=node, view=nobodys_folder / ".view")
     result = subprocess.run(argv, cwd=nobodys_folder, capture_output=True, text=True,
                             timeout=300, check=False)
     assert result.returncode == 0, result.stderr[-3000:]
     outcome = json.loads(result.stdout.strip().splitlines()[-1])
     assert outcome == {"status": "completed", "reason": "completed"}, outcome
     work = nobodys_folder / "work"
-    assert work.stat().st_uid == NOBODY  # the node really was nobody
+    assert work.stat().st_uid == (NOBODY if who == "nobody" else 0)  # the node really was
     seen = {(work / f"netns-worker-{i}").read_text() for i in range(2)}
     assert len(seen) == 1, seen  # one namespace for the gang
     assert seen != {str(Path("/proc/self/ns/net").stat().st_ino)}  # and not the node's
