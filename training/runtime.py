@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from training.errors import InvalidInput
+from training.gang_network import gang_network_check
 
 if TYPE_CHECKING:
     from training.containers import ContainerSettings
@@ -130,8 +131,6 @@ def runtime_sandbox_check(*, gang_subnet: str = DEFAULT_GANG_SUBNET) -> None:
             f"machine refused to bubblewrap: {probe.stderr.strip()[:300]}"
         )
     if gang_subnet and node_privileged():
-        from training.gang_network import gang_network_check
-
         gang_network_check()
 
 
