@@ -156,20 +156,32 @@ NS_GET_USERNS = 0xB701  # ioctl(2) on a namespace: a descriptor of the user name
 
 
 def _netns_open(*, host: TaskHost) -> int:
-    """The sandbox's network namespace, once bwrap has made it (never the node's own)."""
+    """The sandbox's network namespace, once bwrap has made it (never the node's own) and
+    mapped its users: a node not run as root that joined the user namespace owning it before
+    bwrap wrote its uid map would have no uid there, and could not nest its own sandbox."""
     deadline = time.monotonic() + NETNS_WAIT_SECONDS
     own = os.stat("/proc/self/ns/net").st_ino
     while time.monotonic() < deadline:
         pid = host.task_pid()
         if pid is not None:
             fd = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
-            if os.fstat(fd).st_ino != own and host.process.poll() is None:
+            if (os.fstat(fd).st_ino != own and _users_mapped(pid=pid)
+                    and host.process.poll() is None):
                 return fd
             os.close(fd)
         elif host.process.poll() is not None:
             break
         time.sleep(0.01)
     raise OSError("The gang's first task ended before its network could be shared.")
+
+
+def _users_mapped(*, pid: int) -> bool:
+    """Whether the task's user namespace has its uid map; the one owning its network is mapped
+    before it, since a nested one is made by a user mapped there."""
+    try:
+        return bool(Path(f"/proc/{pid}/uid_map").read_text().strip())
+    except OSError:
+        return False
 
 
 def _open_for_task(path: Path) -> int:
