@@ -13,14 +13,7 @@ from tfplatform.accounts.models import User
 from tfplatform.accounts.visibility import visible_to
 from tfplatform.cluster.models import Allocation, Node
 from tfplatform.core.errors import NotFound
-from tfplatform.experiments.models import (
-    Environment,
-    EnvironmentBuild,
-    Experiment,
-    Metric,
-    Trial,
-    Workspace,
-)
+from tfplatform.experiments.models import Environment, EnvironmentBuild, Experiment, Metric, Trial
 
 # A metrics answer holds about this many points per trial and metric, unless asked otherwise.
 METRIC_POINTS_DEFAULT = 2_000
@@ -39,55 +32,6 @@ def experiment_list(*, user: User | AnonymousUser) -> QuerySet[Experiment]:
     # Workspace sessions are listed as workspaces (workspace_list), not as experiments.
     experiments = Experiment.objects.filter(kind=Experiment.Kind.TRAINING)
     return visible_to(queryset=experiments, user=user).select_related("owner", "environment")
-
-
-def workspace_list(*, user: User | AnonymousUser) -> QuerySet[Workspace]:
-    """Only the owner's: a workspace holds their home volume and their API token."""
-    if not user.is_authenticated:
-        return Workspace.objects.none()
-    return Workspace.objects.filter(owner=user).select_related(
-        "owner", "environment", "experiment")
-
-
-def workspace_get(*, user: User | AnonymousUser, workspace_id: int) -> Workspace:
-    workspace = workspace_list(user=user).filter(pk=workspace_id).first()
-    if workspace is None:
-        raise NotFound("Workspace not found.")
-    return workspace
-
-
-WORKSPACE_STATES: dict[str, str] = {
-    Experiment.State.QUEUED: "queued", Experiment.State.SCHEDULED: "starting",
-    Experiment.State.RUNNING: "running", Experiment.State.COMPLETED: "stopped",
-    Experiment.State.CANCELED: "stopped", Experiment.State.FAILED: "failed",
-}
-
-
-def workspace_state(*, workspace: Workspace) -> str:
-    session = workspace.experiment
-    if session is None:
-        return "stopped"
-    if session.state == Experiment.State.RUNNING and session.trials.filter(
-            stop_reason__gt="", state__in=("pending", "running")).exists():
-        return "stopping"
-    if session.state == Experiment.State.RUNNING and workspace.ready_at is None:
-        return "starting"  # its Jupyter has not answered yet
-    return WORKSPACE_STATES.get(session.state, session.state)
-
-
-def workspace_lab_url(*, workspace: Workspace) -> str:
-    """Where its JupyterLab is reached: the `lab` process' origin when it has one of its own
-    (`make run`: PORT+100), else a path on the platform's own origin (compose's TLS proxy)."""
-    return f"{settings.PLATFORM['WORKSPACE_LAB_ORIGIN']}/workspaces/{workspace.pk}/lab/"
-
-
-def workspace_devices(*, workspace: Workspace) -> list[str]:
-    """The devices its session holds now, e.g. ["node-1/gpu:0"]."""
-    session = workspace.experiment
-    if session is None:
-        return []
-    held = Allocation.objects.filter(trial__experiment=session, released_at__isnull=True)
-    return [str(a.device or a.node) for a in held.select_related("device__node", "node")]
 
 
 def experiment_get(*, user: User | AnonymousUser, experiment_id: int) -> Experiment:

@@ -42,13 +42,13 @@ from tfplatform.experiments.services.trials import (
     trial_set_placement,
     trial_start,
 )
-from tfplatform.experiments.services.workspaces import (
+from tfplatform.experiments.validation import registered_source
+from tfplatform.workspaces.services import (
     SessionGrant,
     workspace_activity_record,
     workspace_session_begin,
     workspace_session_end,
 )
-from tfplatform.experiments.validation import registered_source
 from training.catalog import BUILTIN_DATASETS, DIAGNOSTIC_JOBS
 from training.cluster import LOCALHOST
 from training.containers import RUNTIME_IMAGE, ContainerSettings

@@ -15,8 +15,8 @@ from tfplatform.experiments.selectors import experiment_state_counts
 from tfplatform.experiments.services.execution import nodes_lost_handle
 from tfplatform.experiments.services.scheduling import scheduler_pass, trials_dispatch_overdue
 from tfplatform.experiments.services.submission import uploads_leftovers_remove
-from tfplatform.experiments.services.workspaces import workspaces_cull
 from tfplatform.experiments.signals import scheduler_passed
+from tfplatform.workspaces.services import workspaces_cull
 
 logger = logging.getLogger(__name__)
 TIDY_SECONDS = 300.0

@@ -25,10 +25,11 @@ from tfplatform.accounts.tokens import api_token_issue
 from tfplatform.cluster.dispatch import scheduler_wake_on_commit
 from tfplatform.core.errors import InvalidInput, InvalidTransition
 from tfplatform.experiments import validation
-from tfplatform.experiments.models import Environment, Experiment, Trial, Workspace
+from tfplatform.experiments.models import Environment, Experiment, Trial
 from tfplatform.experiments.selectors import environment_default
 from tfplatform.experiments.services.submission import experiment_cancel
 from tfplatform.experiments.services.transitions import TERMINAL_STATES
+from tfplatform.workspaces.models import Workspace
 from training.catalog import WORKSPACE_JOB
 
 State = Experiment.State
