@@ -1,4 +1,6 @@
-"""Admin of workspaces."""
+from django.contrib import admin
+
+from tfplatform.workspaces.models import Workspace
 
 
 @admin.register(Workspace)

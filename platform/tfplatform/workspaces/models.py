@@ -1,4 +1,9 @@
-"""Workspaces: JupyterLab sessions."""
+"""Workspaces: JupyterLab sessions on scheduled devices (each session an experiment)."""
+
+from django.conf import settings
+from django.db import models
+
+from tfplatform.experiments.models import Environment, Experiment
 
 
 class Workspace(models.Model):
@@ -35,6 +40,8 @@ class Workspace(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        # The table the experiments app made: the model moved, its rows did not.
+        db_table = "experiments_workspace"
         ordering = ["-created_at", "-id"]
 
     def __str__(self) -> str:

@@ -1,4 +1,14 @@
-"""Reads of workspaces."""
+"""Reads of workspaces: the owner's list, one workspace, its state, devices and lab address."""
+
+from django.conf import settings
+from django.contrib.auth.models import AnonymousUser
+from django.db.models import QuerySet
+
+from tfplatform.accounts.models import User
+from tfplatform.cluster.models import Allocation
+from tfplatform.core.errors import NotFound
+from tfplatform.experiments.models import Experiment
+from tfplatform.workspaces.models import Workspace
 
 
 def workspace_list(*, user: User | AnonymousUser) -> QuerySet[Workspace]:

@@ -15,8 +15,7 @@ from tfplatform.experiments.selectors import experiment_state_counts
 from tfplatform.experiments.services.execution import nodes_lost_handle
 from tfplatform.experiments.services.scheduling import scheduler_pass, trials_dispatch_overdue
 from tfplatform.experiments.services.submission import uploads_leftovers_remove
-from tfplatform.experiments.signals import scheduler_passed
-from tfplatform.workspaces.services import workspaces_cull
+from tfplatform.experiments.signals import scheduler_passed, scheduler_passing
 
 logger = logging.getLogger(__name__)
 TIDY_SECONDS = 300.0
@@ -48,9 +47,7 @@ class Command(BaseCommand):
                     if lost:
                         logger.warning("Marked %d node(s) lost", len(lost))
                 nodes_finish_draining()
-                culled = workspaces_cull()
-                if culled:
-                    logger.info("Stopped %d idle or expired workspace(s)", len(culled))
+                scheduler_passing.send(sender=self.__class__)
                 scheduled = scheduler_pass()
                 if scheduled:
                     logger.info("Scheduled %d experiment(s)", scheduled)
