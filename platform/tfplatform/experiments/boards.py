@@ -49,7 +49,7 @@ from tfplatform.accounts.models import User
 from tfplatform.core.errors import NotFound, Unavailable
 from tfplatform.experiments.board_host import TOKEN_ENV
 from tfplatform.experiments.models import Experiment
-from tfplatform.experiments.selectors import experiment_list
+from tfplatform.experiments.selectors.experiments import experiment_list
 from tfplatform.experiments.services.execution import experiment_work_dir
 from training.private_files import private_write_text
 

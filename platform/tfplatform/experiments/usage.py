@@ -18,7 +18,7 @@ from tfplatform.accounts.models import User
 from tfplatform.accounts.visibility import visible_to
 from tfplatform.cluster.models import Allocation, Device
 from tfplatform.core.errors import InvalidInput, NotFound
-from tfplatform.experiments.selectors import experiment_get
+from tfplatform.experiments.selectors.experiments import experiment_get
 
 GROUPS = ("user", "team", "experiment", "day")
 MAX_DAYS = 366

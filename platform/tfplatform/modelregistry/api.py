@@ -16,7 +16,7 @@ from tfplatform.core.errors import InvalidInput, PayloadTooLarge
 from tfplatform.core.negotiation import JsonOnlyNegotiation
 from tfplatform.core.serializers import StrictInputSerializer
 from tfplatform.core.throttling import ScopedWindowRateThrottle
-from tfplatform.experiments.selectors import experiment_get
+from tfplatform.experiments.selectors.experiments import experiment_get
 from tfplatform.modelregistry import selectors, services
 from tfplatform.modelregistry.health import WHOLE_MODEL
 from tfplatform.modelregistry.inference import inference_predict

@@ -13,7 +13,7 @@ from tfplatform.accounts.models import Team
 from tfplatform.cluster.models import Allocation, Device, Node
 from tfplatform.cluster.placement import PREEMPTED
 from tfplatform.experiments.models import Experiment, Metric, Trial
-from tfplatform.experiments.selectors import THROUGHPUT
+from tfplatform.experiments.selectors.progress import THROUGHPUT
 
 # Pending reasons are sentences with counts and host names in them; a label takes the kind of
 # reason only (bounded), by the sentence's beginning as the scheduler and workers write it.

@@ -26,7 +26,7 @@ from tfplatform.cluster.dispatch import scheduler_wake_on_commit
 from tfplatform.core.errors import InvalidInput, InvalidTransition
 from tfplatform.experiments import validation
 from tfplatform.experiments.models import Environment, Experiment, Trial
-from tfplatform.experiments.selectors import environment_default
+from tfplatform.experiments.selectors.environments import environment_default
 from tfplatform.experiments.services.submission import experiment_cancel
 from tfplatform.experiments.services.transitions import TERMINAL_STATES
 from tfplatform.experiments.sessions import SessionGrant

@@ -59,7 +59,8 @@ from tfplatform.cluster.placement import (
 from tfplatform.cluster.services import allocations_create
 from tfplatform.core.errors import InvalidTransition
 from tfplatform.experiments.models import Experiment, Trial
-from tfplatform.experiments.selectors import experiments_queued, trials_dispatch_overdue_ids
+from tfplatform.experiments.selectors.scheduling import experiments_queued
+from tfplatform.experiments.selectors.trials import trials_dispatch_overdue_ids
 from tfplatform.experiments.services.transitions import experiment_transition
 from tfplatform.experiments.services.trials import (
     TRIAL_ACTIVE_STATES,

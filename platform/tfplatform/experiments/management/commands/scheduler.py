@@ -11,7 +11,7 @@ from django.db import close_old_connections
 from tfplatform.cluster.services import nodes_finish_draining
 from tfplatform.cluster.utilization import SAMPLE_SECONDS, utilization_record
 from tfplatform.core.database import DATABASE_ERRORS, database_connection_reset
-from tfplatform.experiments.selectors import experiment_state_counts
+from tfplatform.experiments.selectors.experiments import experiment_state_counts
 from tfplatform.experiments.services.execution import nodes_lost_handle
 from tfplatform.experiments.services.scheduling import scheduler_pass, trials_dispatch_overdue
 from tfplatform.experiments.services.submission import uploads_leftovers_remove
