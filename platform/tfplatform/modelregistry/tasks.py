@@ -1,7 +1,7 @@
 from celery import shared_task
 
 from tfplatform.modelregistry.dispatch import VERSION_LOAD_TASK
-from tfplatform.modelregistry.services import model_version_load
+from tfplatform.modelregistry.services.versions import model_version_load
 
 
 # One version at a time per loader. A loader that dies mid-load leaves the version LOADING, and

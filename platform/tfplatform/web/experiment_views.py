@@ -30,7 +30,7 @@ from tfplatform.experiments.selectors.scheduling import (
 )
 from tfplatform.experiments.selectors.trials import experiment_trials
 from tfplatform.experiments.services import submission
-from tfplatform.modelregistry import services as model_services
+from tfplatform.modelregistry.services.publish import experiment_deploy
 from tfplatform.searches import selectors as search_selectors
 from tfplatform.web.forms import ExperimentForm, ResourcesForm, hyperparameter_defaults
 
@@ -206,7 +206,7 @@ def experiment_restart_action(request: HttpRequest, experiment_id: int) -> HttpR
 def experiment_deploy_action(request: HttpRequest, experiment_id: int) -> HttpResponse:
     experiment = experiment_get(user=request.user, experiment_id=experiment_id)
     name = request.POST.get("model_name", "").strip()
-    version = model_services.experiment_deploy(
+    version = experiment_deploy(
         user=request.user,  # type: ignore[arg-type]
         experiment=experiment,
         model_name=name,

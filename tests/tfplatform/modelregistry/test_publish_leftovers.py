@@ -15,7 +15,7 @@ import pytest
 from tests.conftest import peer_data_or_skip
 from tests.factories import UserFactory
 from tests.tfplatform.modelregistry.conftest import HALF_PLUS_THREE, HALF_PLUS_TWO, api, register
-from tfplatform.modelregistry.services import model_files_leftovers_remove
+from tfplatform.modelregistry.services.publish import model_files_leftovers_remove
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
