@@ -11,7 +11,7 @@ from tfplatform.accounts.api import (
 from tfplatform.cluster.api import NodeListApi, NodeStateApi
 from tfplatform.datasets.api import DatasetDetailApi, DatasetListCreateApi
 from tfplatform.experiments import api as experiments_api
-from tfplatform.experiments.usage_api import UsageApi, UsageCsvApi
+from tfplatform.experiments.usage.api import UsageApi, UsageCsvApi
 from tfplatform.modelregistry import api as models_api
 from tfplatform.monitoring.views import metrics
 from tfplatform.searches import api as searches_api

@@ -9,7 +9,7 @@ from django.views.decorators.clickjacking import xframe_options_sameorigin
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_http_methods
 
-from tfplatform.experiments import boards
+from tfplatform.experiments.boards import registry as boards
 from tfplatform.web.compare_views import compare_ids_named
 
 

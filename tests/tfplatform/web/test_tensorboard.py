@@ -22,7 +22,7 @@ from django.test import Client
 
 from tests.factories import PASSWORD, ExperimentFactory, TeamFactory, UserFactory
 from tests.tfplatform.web.conftest import ARTIFACTS
-from tfplatform.experiments import boards
+from tfplatform.experiments.boards import registry as boards
 from tfplatform.experiments.models import Experiment
 from tfplatform.experiments.services.execution import experiment_work_dir
 

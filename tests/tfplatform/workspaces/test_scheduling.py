@@ -14,7 +14,8 @@ from tfplatform.cluster.services import allocations_claim_part
 from tfplatform.experiments.models import Trial
 from tfplatform.experiments.services.execution import trial_spec_build
 from tfplatform.experiments.services.scheduling import scheduler_pass
-from tfplatform.experiments.usage import usage_query, usage_report
+from tfplatform.experiments.usage.report import usage_report
+from tfplatform.experiments.usage.rows import usage_query
 from tfplatform.workspaces.services import (
     WorkspaceRequest,
     workspace_create,

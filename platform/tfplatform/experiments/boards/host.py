@@ -1,4 +1,4 @@
-"""One TensorBoard process of the platform: `python -m tfplatform.experiments.board_host`.
+"""One TensorBoard process of the platform: `python -m tfplatform.experiments.boards.host`.
 
 Started by `experiments/boards.py` for one set of experiments, never by hand; no Django here.
 It serves TensorBoard's own WSGI app (a maintained `tensorboard` release, Python data loading,
@@ -108,7 +108,7 @@ def _plugins(*, runs: dict[str, str]) -> list[Any]:
     plugins = [plugin for plugin in default.get_plugins()
                if not getattr(plugin, "__module__", "").startswith("xprof.")]
     try:
-        from tfplatform.experiments.board_profile import BoardProfileLoader
+        from tfplatform.experiments.boards.profile import BoardProfileLoader
     except ImportError as error:  # TensorBoard's notice that the plugin is missing, then
         print(f"Profile tab not served: xprof does not import ({error})", flush=True)
         return plugins

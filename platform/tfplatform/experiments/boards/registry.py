@@ -47,7 +47,7 @@ from django.http import HttpRequest, StreamingHttpResponse
 
 from tfplatform.accounts.models import User
 from tfplatform.core.errors import NotFound, Unavailable
-from tfplatform.experiments.board_host import TOKEN_ENV
+from tfplatform.experiments.boards.host import TOKEN_ENV
 from tfplatform.experiments.models import Experiment
 from tfplatform.experiments.selectors.experiments import experiment_list
 from tfplatform.experiments.services.execution import experiment_work_dir
@@ -304,7 +304,7 @@ def _start(*, key: str, runs: dict[str, str]) -> Board:
     Path(shown.get("none", _folder())).mkdir(mode=0o700, exist_ok=True)
     for attempt in range(3):  # a port taken between the probe and the bind: another one
         port = _free_port()
-        argv = [sys.executable, "-m", "tfplatform.experiments.board_host", "--port", str(port),
+        argv = [sys.executable, "-m", "tfplatform.experiments.boards.host", "--port", str(port),
                 "--path-prefix", f"{URL_PREFIX}/{key}",
                 *(f"--run={name}={folder}" for name, folder in shown.items())]
         if not settings.PLATFORM["BOARD_CONFINE"]:
