@@ -1,4 +1,5 @@
 from django.conf import settings
+from django.contrib.contenttypes.fields import GenericRelation
 from django.db import models
 
 
@@ -157,6 +158,11 @@ class Trial(models.Model):
     # When its first training step finished: submit-to-first-step is what users wait through.
     first_step_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # The devices it holds (cluster.Allocation's generic holder): deleted with it.
+    allocations = GenericRelation(
+        "cluster.Allocation", content_type_field="holder_type", object_id_field="holder_id",
+        related_query_name="trial",
+    )
 
     class Meta:
         ordering = ["experiment_id", "restart_count"]

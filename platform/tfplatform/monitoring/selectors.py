@@ -180,7 +180,7 @@ def gpu_holders() -> list[GpuHolder]:
         .exclude(Q(device__uuid=""))
         .annotate(team_name=Coalesce("trial__experiment__team__name", Value("")))
         .values_list("device__uuid", "node__hostname", "device__index",
-                     "trial__experiment_id", "trial_id", "trial__experiment__owner__username",
+                     "trial__experiment_id", "trial__id", "trial__experiment__owner__username",
                      "team_name")
         .order_by("node__hostname", "device__index")
     )

@@ -54,7 +54,7 @@ def cluster_page(request: HttpRequest) -> HttpResponse:
     nodes = list(node_list())
     allocations = [a for node in nodes for a in node.active_allocations]  # type: ignore[attr-defined]
     # One query for every holder's owner instead of one per device row.
-    prefetch_related_objects(allocations, "trial__experiment__owner")
+    prefetch_related_objects(allocations, "holder__experiment__owner")
     now = timezone.now()
     rows = []
     idle_count = 0

@@ -134,7 +134,7 @@ def hold(experiment: Experiment, device: Device, *, start: datetime,
          end: datetime | None) -> Allocation:
     trial = Trial.objects.filter(experiment=experiment).first() or Trial.objects.create(
         experiment=experiment)
-    return Allocation.objects.create(trial=trial, node=device.node, device=device,
+    return Allocation.objects.create(holder=trial, node=device.node, device=device,
                                      started_at=start, released_at=end)
 
 

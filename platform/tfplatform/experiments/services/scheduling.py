@@ -170,11 +170,11 @@ def _cluster_view() -> ClusterView:
     holders: dict[int, Holder] = {}
     device_holder: dict[int, Holder] = {}
     quota_gpus: dict[QuotaKey, int] = defaultdict(int)
-    live = Allocation.objects.filter(released_at__isnull=True).values_list(
+    live = Allocation.objects.of_trials().filter(released_at__isnull=True).values_list(
         "device_id",
         "node_id",
         "device__kind",
-        "trial_id",
+        "holder_id",
         "trial__state",
         "trial__stop_reason",
         "trial__experiment__priority",

@@ -3,7 +3,7 @@
 from datetime import datetime, timedelta
 
 from django.contrib.auth.models import AnonymousUser
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from tfplatform.accounts.models import User
@@ -25,7 +25,7 @@ def usage_spans(*, viewer: User | AnonymousUser, query: UsageQuery) -> list[Allo
     that overlap the query's days and match its filters."""
     _filters_check(viewer=viewer, query=query)
     window_start, window_end = day_start(query.start), day_start(query.end + timedelta(days=1))
-    allocations = Allocation.objects.filter(
+    allocations: QuerySet[Allocation] = Allocation.objects.filter(
         Q(released_at__isnull=True) | Q(released_at__gt=window_start),
         started_at__isnull=False, started_at__lt=window_end, device__isnull=False,
     )
