@@ -19,7 +19,7 @@ from tfplatform.modelregistry.services.publish import model_files_leftovers_remo
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 # The platform's own publish, in a process of its own, stopped where a kill would stop it.
 KILLED_WHILE_COPYING = """
 import sys, time
