@@ -239,7 +239,7 @@ def _free_port() -> int:
 def _start(*, key: str, runs: dict[str, str]) -> Board:
     global _reaper
     token = secrets.token_urlsafe(32)
-    platform_dir = Path(__file__).resolve().parents[2]
+    platform_dir = Path(__file__).resolve().parents[3]  # platform/
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8",
            "PYTHONPATH": os.pathsep.join([str(platform_dir), str(platform_dir.parent)]),
            TOKEN_ENV: token}
