@@ -75,8 +75,8 @@ def queue_reset() -> None:
 def trials_end(*, trial_ids: list[int]) -> None:
     """What worker nodes report when trials finish: devices released, experiments done."""
     now = timezone.now()
-    Allocation.objects.filter(trial_id__in=trial_ids, released_at__isnull=True).update(
-        released_at=now)
+    Allocation.objects.of_trials().filter(
+        holder_id__in=trial_ids, released_at__isnull=True).update(released_at=now)
     Trial.objects.filter(pk__in=trial_ids).update(state=Trial.State.COMPLETED, finished_at=now)
     Experiment.objects.filter(trials__pk__in=trial_ids).update(
         state=Experiment.State.COMPLETED, finished_at=now)
@@ -88,8 +88,8 @@ def trials_preempted() -> list[int]:
                     .values_list("pk", flat=True))
     if stopping:
         now = timezone.now()
-        Allocation.objects.filter(trial_id__in=stopping, released_at__isnull=True).update(
-            released_at=now)
+        Allocation.objects.of_trials().filter(
+            holder_id__in=stopping, released_at__isnull=True).update(released_at=now)
         Trial.objects.filter(pk__in=stopping).update(state=Trial.State.CANCELED, finished_at=now)
         Experiment.objects.filter(trials__pk__in=stopping).update(
             state=Experiment.State.QUEUED, pending_reason="Preempted.")

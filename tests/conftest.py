@@ -25,7 +25,7 @@ def peer_data_or_skip() -> Path:
 def _clear_cache() -> Iterator[None]:
     # Throttle counters live in the cache, checked tokens and model routes in per-process
     # caches; each test starts with a clean slate.
-    from tfplatform.accounts.authentication import token_cache_clear
+    from tfplatform.accounts.token_cache import token_cache_clear
     from tfplatform.modelregistry.selectors import model_route_cache_clear
 
     for clear in (cache.clear, token_cache_clear, model_route_cache_clear):

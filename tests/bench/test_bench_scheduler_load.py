@@ -31,7 +31,7 @@ def test_trials_end_and_reset_give_the_devices_back() -> None:
 
     trials_end(trial_ids=trials[:10])
     assert Experiment.objects.filter(state="completed").count() == 10
-    released = Allocation.objects.filter(trial_id__in=trials[:10])
+    released = Allocation.objects.of_trials().filter(holder_id__in=trials[:10])
     assert released.exists() and not released.filter(released_at__isnull=True).exists()
 
     Trial.objects.filter(pk=trials[10]).update(stop_reason="preempted")

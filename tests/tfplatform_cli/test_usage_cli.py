@@ -12,7 +12,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from tests.factories import PASSWORD, DeviceFactory, ExperimentFactory, NodeFactory, UserFactory
-from tests.tfplatform.experiments.test_usage import hold
+from tests.tfplatform.experiments.usage.test_usage import hold
 from tests.tfplatform_cli.conftest import TFP, TIMEOUT, Tfp
 from tests.tfplatform_cli.test_search_cli import signed_in
 from tfplatform.accounts.models import User

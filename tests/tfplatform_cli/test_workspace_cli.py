@@ -9,7 +9,8 @@ from tfplatform_cli.workspace_commands import _row
 
 from tests.tfplatform_cli.conftest import Tfp
 from tests.tfplatform_cli.test_search_cli import signed_in
-from tfplatform.experiments.models import Experiment, Workspace
+from tfplatform.experiments.models import Experiment
+from tfplatform.workspaces.models import Workspace
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -7,47 +7,32 @@ expired, or a user deactivated, is refused within PLATFORM["LOOKUP_CACHE_SECONDS
 the process that revoked it).
 """
 
-import threading
 from typing import Any
 
-from cachetools import TTLCache
-from django.conf import settings
 from django.utils import timezone
 from rest_framework import exceptions
 from rest_framework.authentication import TokenAuthentication
 
 from tfplatform.accounts.models import ApiToken
-
-_lock = threading.Lock()
-_checked: TTLCache[str, tuple[Any, ApiToken]] = TTLCache(
-    maxsize=10_000, ttl=settings.PLATFORM["LOOKUP_CACHE_SECONDS"]
-)
+from tfplatform.accounts.token_cache import token_cache_get, token_cache_put
+from tfplatform.accounts.tokens import api_token_check, api_token_digest
 
 
 class CachedTokenAuthentication(TokenAuthentication):
     model = ApiToken
 
     def authenticate_credentials(self, key: str) -> tuple[Any, ApiToken]:
-        from tfplatform.accounts.tokens import api_token_check, api_token_digest
-
         digest = api_token_digest(key=key)
-        with _lock:
-            found = _checked.get(digest)
+        found = token_cache_get(digest=digest)
         if found is None or found[1].expires_at <= timezone.now():
             token = api_token_check(key=key)
             if token is None:
                 raise exceptions.AuthenticationFailed("Invalid, expired or revoked token.")
             found = (token.user, token)
-            with _lock:
-                _checked[digest] = found
+            token_cache_put(digest=digest, found=found)
         user, token = found
         # Each request gets its own user object: views may annotate it. __getstate__ is the copy
         # copy.copy makes (own _state, own field cache) without pickle's protocol around it.
         clone = user.__class__.__new__(user.__class__)
         clone.__dict__.update(user.__getstate__())
         return clone, token
-
-
-def token_cache_clear() -> None:
-    with _lock:
-        _checked.clear()

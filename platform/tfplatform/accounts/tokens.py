@@ -11,6 +11,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from tfplatform.accounts.models import ApiToken, User
+from tfplatform.accounts.token_cache import token_cache_clear
 from tfplatform.core.errors import NotFound
 
 KEY_PREFIX = "tfp_"
@@ -68,6 +69,4 @@ def api_token_check(*, key: str) -> ApiToken | None:
 def _cache_forget() -> None:
     # This process refuses a revoked token at once; other web processes within
     # PLATFORM_LOOKUP_CACHE_SECONDS.
-    from tfplatform.accounts.authentication import token_cache_clear
-
     token_cache_clear()

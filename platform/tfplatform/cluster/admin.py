@@ -61,7 +61,7 @@ class DeviceAdmin(admin.ModelAdmin):
 @admin.register(Allocation)
 class AllocationAdmin(admin.ModelAdmin):
     list_display = (
-        "trial",
+        "holder",
         "node",
         "device",
         "task_type",

@@ -35,7 +35,9 @@ class DeviceSerializer(serializers.ModelSerializer):
         allocation = holders.get(device.pk)
         if allocation is None:
             return None
-        experiment = allocation.trial.experiment
+        holder = allocation.holder
+        assert holder is not None  # a holder deleted takes its allocations with it
+        experiment = holder.experiment
         # Others' experiments are shown as "in use" without saying whose or what.
         if allocation.pk in self.context["visible_allocation_ids"]:
             return {

@@ -21,7 +21,7 @@ def scheduler_wake_on_commit() -> None:
 
 def trial_dispatch(*, trial_id: int) -> None:
     node_ids = sorted(
-        set(Allocation.objects.filter(trial_id=trial_id).values_list("node_id", flat=True))
+        set(Allocation.objects.of_trial(trial_id=trial_id).values_list("node_id", flat=True))
     )
     for node in Node.objects.filter(pk__in=node_ids).order_by("pk"):
         current_app.send_task(TRIAL_RUN_TASK, args=[trial_id, node.pk], queue=node.queue)

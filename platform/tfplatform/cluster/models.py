@@ -1,6 +1,16 @@
+from django.contrib.contenttypes.fields import GenericForeignKey
+from django.contrib.contenttypes.models import ContentType
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
+
+# What holds devices: a trial of the experiments app, which sits above this one and is named
+# here by its natural key, never imported.
+TRIAL_HOLDER = ("experiments", "trial")
+
+
+def trial_holder_type() -> ContentType:
+    return ContentType.objects.get_by_natural_key(*TRIAL_HOLDER)
 
 
 class Node(models.Model):
@@ -74,12 +84,24 @@ class Device(models.Model):
         return f"{self.node.hostname}/{self.kind}:{self.index}"
 
 
+class AllocationQuerySet(models.QuerySet["Allocation"]):
+    def of_trials(self) -> "AllocationQuerySet":
+        return self.filter(holder_type=trial_holder_type())
+
+    def of_trial(self, *, trial_id: int) -> "AllocationQuerySet":
+        return self.filter(holder_type=trial_holder_type(), holder_id=trial_id)
+
+
 class Allocation(models.Model):
     """One device held by one trial; released_at is set when the trial lets go of it."""
 
-    trial = models.ForeignKey(
-        "experiments.Trial", on_delete=models.CASCADE, related_name="allocations"
-    )
+    # The holder, a trial: a generic reference, so that this app's schema does not depend on
+    # the experiments app above it. Trial.allocations (a GenericRelation, query name `trial`)
+    # deletes a trial's allocations with it, as the foreign key's CASCADE did, and lets queries
+    # still say `trial__experiment`.
+    holder_type = models.ForeignKey(ContentType, on_delete=models.PROTECT, related_name="+")
+    holder_id = models.PositiveBigIntegerField()
+    holder = GenericForeignKey("holder_type", "holder_id")
     node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="allocations")
     device = models.ForeignKey(
         Device, null=True, blank=True, on_delete=models.CASCADE, related_name="allocations"
@@ -92,8 +114,11 @@ class Allocation(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     released_at = models.DateTimeField(null=True, blank=True)
 
+    objects = AllocationQuerySet.as_manager()
+
     class Meta:
         ordering = ["created_at", "id"]
+        indexes = [models.Index(fields=["holder_type", "holder_id"], name="allocation_holder")]
         constraints = [
             # The database itself refuses to hand one device to two live allocations.
             models.UniqueConstraint(
@@ -104,7 +129,8 @@ class Allocation(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.device or self.node} → trial {self.trial_id}"
+        holder = ContentType.objects.get_for_id(self.holder_type_id).model
+        return f"{self.device or self.node} → {holder} {self.holder_id}"
 
 
 class UtilizationSample(models.Model):

@@ -15,8 +15,8 @@ from tfplatform.cluster.placement import TaskNeed, gang_place, pending_reason, t
 
 
 def node_list() -> QuerySet[Node]:
-    active = Allocation.objects.filter(released_at__isnull=True).select_related(
-        "trial__experiment", "utilization")
+    active = (Allocation.objects.filter(released_at__isnull=True)
+              .select_related("utilization").prefetch_related("holder__experiment"))
     return Node.objects.prefetch_related(
         Prefetch("devices", queryset=Device.objects.order_by("kind", "index")),
         Prefetch("allocations", queryset=active, to_attr="active_allocations"),

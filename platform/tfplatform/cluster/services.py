@@ -11,7 +11,13 @@ from django.utils import timezone
 
 from tfplatform.cluster.discovery import DeviceInfo, emulated_gpu_uuid
 from tfplatform.cluster.dispatch import scheduler_wake_on_commit
-from tfplatform.cluster.models import Allocation, AllocationUtilization, Device, Node
+from tfplatform.cluster.models import (
+    Allocation,
+    AllocationUtilization,
+    Device,
+    Node,
+    trial_holder_type,
+)
 from tfplatform.cluster.placement import Placement
 from tfplatform.cluster.selectors import IDLE_PERCENT, disk_free_min_bytes, heartbeat_fresh_after
 from tfplatform.core.errors import InvalidInput, InvalidTransition
@@ -91,9 +97,9 @@ def node_trials_held_mid_run(*, node: Node) -> list[int]:
     yet are still waiting in the node's queue: the new worker runs them."""
     return sorted(
         set(
-            Allocation.objects.filter(
+            Allocation.objects.of_trials().filter(
                 node=node, released_at__isnull=True, started_at__isnull=False
-            ).values_list("trial_id", flat=True)
+            ).values_list("holder_id", flat=True)
         )
     )
 
@@ -151,8 +157,8 @@ def nodes_mark_lost() -> NodesLost:
     with transaction.atomic():
         Node.objects.filter(pk__in=stale).update(state=Node.State.LOST)
     trial_ids = sorted(set(
-        Allocation.objects.filter(node_id__in=stale, released_at__isnull=True).values_list(
-            "trial_id", flat=True)
+        Allocation.objects.of_trials().filter(node_id__in=stale, released_at__isnull=True)
+        .values_list("holder_id", flat=True)
     ))
     return NodesLost(node_ids=stale, trial_ids=trial_ids)
 
@@ -168,10 +174,12 @@ def nodes_finish_draining() -> None:
 def allocations_create(*, trial_id: int, placements: list[Placement]) -> None:
     """The devices a scheduled gang was placed on become its trial's."""
     now = timezone.now()
+    holder_type = trial_holder_type()
     Allocation.objects.bulk_create(
         [
             Allocation(
-                trial_id=trial_id,
+                holder_type=holder_type,
+                holder_id=trial_id,
                 node_id=placement.node_id,
                 device_id=device_id,
                 task_type=placement.need.task_type,
@@ -187,16 +195,15 @@ def allocations_create(*, trial_id: int, placements: list[Placement]) -> None:
 def allocations_claim_part(*, trial_id: int, node_id: int) -> bool:
     """This node takes up its part of the trial; False when it already did (redelivery)."""
     return bool(
-        Allocation.objects.filter(
-            trial_id=trial_id, node_id=node_id, started_at__isnull=True, released_at__isnull=True
+        Allocation.objects.of_trial(trial_id=trial_id).filter(
+            node_id=node_id, started_at__isnull=True, released_at__isnull=True
         ).update(started_at=Now())
     )
 
 
 def allocations_release(*, trial_id: int) -> int:
-    return Allocation.objects.filter(trial_id=trial_id, released_at__isnull=True).update(
-        released_at=Now()
-    )
+    return Allocation.objects.of_trial(trial_id=trial_id).filter(
+        released_at__isnull=True).update(released_at=Now())
 
 
 def allocations_utilization_record(*, node: Node, percents: dict[int, float],

@@ -81,6 +81,7 @@ INSTALLED_APPS = [
     "tfplatform.cluster",
     "tfplatform.datasets",
     "tfplatform.experiments",
+    "tfplatform.workspaces",
     "tfplatform.modelregistry",
     "tfplatform.searches",
     "tfplatform.monitoring",

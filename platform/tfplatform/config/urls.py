@@ -11,11 +11,11 @@ from tfplatform.accounts.api import (
 from tfplatform.cluster.api import NodeListApi, NodeStateApi
 from tfplatform.datasets.api import DatasetDetailApi, DatasetListCreateApi
 from tfplatform.experiments import api as experiments_api
-from tfplatform.experiments import workspace_api
-from tfplatform.experiments.usage_api import UsageApi, UsageCsvApi
+from tfplatform.experiments.usage.api import UsageApi, UsageCsvApi
 from tfplatform.modelregistry import api as models_api
 from tfplatform.monitoring.views import metrics
 from tfplatform.searches import api as searches_api
+from tfplatform.workspaces import api as workspace_api
 
 api_v1 = [
     path("auth/token/", TokenObtainApi.as_view(), name="api-token"),

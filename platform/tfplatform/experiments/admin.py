@@ -17,7 +17,6 @@ from tfplatform.experiments.models import (
     Experiment,
     Metric,
     Trial,
-    Workspace,
 )
 
 ENVIRONMENT_FIELDS = ("name", "image", "tensorflow_version", "gpu_capable", "extra_packages")
@@ -123,9 +122,3 @@ class CheckpointAdmin(admin.ModelAdmin):
     list_display = ("experiment", "trial", "epoch", "is_best", "path", "created_at")
 
 
-@admin.register(Workspace)
-class WorkspaceAdmin(admin.ModelAdmin):
-    list_display = ("id", "name", "owner", "team", "gpus", "priority", "experiment", "created_at")
-    search_fields = ("name", "owner__username")
-    # Sessions start and stop through services (the API, the pages), never through a form.
-    readonly_fields = ("experiment", "api_token", "last_activity_at", "ready_at", "stop_reason")

@@ -14,8 +14,15 @@ from rest_framework.reverse import reverse
 from rest_framework.views import APIView
 
 from tfplatform.core.permissions import StaffWrites
-from tfplatform.experiments import artifacts, environments, selectors
+from tfplatform.experiments import artifacts, environments
 from tfplatform.experiments.models import Experiment
+from tfplatform.experiments.selectors.environments import environment_get, environment_list
+from tfplatform.experiments.selectors.experiments import (
+    experiment_get,
+    experiment_list,
+    experiment_logs,
+    experiment_metrics,
+)
 from tfplatform.experiments.serializers import (
     EnvironmentSerializer,
     EnvironmentWriteSerializer,
@@ -52,7 +59,7 @@ class ExperimentListCreateApi(generics.ListAPIView):
     parser_classes = [JSONParser, MultiPartParser, FormParser]
 
     def get_queryset(self) -> QuerySet[Experiment]:
-        return selectors.experiment_list(user=self.request.user).prefetch_related("trials")
+        return experiment_list(user=self.request.user).prefetch_related("trials")
 
     @extend_schema(request=ExperimentCreateSerializer, responses={201: ExperimentSerializer})
     def post(self, request: Request) -> Response:
@@ -70,7 +77,7 @@ class ExperimentListCreateApi(generics.ListAPIView):
 class ExperimentDetailApi(APIView):
     @extend_schema(responses=ExperimentDetailSerializer)
     def get(self, request: Request, experiment_id: int) -> Response:
-        experiment = selectors.experiment_get(user=request.user, experiment_id=experiment_id)
+        experiment = experiment_get(user=request.user, experiment_id=experiment_id)
         return Response(ExperimentDetailSerializer(experiment, context={"request": request}).data)
 
 
@@ -86,10 +93,10 @@ class ExperimentMetricsApi(generics.ListAPIView):
     def get_queryset(self) -> QuerySet[Any]:
         query = MetricsQuerySerializer(data=self.request.query_params)
         query.is_valid(raise_exception=True)
-        experiment = selectors.experiment_get(
+        experiment = experiment_get(
             user=self.request.user, experiment_id=self.kwargs["experiment_id"]
         )
-        return selectors.experiment_metrics(
+        return experiment_metrics(
             experiment=experiment, name=query.validated_data.get("name"),
             max_points=query.validated_data["max_points"],
         )
@@ -103,8 +110,8 @@ class ExperimentLogsApi(APIView):
     def get(self, request: Request, experiment_id: int) -> Response:
         query = LogsQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
-        experiment = selectors.experiment_get(user=request.user, experiment_id=experiment_id)
-        return Response({"logs": selectors.experiment_logs(
+        experiment = experiment_get(user=request.user, experiment_id=experiment_id)
+        return Response({"logs": experiment_logs(
             experiment=experiment, tail_lines=query.validated_data.get("tail"))})
 
 
@@ -122,7 +129,7 @@ class ExperimentArtifactListApi(APIView):
 
     @extend_schema(responses=ArtifactSerializer(many=True))
     def get(self, request: Request, experiment_id: int) -> Response:
-        experiment = selectors.experiment_get(user=request.user, experiment_id=experiment_id)
+        experiment = experiment_get(user=request.user, experiment_id=experiment_id)
         found = artifacts.artifacts_list(experiment=experiment)
         return Response([
             {**asdict(artifact), "url": reverse(
@@ -136,14 +143,14 @@ class ExperimentArtifactApi(APIView):
 
     @extend_schema(responses={(200, "application/zip"): OpenApiTypes.BINARY})
     def get(self, request: Request, experiment_id: int, name: str) -> StreamingHttpResponse:
-        experiment = selectors.experiment_get(user=request.user, experiment_id=experiment_id)
+        experiment = experiment_get(user=request.user, experiment_id=experiment_id)
         return artifacts.artifact_response(experiment=experiment, name=name)
 
 
 class ExperimentCancelApi(APIView):
     @extend_schema(request=None, responses=ExperimentSerializer)
     def post(self, request: Request, experiment_id: int) -> Response:
-        experiment = selectors.experiment_get(user=request.user, experiment_id=experiment_id)
+        experiment = experiment_get(user=request.user, experiment_id=experiment_id)
         experiment = submission.experiment_cancel(experiment=experiment)
         return Response(ExperimentSerializer(experiment).data, status=status.HTTP_202_ACCEPTED)
 
@@ -156,7 +163,7 @@ class EnvironmentListCreateApi(generics.ListAPIView):
     permission_classes = [StaffWrites]
 
     def get_queryset(self) -> QuerySet[Any]:
-        return selectors.environment_list()
+        return environment_list()
 
     @extend_schema(request=EnvironmentWriteSerializer, responses={201: EnvironmentSerializer})
     def post(self, request: Request) -> Response:
@@ -173,12 +180,12 @@ class EnvironmentDetailApi(APIView):
 
     @extend_schema(responses=EnvironmentSerializer)
     def get(self, request: Request, environment_id: int) -> Response:
-        environment = selectors.environment_get(environment_id=environment_id)
+        environment = environment_get(environment_id=environment_id)
         return Response(EnvironmentSerializer(environment).data)
 
     @extend_schema(request=EnvironmentWriteSerializer, responses=EnvironmentSerializer)
     def patch(self, request: Request, environment_id: int) -> Response:
-        environment = selectors.environment_get(environment_id=environment_id)
+        environment = environment_get(environment_id=environment_id)
         serializer = EnvironmentWriteSerializer(data=request.data, partial=True)
         serializer.is_valid(raise_exception=True)
         environment = environments.environment_update(
@@ -188,7 +195,7 @@ class EnvironmentDetailApi(APIView):
 
     @extend_schema(request=None, responses={204: None})
     def delete(self, request: Request, environment_id: int) -> Response:
-        environment = selectors.environment_get(environment_id=environment_id)
+        environment = environment_get(environment_id=environment_id)
         environments.environment_delete(environment=environment)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
@@ -201,7 +208,7 @@ class ExperimentRestartApi(APIView):
         "configuration and uploads; 400 while it is still queued or running.",
     )
     def post(self, request: Request, experiment_id: int) -> Response:
-        experiment = selectors.experiment_get(user=request.user, experiment_id=experiment_id)
+        experiment = experiment_get(user=request.user, experiment_id=experiment_id)
         restarted = submission.experiment_restart(
             user=request.user,  # type: ignore[arg-type]
             experiment=experiment,

@@ -1,4 +1,5 @@
 from django.conf import settings
+from django.contrib.contenttypes.fields import GenericRelation
 from django.db import models
 
 
@@ -157,6 +158,11 @@ class Trial(models.Model):
     # When its first training step finished: submit-to-first-step is what users wait through.
     first_step_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # The devices it holds (cluster.Allocation's generic holder): deleted with it.
+    allocations = GenericRelation(
+        "cluster.Allocation", content_type_field="holder_type", object_id_field="holder_id",
+        related_query_name="trial",
+    )
 
     class Meta:
         ordering = ["experiment_id", "restart_count"]
@@ -202,41 +208,3 @@ class Checkpoint(models.Model):
         return f"checkpoint epoch {self.epoch} of experiment {self.experiment_id}"
 
 
-class Workspace(models.Model):
-    """JupyterLab on scheduled devices: each start is a session, an Experiment of kind
-    "workspace" (its trial holds the Allocations); the owner's home volume outlives them all."""
-
-    owner = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="workspaces"
-    )
-    team = models.ForeignKey(
-        "accounts.Team", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
-    name = models.CharField(max_length=200)
-    environment = models.ForeignKey(
-        Environment, null=True, blank=True, on_delete=models.PROTECT, related_name="workspaces"
-    )
-    gpus = models.PositiveIntegerField(default=0)
-    # CPU slots on one node when gpus is 0 (a workspace with GPUs holds no CPU slot).
-    cpu_slots = models.PositiveIntegerField(default=1)
-    priority = models.IntegerField(default=0)
-    # The current (or last) session; a restart makes a new one.
-    experiment = models.ForeignKey(
-        Experiment, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
-    # The API token the running session was given (its owner's, revoked when it stops).
-    api_token = models.ForeignKey(
-        "accounts.ApiToken", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
-    # Jupyter's last kernel or terminal activity, as the session's node last read it.
-    last_activity_at = models.DateTimeField(null=True, blank=True)
-    # When the session's Jupyter first answered its node: "running" means it can be opened.
-    ready_at = models.DateTimeField(null=True, blank=True)
-    stop_reason = models.CharField(max_length=200, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-
-    class Meta:
-        ordering = ["-created_at", "-id"]
-
-    def __str__(self) -> str:
-        return f"workspace {self.name} (#{self.pk})"

@@ -11,7 +11,7 @@ from tfplatform.core.serializers import (
     TextSlugRelatedField,
 )
 from tfplatform.experiments.models import Environment, EnvironmentBuild, Experiment, Metric, Trial
-from tfplatform.experiments.selectors import (
+from tfplatform.experiments.selectors.experiments import (
     LOG_TAIL_MAX,
     METRIC_POINTS_DEFAULT,
     METRIC_POINTS_MAX,

@@ -16,11 +16,23 @@ from tfplatform.core.errors import InvalidInput, PayloadTooLarge
 from tfplatform.core.negotiation import JsonOnlyNegotiation
 from tfplatform.core.serializers import StrictInputSerializer
 from tfplatform.core.throttling import ScopedWindowRateThrottle
-from tfplatform.experiments.selectors import experiment_get
-from tfplatform.modelregistry import selectors, services
+from tfplatform.experiments.selectors.experiments import experiment_get
+from tfplatform.modelregistry import selectors
 from tfplatform.modelregistry.health import WHOLE_MODEL
 from tfplatform.modelregistry.inference import inference_predict
 from tfplatform.modelregistry.models import ModelVersion, RegisteredModel
+from tfplatform.modelregistry.services.labels import (
+    LABELS,
+    model_label_remove,
+    model_label_set,
+    model_settings_update,
+)
+from tfplatform.modelregistry.services.publish import (
+    experiment_deploy,
+    model_register_path,
+    model_register_upload,
+)
+from tfplatform.modelregistry.services.versions import model_version_undeploy
 
 
 class ModelVersionSerializer(serializers.ModelSerializer):
@@ -107,14 +119,14 @@ class ModelVersionListApi(generics.ListAPIView):
         if bool(data.get("file")) == bool(data.get("path")):
             raise InvalidInput("Send exactly one of file (a zip) or path.")
         if data.get("path"):
-            version = services.model_register_path(
+            version = model_register_path(
                 user=user,  # type: ignore[arg-type]
                 model_name=data["model_name"],
                 path=data["path"],
                 tflite=data["tflite"],
             )
         else:
-            version = services.model_register_upload(
+            version = model_register_upload(
                 user=user,  # type: ignore[arg-type]
                 model_name=data["model_name"],
                 upload=data["file"],
@@ -139,7 +151,7 @@ class ModelDetailApi(APIView):
         model = selectors.model_get_for_change(user=request.user, name=name)
         serializer = ModelSettingsSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        model = services.model_settings_update(model=model, **serializer.validated_data)
+        model = model_settings_update(model=model, **serializer.validated_data)
         return Response(RegisteredModelSerializer(model).data)
 
 
@@ -187,7 +199,7 @@ class ModelHealthApi(APIView):
 
 
 class LabelSerializer(StrictInputSerializer):
-    label = serializers.ChoiceField(choices=services.LABELS)  # type: ignore[assignment]
+    label = serializers.ChoiceField(choices=LABELS)  # type: ignore[assignment]
     version = serializers.IntegerField(min_value=1)
 
 
@@ -201,7 +213,7 @@ class ModelLabelApi(APIView):
         version = selectors.model_version_get(
             model=model, version=serializer.validated_data["version"]
         )
-        services.model_label_set(
+        model_label_set(
             model=model, label=serializer.validated_data["label"], version=version
         )
         return Response(RegisteredModelSerializer(model).data)
@@ -211,7 +223,7 @@ class ModelLabelDeleteApi(APIView):
     @extend_schema(request=None, responses={204: None})
     def delete(self, request: Request, name: str, label: str) -> Response:
         model = selectors.model_get_for_change(user=request.user, name=name)
-        services.model_label_remove(model=model, label=label)
+        model_label_remove(model=model, label=label)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -220,7 +232,7 @@ class ModelVersionUndeployApi(APIView):
     def delete(self, request: Request, name: str, version: int) -> Response:
         model = selectors.model_get_for_change(user=request.user, name=name)
         found = selectors.model_version_get(model=model, version=version)
-        return Response(ModelVersionSerializer(services.model_version_undeploy(version=found)).data)
+        return Response(ModelVersionSerializer(model_version_undeploy(version=found)).data)
 
 
 class DeploySerializer(StrictInputSerializer):
@@ -240,7 +252,7 @@ class ExperimentDeployApi(APIView):
         experiment = experiment_get(user=request.user, experiment_id=experiment_id)
         serializer = DeploySerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        version = services.experiment_deploy(
+        version = experiment_deploy(
             user=request.user,  # type: ignore[arg-type]
             experiment=experiment,
             model_name=serializer.validated_data["model_name"],

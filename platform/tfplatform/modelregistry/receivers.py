@@ -8,7 +8,7 @@ from typing import Any
 from django.conf import settings
 
 from serving.client import ModelServerError
-from tfplatform.modelregistry.services import serving_health_record
+from tfplatform.modelregistry.services.health import serving_health_record
 
 logger = logging.getLogger(__name__)
 # Monotonic time of this process' last scrape; the interval is read at each pass, not fixed at

@@ -13,7 +13,7 @@ from tfplatform.accounts.models import Team
 from tfplatform.cluster.models import Allocation, Device, Node
 from tfplatform.cluster.placement import PREEMPTED
 from tfplatform.experiments.models import Experiment, Metric, Trial
-from tfplatform.experiments.selectors import THROUGHPUT
+from tfplatform.experiments.selectors.progress import THROUGHPUT
 
 # Pending reasons are sentences with counts and host names in them; a label takes the kind of
 # reason only (bounded), by the sentence's beginning as the scheduler and workers write it.
@@ -180,7 +180,7 @@ def gpu_holders() -> list[GpuHolder]:
         .exclude(Q(device__uuid=""))
         .annotate(team_name=Coalesce("trial__experiment__team__name", Value("")))
         .values_list("device__uuid", "node__hostname", "device__index",
-                     "trial__experiment_id", "trial_id", "trial__experiment__owner__username",
+                     "trial__experiment_id", "trial__id", "trial__experiment__owner__username",
                      "team_name")
         .order_by("node__hostname", "device__index")
     )

@@ -17,7 +17,7 @@ from tfplatform.experiments.models import Environment, Experiment
 from tfplatform.experiments.services import submission
 from tfplatform.experiments.services.transitions import TERMINAL_STATES, experiment_continue
 from tfplatform.modelregistry.models import ModelVersion
-from tfplatform.modelregistry.services import experiment_deploy
+from tfplatform.modelregistry.services.publish import experiment_deploy
 from tfplatform.searches import searchers
 from tfplatform.searches.models import Search, SearchTrial
 from tfplatform.searches.selectors import search_best_trial, search_trial_values

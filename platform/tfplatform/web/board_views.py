@@ -1,5 +1,5 @@
 """TensorBoard of experiments behind the sign-in: the link that opens a board, and the proxy
-that serves it (experiments/boards.py)."""
+that serves it (experiments/boards/)."""
 
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, HttpResponseForbidden
@@ -9,7 +9,8 @@ from django.views.decorators.clickjacking import xframe_options_sameorigin
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_http_methods
 
-from tfplatform.experiments import boards
+from tfplatform.experiments.boards import registry as boards
+from tfplatform.experiments.boards.proxy import board_proxy
 from tfplatform.web.compare_views import compare_ids_named
 
 
@@ -33,4 +34,4 @@ def board_proxy_view(request: HttpRequest, key: str, rest: str = "") -> HttpResp
     if request.method == "POST" and request.headers.get("X-XSRF-Protected") != "1":
         return HttpResponseForbidden("TensorBoard's queries carry its X-XSRF-Protected header.\n",
                                      content_type="text/plain")
-    return boards.board_proxy(request=request, key=key)
+    return board_proxy(request=request, key=key)

@@ -18,7 +18,7 @@ from tfplatform.cluster.models import Allocation, Device, Node, UtilizationSampl
 from tfplatform.cluster.selectors import allocation_idle_since, node_disk_pressure, node_list
 from tfplatform.cluster.services import node_set_state
 from tfplatform.cluster.utilization import SAMPLE_SECONDS, utilization_now, utilization_samples
-from tfplatform.experiments.selectors import experiment_state_counts
+from tfplatform.experiments.selectors.experiments import experiment_state_counts
 
 # One hour of history at the scheduler's sampling rate.
 CHART_SAMPLES = int(3600 / SAMPLE_SECONDS)
@@ -54,7 +54,7 @@ def cluster_page(request: HttpRequest) -> HttpResponse:
     nodes = list(node_list())
     allocations = [a for node in nodes for a in node.active_allocations]  # type: ignore[attr-defined]
     # One query for every holder's owner instead of one per device row.
-    prefetch_related_objects(allocations, "trial__experiment__owner")
+    prefetch_related_objects(allocations, "holder__experiment__owner")
     now = timezone.now()
     rows = []
     idle_count = 0

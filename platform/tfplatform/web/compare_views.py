@@ -9,7 +9,8 @@ from django.views.decorators.http import require_GET
 
 from tfplatform.core.csv_export import csv_write_rows
 from tfplatform.core.errors import InvalidInput
-from tfplatform.experiments import selectors
+from tfplatform.experiments.selectors.comparison import experiments_compare
+from tfplatform.experiments.selectors.experiments import experiment_list
 
 MAX_COMPARED = 20
 CSV_COLUMNS = [
@@ -65,7 +66,7 @@ def compare_page(request: HttpRequest) -> HttpResponse:
         ids = compare_ids(request)
     except BadIds as error:
         return render(request, "experiments/compare.html", {"error": str(error)}, status=400)
-    comparison = selectors.experiments_compare(user=request.user, ids=ids)
+    comparison = experiments_compare(user=request.user, ids=ids)
     context: dict[str, Any] = {
         "ids": ids,
         "comparison": comparison,
@@ -74,7 +75,7 @@ def compare_page(request: HttpRequest) -> HttpResponse:
             "labels": [f"#{row.experiment.pk} {row.configuration}" for row in comparison.rows],
             "images_per_sec": [row.images_per_sec for row in comparison.rows],
         },
-        "recent": [] if ids else selectors.experiment_list(user=request.user)[:30],
+        "recent": [] if ids else experiment_list(user=request.user)[:30],
     }
     return render(request, "experiments/compare.html", context)
 
@@ -83,7 +84,7 @@ def compare_page(request: HttpRequest) -> HttpResponse:
 @require_GET
 def compare_csv(request: HttpRequest) -> HttpResponse:
     ids = compare_ids_named(request, what="compare")
-    comparison = selectors.experiments_compare(user=request.user, ids=ids)
+    comparison = experiments_compare(user=request.user, ids=ids)
     response = HttpResponse(content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = 'attachment; filename="experiments-compare.csv"'
     rows = (

@@ -6,7 +6,12 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from tfplatform.core.errors import PlatformError
-from tfplatform.experiments import environments, selectors
+from tfplatform.experiments import environments
+from tfplatform.experiments.selectors.environments import (
+    environment_build_get,
+    environment_get,
+    environment_list,
+)
 from tfplatform.web.cluster_views import staff_only
 from tfplatform.web.forms import EnvironmentForm
 
@@ -15,7 +20,7 @@ from tfplatform.web.forms import EnvironmentForm
 @require_GET
 def environment_list_page(request: HttpRequest) -> HttpResponse:
     return render(
-        request, "environments/list.html", {"environments": selectors.environment_list()}
+        request, "environments/list.html", {"environments": environment_list()}
     )
 
 
@@ -35,7 +40,7 @@ def environment_new_page(request: HttpRequest) -> HttpResponse:
 
 @staff_only
 def environment_edit_page(request: HttpRequest, environment_id: int) -> HttpResponse:
-    environment = selectors.environment_get(environment_id=environment_id)
+    environment = environment_get(environment_id=environment_id)
     form = (
         EnvironmentForm(request.POST)
         if request.method == "POST"
@@ -57,7 +62,7 @@ def environment_edit_page(request: HttpRequest, environment_id: int) -> HttpResp
 @staff_only
 @require_POST
 def environment_delete_action(request: HttpRequest, environment_id: int) -> HttpResponse:
-    environment = selectors.environment_get(environment_id=environment_id)
+    environment = environment_get(environment_id=environment_id)
     environments.environment_delete(environment=environment)
     messages.success(request, f"Environment '{environment.name}' deleted.")
     return redirect("environment-list")
@@ -66,7 +71,7 @@ def environment_delete_action(request: HttpRequest, environment_id: int) -> Http
 @staff_only
 @require_GET
 def environment_build_log_page(request: HttpRequest, build_id: int) -> HttpResponse:
-    build = selectors.environment_build_get(build_id=build_id)
+    build = environment_build_get(build_id=build_id)
     return render(request, "environments/build_log.html", {"build": build})
 
 

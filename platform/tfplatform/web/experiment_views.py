@@ -10,21 +10,37 @@ from django.views.decorators.http import require_GET, require_POST
 
 from tfplatform.cluster import selectors as cluster_selectors
 from tfplatform.core.errors import PlatformError
-from tfplatform.experiments import artifacts, selectors
+from tfplatform.experiments import artifacts
 from tfplatform.experiments.models import Experiment
+from tfplatform.experiments.selectors.experiments import (
+    experiment_get,
+    experiment_logs,
+    experiment_unisolated_nodes,
+)
+from tfplatform.experiments.selectors.progress import (
+    ACTIVE_STATES,
+    experiment_chart_points,
+    experiment_epochs_done,
+    experiment_list_with_progress,
+)
+from tfplatform.experiments.selectors.scheduling import (
+    experiment_devices_held,
+    experiment_queue_position,
+    experiments_queued_ahead,
+)
+from tfplatform.experiments.selectors.trials import experiment_trials
 from tfplatform.experiments.services import submission
-from tfplatform.modelregistry import services as model_services
+from tfplatform.modelregistry.services.publish import experiment_deploy
 from tfplatform.searches import selectors as search_selectors
 from tfplatform.web.forms import ExperimentForm, ResourcesForm, hyperparameter_defaults
 
-ACTIVE_STATES = selectors.ACTIVE_STATES
 LOG_TAIL_LINES = 60
 
 
 @login_required
 @require_GET
 def experiment_list_page(request: HttpRequest) -> HttpResponse:
-    experiments = selectors.experiment_list_with_progress(user=request.user)
+    experiments = experiment_list_with_progress(user=request.user)
     state = request.GET.get("state", "")
     if state in Experiment.State.values:
         experiments = experiments.filter(state=state)
@@ -88,7 +104,7 @@ def _resources_outlook(*, request: HttpRequest, form: ResourcesForm) -> dict[str
             workers=values["workers"],
             gpus_per_worker=values["gpus_per_worker"],
             parameter_servers=values["parameter_servers"],
-            queued_ahead=selectors.experiments_queued_ahead(priority=values["priority"]),
+            queued_ahead=experiments_queued_ahead(priority=values["priority"]),
         )
     return context
 
@@ -102,7 +118,7 @@ def _form_field(field: str | None) -> str | None:
 @login_required
 @require_GET
 def experiment_detail_page(request: HttpRequest, experiment_id: int) -> HttpResponse:
-    experiment = selectors.experiment_get(user=request.user, experiment_id=experiment_id)
+    experiment = experiment_get(user=request.user, experiment_id=experiment_id)
     context = {**_live_context(experiment=experiment),
                "artifacts": artifacts.artifacts_list(experiment=experiment),
                "search_trial": search_selectors.search_trial_of(experiment=experiment)}
@@ -114,7 +130,7 @@ def experiment_detail_page(request: HttpRequest, experiment_id: int) -> HttpResp
 def experiment_artifact_download(
     request: HttpRequest, experiment_id: int, name: str
 ) -> StreamingHttpResponse:
-    experiment = selectors.experiment_get(user=request.user, experiment_id=experiment_id)
+    experiment = experiment_get(user=request.user, experiment_id=experiment_id)
     return artifacts.artifact_response(experiment=experiment, name=name)
 
 
@@ -122,7 +138,7 @@ def experiment_artifact_download(
 @require_GET
 def experiment_live_fragment(request: HttpRequest, experiment_id: int) -> HttpResponse:
     """The detail page's changing parts, polled by htmx while the experiment is active."""
-    experiment = selectors.experiment_get(user=request.user, experiment_id=experiment_id)
+    experiment = experiment_get(user=request.user, experiment_id=experiment_id)
     return render(request, "experiments/_live_fragment.html", _live_context(experiment=experiment))
 
 
@@ -130,11 +146,11 @@ def experiment_live_fragment(request: HttpRequest, experiment_id: int) -> HttpRe
 @require_GET
 def experiment_chart_json(request: HttpRequest, experiment_id: int) -> JsonResponse:
     """Metric points after the `after` cursor, for the detail page's charts to append."""
-    experiment = selectors.experiment_get(user=request.user, experiment_id=experiment_id)
+    experiment = experiment_get(user=request.user, experiment_id=experiment_id)
     after = request.GET.get("after", "0")
     if not (after.isascii() and after.isdigit() and len(after) <= 18):
         return JsonResponse({"error": "after must be a whole number."}, status=400)
-    points = selectors.experiment_chart_points(experiment=experiment, after=int(after))
+    points = experiment_chart_points(experiment=experiment, after=int(after))
     return JsonResponse(
         {
             "state": experiment.state,
@@ -152,14 +168,14 @@ def _live_context(*, experiment: Experiment) -> dict[str, Any]:
     return {
         "experiment": experiment,
         "active": experiment.state in ACTIVE_STATES,
-        "epochs_done": selectors.experiment_epochs_done(experiment=experiment),
+        "epochs_done": experiment_epochs_done(experiment=experiment),
         "epochs_planned": int(experiment.hyperparameters.get("epochs") or 0),
-        "queue_position": selectors.experiment_queue_position(experiment=experiment),
-        "devices": selectors.experiment_devices_held(experiment=experiment),
-        "trials": selectors.experiment_trials(experiment=experiment),
-        "logs": selectors.experiment_logs(experiment=experiment, tail_lines=LOG_TAIL_LINES),
+        "queue_position": experiment_queue_position(experiment=experiment),
+        "devices": experiment_devices_held(experiment=experiment),
+        "trials": experiment_trials(experiment=experiment),
+        "logs": experiment_logs(experiment=experiment, tail_lines=LOG_TAIL_LINES),
         "log_lines": LOG_TAIL_LINES,
-        "unisolated_nodes": selectors.experiment_unisolated_nodes(experiment=experiment),
+        "unisolated_nodes": experiment_unisolated_nodes(experiment=experiment),
         "deployable": experiment.state == Experiment.State.COMPLETED
         and bool((experiment.results or {}).get("exported")),
     }
@@ -168,7 +184,7 @@ def _live_context(*, experiment: Experiment) -> dict[str, Any]:
 @login_required
 @require_POST
 def experiment_cancel_action(request: HttpRequest, experiment_id: int) -> HttpResponse:
-    experiment = selectors.experiment_get(user=request.user, experiment_id=experiment_id)
+    experiment = experiment_get(user=request.user, experiment_id=experiment_id)
     submission.experiment_cancel(experiment=experiment)
     return redirect("experiment-detail", experiment_id=experiment.pk)
 
@@ -176,7 +192,7 @@ def experiment_cancel_action(request: HttpRequest, experiment_id: int) -> HttpRe
 @login_required
 @require_POST
 def experiment_restart_action(request: HttpRequest, experiment_id: int) -> HttpResponse:
-    experiment = selectors.experiment_get(user=request.user, experiment_id=experiment_id)
+    experiment = experiment_get(user=request.user, experiment_id=experiment_id)
     restarted = submission.experiment_restart(
         user=request.user,  # type: ignore[arg-type]
         experiment=experiment,
@@ -188,9 +204,9 @@ def experiment_restart_action(request: HttpRequest, experiment_id: int) -> HttpR
 @login_required
 @require_POST
 def experiment_deploy_action(request: HttpRequest, experiment_id: int) -> HttpResponse:
-    experiment = selectors.experiment_get(user=request.user, experiment_id=experiment_id)
+    experiment = experiment_get(user=request.user, experiment_id=experiment_id)
     name = request.POST.get("model_name", "").strip()
-    version = model_services.experiment_deploy(
+    version = experiment_deploy(
         user=request.user,  # type: ignore[arg-type]
         experiment=experiment,
         model_name=name,

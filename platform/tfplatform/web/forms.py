@@ -3,7 +3,7 @@ from typing import Any
 from django import forms
 
 from tfplatform.experiments.models import Environment
-from tfplatform.experiments.services.workspaces import MAX_CPU_SLOTS
+from tfplatform.workspaces.services import MAX_CPU_SLOTS
 from training import catalog
 
 MODEL_CHOICES = [(name, name) for name in (*catalog.ZOO_MODELS, *catalog.DIAGNOSTIC_JOBS)]

@@ -14,10 +14,12 @@ from django.views.decorators.http import require_POST
 from tfplatform.core.errors import InvalidInput, PayloadTooLarge, PlatformError
 from tfplatform.core.throttling import ScopedWindowRateThrottle
 from tfplatform.modelregistry import selectors as model_selectors
-from tfplatform.modelregistry import services as model_services
 from tfplatform.modelregistry.health import WHOLE_MODEL, Health
 from tfplatform.modelregistry.inference import inference_predict
 from tfplatform.modelregistry.models import ModelLabel
+from tfplatform.modelregistry.services.labels import model_label_set, model_settings_update
+from tfplatform.modelregistry.services.publish import model_can_change
+from tfplatform.modelregistry.services.versions import model_version_undeploy
 
 
 @login_required
@@ -38,7 +40,7 @@ def model_detail_page(request: HttpRequest, name: str) -> HttpResponse:
         "model": model,
         "versions": versions,
         "labels": labels,
-        "can_change": model_services.model_can_change(user=request.user, model=model),  # type: ignore[arg-type]
+        "can_change": model_can_change(user=request.user, model=model),  # type: ignore[arg-type]
         "loading": model_selectors.model_loading(model=model),
         "signature_version": model_selectors.model_signature_version(model=model),
         **_health_views(model_selectors.model_versions_serving_health(model=model)),
@@ -76,16 +78,16 @@ def model_action(request: HttpRequest, name: str) -> HttpResponse:
         version = model_selectors.model_version_get(
             model=model, version=_posted_number(request, "version"))
         label = ModelLabel.Name.STABLE if action == "promote" else ModelLabel.Name.CANARY
-        model_services.model_label_set(model=model, label=label, version=version)
+        model_label_set(model=model, label=label, version=version)
         messages.success(request, f"Version {version.version} is now {label}.")
     elif action == "canary_percent":
-        model_services.model_settings_update(
+        model_settings_update(
             model=model, canary_percent=_posted_number(request, "canary_percent"))
         messages.success(request, "Canary share saved.")
     elif action == "undeploy":
         version = model_selectors.model_version_get(
             model=model, version=_posted_number(request, "version"))
-        model_services.model_version_undeploy(version=version)
+        model_version_undeploy(version=version)
         messages.success(request, f"Version {version.version} undeployed.")
     else:
         raise InvalidInput("Unknown action.")

@@ -11,7 +11,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from tfplatform.core.errors import PlatformError
-from tfplatform.experiments.selectors import ACTIVE_STATES
+from tfplatform.experiments.selectors.progress import ACTIVE_STATES
 from tfplatform.searches import selectors, services
 from tfplatform.searches.api import search_detail_data
 from tfplatform.searches.models import Search

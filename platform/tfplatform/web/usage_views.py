@@ -11,8 +11,9 @@ from django.views.decorators.http import require_GET
 from rest_framework import serializers
 
 from tfplatform.core.errors import InvalidInput
-from tfplatform.experiments.usage import UsageQuery, UsageRow, usage_report, usage_totals
-from tfplatform.experiments.usage_api import usage_query_parse
+from tfplatform.experiments.usage.api import usage_query_parse
+from tfplatform.experiments.usage.report import usage_report
+from tfplatform.experiments.usage.rows import UsageQuery, UsageRow, usage_totals
 from tfplatform.web.cluster_views import staff_only
 
 # The table's groupings offered on the staff page (any comma list works in the URL and API).

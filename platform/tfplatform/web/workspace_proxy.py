@@ -38,8 +38,8 @@ from django.http import HttpRequest
 from tfplatform.accounts.tokens import api_token_check
 from tfplatform.core.errors import NotFound
 from tfplatform.experiments.models import Experiment
-from tfplatform.experiments.selectors import workspace_get
-from tfplatform.experiments.services.workspaces import workspace_jupyter_token, workspace_socket
+from tfplatform.workspaces.selectors import workspace_get
+from tfplatform.workspaces.services import workspace_jupyter_token, workspace_socket
 
 logger = logging.getLogger(__name__)
 Scope = MutableMapping[str, Any]

@@ -10,10 +10,10 @@ from django.template.defaultfilters import pluralize
 from django.views.decorators.http import require_POST
 
 from tfplatform.core.errors import InvalidInput, PlatformError
-from tfplatform.experiments import selectors
-from tfplatform.experiments.models import Workspace
-from tfplatform.experiments.services import workspaces
 from tfplatform.web.forms import WorkspaceForm, WorkspaceResizeForm
+from tfplatform.workspaces import selectors as workspace_selectors
+from tfplatform.workspaces import services as workspaces
+from tfplatform.workspaces.models import Workspace
 
 REFRESH_STATES = ("queued", "starting", "stopping")
 
@@ -33,9 +33,9 @@ def workspace_list_page(request: HttpRequest) -> HttpResponse:
             messages.success(request, f"Workspace '{workspace.name}' is starting.")
             return redirect("workspace-list")
     rows = [
-        {"workspace": w, "state": selectors.workspace_state(workspace=w),
-         "devices": selectors.workspace_devices(workspace=w)}
-        for w in selectors.workspace_list(user=request.user)
+        {"workspace": w, "state": workspace_selectors.workspace_state(workspace=w),
+         "devices": workspace_selectors.workspace_devices(workspace=w)}
+        for w in workspace_selectors.workspace_list(user=request.user)
     ]
     refresh = any(row["state"] in REFRESH_STATES for row in rows)
     return render(request, "workspaces/list.html", {
@@ -48,7 +48,7 @@ def workspace_list_page(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_POST
 def workspace_stop_action(request: HttpRequest, workspace_id: int) -> HttpResponse:
-    workspace = selectors.workspace_get(user=request.user, workspace_id=workspace_id)
+    workspace = workspace_selectors.workspace_get(user=request.user, workspace_id=workspace_id)
     workspaces.workspace_stop(workspace=workspace)
     messages.success(request, f"Workspace '{workspace.name}' is stopping; its home is kept.")
     return redirect("workspace-list")
@@ -57,7 +57,7 @@ def workspace_stop_action(request: HttpRequest, workspace_id: int) -> HttpRespon
 @login_required
 @require_POST
 def workspace_start_action(request: HttpRequest, workspace_id: int) -> HttpResponse:
-    workspace = selectors.workspace_get(user=request.user, workspace_id=workspace_id)
+    workspace = workspace_selectors.workspace_get(user=request.user, workspace_id=workspace_id)
     workspaces.workspace_start(workspace=workspace)
     messages.success(request, f"Workspace '{workspace.name}' is starting.")
     return redirect("workspace-list")
@@ -66,7 +66,7 @@ def workspace_start_action(request: HttpRequest, workspace_id: int) -> HttpRespo
 @login_required
 @require_POST
 def workspace_resize_action(request: HttpRequest, workspace_id: int) -> HttpResponse:
-    workspace = selectors.workspace_get(user=request.user, workspace_id=workspace_id)
+    workspace = workspace_selectors.workspace_get(user=request.user, workspace_id=workspace_id)
     form = WorkspaceResizeForm(request.POST)
     if not form.is_valid():
         messages.error(request, "GPUs must be a whole number from 0 to 16, CPU slots from 1 to "

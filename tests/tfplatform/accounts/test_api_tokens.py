@@ -10,7 +10,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from tests.factories import PASSWORD, UserFactory
-from tfplatform.accounts import authentication
+from tfplatform.accounts import token_cache
 from tfplatform.accounts.models import ApiToken
 from tfplatform.accounts.tokens import api_token_digest, api_token_issue
 
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture(autouse=True)
 def _fresh_token_cache() -> None:
-    authentication.token_cache_clear()
+    token_cache.token_cache_clear()
 
 
 def sign_in(user: Any, **extra: Any) -> Any:

@@ -9,7 +9,7 @@ from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
 from tests.factories import PASSWORD, UserFactory
-from tfplatform.accounts import authentication
+from tfplatform.accounts import authentication, token_cache
 from tfplatform.accounts.models import ApiToken
 from tfplatform.accounts.tokens import api_token_issue
 
@@ -41,7 +41,7 @@ def test_a_checked_token_is_not_looked_up_again() -> None:
 def test_a_deleted_token_is_refused_once_the_cache_time_has_passed(monkeypatch: Any) -> None:
     clock = [0.0]
     monkeypatch.setattr(
-        authentication, "_checked", TTLCache(maxsize=10, ttl=1.0, timer=lambda: clock[0])
+        token_cache, "_checked", TTLCache(maxsize=10, ttl=1.0, timer=lambda: clock[0])
     )
     user = UserFactory()
     client = token_client(user)

@@ -22,7 +22,7 @@ def _idle_after_30_minutes(settings: Any) -> None:
 def held(*, emulated: bool = False, index: int = 0, node: Node | None = None) -> Allocation:
     device = DeviceFactory(node=node or NodeFactory(), kind=Device.Kind.GPU, index=index,
                            emulated=emulated, name="NVIDIA A100" if not emulated else "slot")
-    return Allocation.objects.create(trial=TrialFactory(), node=device.node, device=device,
+    return Allocation.objects.create(holder=TrialFactory(), node=device.node, device=device,
                                      started_at=T0)
 
 

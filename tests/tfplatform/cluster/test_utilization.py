@@ -10,7 +10,7 @@ from tests.factories import DeviceFactory, ExperimentFactory, NodeFactory, UserF
 from tfplatform.cluster.models import Node, UtilizationSample
 from tfplatform.cluster.services import allocations_release
 from tfplatform.cluster.utilization import utilization_record, utilization_samples
-from tfplatform.experiments.selectors import experiment_state_counts
+from tfplatform.experiments.selectors.experiments import experiment_state_counts
 from tfplatform.experiments.services.scheduling import scheduler_pass
 
 pytestmark = pytest.mark.django_db

@@ -9,7 +9,7 @@ from rest_framework.test import APIClient
 
 from tests.factories import MetricFactory, TrialFactory
 from tfplatform.experiments.models import Metric
-from tfplatform.experiments.selectors import LOGS_MAX_CHARS, METRIC_POINTS_DEFAULT
+from tfplatform.experiments.selectors.experiments import LOGS_MAX_CHARS, METRIC_POINTS_DEFAULT
 
 pytestmark = pytest.mark.django_db
 

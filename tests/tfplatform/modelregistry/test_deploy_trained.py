@@ -13,7 +13,7 @@ from rest_framework.test import APIClient
 from serving.client import ModelServerClient
 from tests.factories import UserFactory
 from tests.tfplatform.modelregistry.conftest import experiment_trained, version_loaded
-from tfplatform.modelregistry.services import experiment_export_dir
+from tfplatform.modelregistry.services.publish import experiment_export_dir
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 

@@ -17,7 +17,7 @@ from django.db import connection
 from tests import live
 from tests.factories import UserFactory
 from tests.tfplatform.modelregistry.conftest import HALF_PLUS_THREE, api, predict, register
-from tfplatform.modelregistry.services import model_config_ensure
+from tfplatform.modelregistry.services.sync import model_config_ensure
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 

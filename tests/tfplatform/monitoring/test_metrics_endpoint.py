@@ -76,7 +76,7 @@ def state() -> dict[str, object]:
     trial = TrialFactory(experiment=running, restart_count=0, state=Trial.State.RUNNING,
                          started_at=now - timedelta(seconds=40))
     for gpu in gpus[:2]:
-        Allocation.objects.create(trial=trial, node=node, device=gpu)
+        Allocation.objects.create(holder=trial, node=node, device=gpu)
     MetricFactory(trial=trial, name="images_per_sec", value=111.0,
                   recorded_at=now - timedelta(seconds=20))
     MetricFactory(trial=trial, name="images_per_sec", value=250.5, recorded_at=now)
@@ -88,7 +88,7 @@ def state() -> dict[str, object]:
                  finished_at=now - timedelta(seconds=60))
     second = TrialFactory(experiment=resumed, restart_count=1, state=Trial.State.RUNNING,
                           started_at=now - timedelta(seconds=30))
-    Allocation.objects.create(trial=second, node=node, device=gpus[2])
+    Allocation.objects.create(holder=second, node=node, device=gpus[2])
     done = ExperimentFactory(owner=ada, state=Experiment.State.FAILED)
     TrialFactory(experiment=done, restart_count=0, state=Trial.State.COMPLETED)
     TrialFactory(experiment=done, restart_count=1, state=Trial.State.FAILED)

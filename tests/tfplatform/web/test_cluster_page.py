@@ -18,7 +18,7 @@ from tests.factories import (
 from tests.tfplatform.web.conftest import ARTIFACTS
 from tfplatform.cluster.models import Node, UtilizationSample
 from tfplatform.cluster.utilization import utilization_record
-from tfplatform.experiments.selectors import experiment_state_counts
+from tfplatform.experiments.selectors.experiments import experiment_state_counts
 from tfplatform.experiments.services.scheduling import scheduler_pass
 
 GIB = 1024**3

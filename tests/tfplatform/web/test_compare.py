@@ -9,7 +9,7 @@ from django.test import Client
 from tests.factories import ExperimentFactory, TeamFactory, UserFactory
 from tests.tfplatform.web.training_events import epochs_report
 from tfplatform.experiments.models import Experiment
-from tfplatform.experiments.selectors import configuration_label, experiments_compare
+from tfplatform.experiments.selectors.comparison import configuration_label, experiments_compare
 from tfplatform.experiments.services.transitions import experiment_transition
 from tfplatform.experiments.services.trials import trial_create
 

@@ -9,7 +9,7 @@ from django.utils import timezone
 from tests.factories import DeviceFactory, ExperimentFactory, NodeFactory, TeamFactory, UserFactory
 from tfplatform.cluster.models import Node
 from tfplatform.cluster.selectors import capacity_now, resources_fit, team_quota
-from tfplatform.experiments.selectors import experiments_queued_ahead
+from tfplatform.experiments.selectors.scheduling import experiments_queued_ahead
 from tfplatform.experiments.services.scheduling import scheduler_pass
 
 pytestmark = pytest.mark.django_db

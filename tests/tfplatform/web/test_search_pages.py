@@ -8,7 +8,7 @@ from tests.crafted_models import saved_model_save
 from tests.factories import UserFactory
 from tests.tfplatform.web.search_driving import search_launch, trial_train
 from tfplatform.modelregistry.models import ModelVersion
-from tfplatform.modelregistry.services import experiment_export_dir
+from tfplatform.modelregistry.services.publish import experiment_export_dir
 from tfplatform.searches.models import Search
 
 pytestmark = pytest.mark.django_db

@@ -1,4 +1,4 @@
-"""TensorBoard of experiments through the platform (experiments/boards.py): a real `tensorboard`
+"""TensorBoard of experiments through the platform (experiments/boards/): a real `tensorboard`
 process per set of experiments, reached only through the signed-in proxy. The owner, a teammate
 and staff see the scalars; another user gets 404 whatever key or path they try, the board's port
 answers nobody without its token, and a link planted in a run folder shows nothing. Its Profile
@@ -22,7 +22,7 @@ from django.test import Client
 
 from tests.factories import PASSWORD, ExperimentFactory, TeamFactory, UserFactory
 from tests.tfplatform.web.conftest import ARTIFACTS
-from tfplatform.experiments import boards
+from tfplatform.experiments.boards import registry as boards
 from tfplatform.experiments.models import Experiment
 from tfplatform.experiments.services.execution import experiment_work_dir
 

@@ -36,7 +36,7 @@ def hold(experiment: Experiment, device: Device, *, hours_ago: float,
     trial = Trial.objects.filter(experiment=experiment).first() or Trial.objects.create(
         experiment=experiment)
     return Allocation.objects.create(
-        trial=trial, node=device.node, device=device, started_at=start,
+        holder=trial, node=device.node, device=device, started_at=start,
         released_at=None if hours is None else start + timedelta(hours=hours))
 
 

@@ -8,7 +8,7 @@ import pytest
 from django.test import Client
 
 from tests.factories import UserFactory
-from tfplatform.experiments.models import Workspace
+from tfplatform.workspaces.models import Workspace
 
 pytestmark = pytest.mark.django_db
 

@@ -20,15 +20,16 @@ from django.test import Client
 from tests.factories import UserFactory
 from tfplatform.accounts.tokens import api_token_issue
 from tfplatform.config.asgi import application
-from tfplatform.experiments.models import Experiment, Workspace
+from tfplatform.experiments.models import Experiment
 from tfplatform.experiments.services.transitions import experiment_transition
-from tfplatform.experiments.services.workspaces import (
+from tfplatform.web.workspace_proxy import LAB_POLICY
+from tfplatform.workspaces.models import Workspace
+from tfplatform.workspaces.services import (
     WorkspaceRequest,
     workspace_create,
     workspace_jupyter_token,
     workspace_socket,
 )
-from tfplatform.web.workspace_proxy import LAB_POLICY
 from training.spec import TrialSpec
 from training.workspace import UnixConnection, jupyter_status, workspace_arguments
 

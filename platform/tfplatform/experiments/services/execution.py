@@ -42,11 +42,12 @@ from tfplatform.experiments.services.trials import (
     trial_set_placement,
     trial_start,
 )
-from tfplatform.experiments.services.workspaces import (
+from tfplatform.experiments.sessions import (
     SessionGrant,
-    workspace_activity_record,
-    workspace_session_begin,
-    workspace_session_end,
+    session_activity_record,
+    session_begin,
+    session_end,
+    session_hooks_for,
 )
 from tfplatform.experiments.validation import registered_source
 from training.catalog import BUILTIN_DATASETS, DIAGNOSTIC_JOBS
@@ -174,7 +175,8 @@ def trial_execute(*, trial_id: int, node_id: int | None = None) -> None:
     chief_here = plan is None or plan.chief.host == local_host
     experiment = trial.experiment
     recorder: TrialEventRecorder | None = None
-    workspace = experiment.kind == Experiment.Kind.WORKSPACE
+    # A workspace's session: the workspaces app says what its node grants and revokes.
+    workspace = session_hooks_for(kind=experiment.kind) is not None
     should_cancel = partial(_stop_requested, trial_id=trial.pk)
     try:
         # Before experiment_start: while this node builds the venv the experiment stays
@@ -186,10 +188,10 @@ def trial_execute(*, trial_id: int, node_id: int | None = None) -> None:
         )
         experiment_start(experiment=experiment)
         recorder = TrialEventRecorder(trial=trial)
-        grant = workspace_session_begin(trial=trial) if workspace else None
+        grant = session_begin(trial=trial) if workspace else None
         if grant is not None:
             should_cancel = partial(_session_stop_requested, trial_id=trial.pk,
-                                    experiment_id=experiment.pk,
+                                    experiment_id=experiment.pk, kind=experiment.kind,
                                     watch=JupyterActivity(socket=grant.socket,
                                                           token=grant.jupyter_token,
                                                           base_url=grant.base_url))
@@ -217,7 +219,7 @@ def trial_execute(*, trial_id: int, node_id: int | None = None) -> None:
     finally:
         close_old_connections()
         if workspace:
-            database_wait(action=lambda: workspace_session_end(trial=trial),
+            database_wait(action=lambda: session_end(trial=trial),
                           what=f"revoking workspace session {trial.pk}'s token")
     if recorder is not None:
         database_wait(action=recorder.flush, what=f"recording trial {trial.pk}'s events")
@@ -243,13 +245,13 @@ def _stop_requested(*, trial_id: int) -> bool:
     return trial is None or bool(trial["stop_reason"]) or trial["state"] not in TRIAL_ACTIVE_STATES
 
 
-def _session_stop_requested(*, trial_id: int, experiment_id: int,
+def _session_stop_requested(*, trial_id: int, experiment_id: int, kind: str,
                             watch: JupyterActivity) -> bool:
     """A workspace's session also reports Jupyter's last activity (its idle culling reads it)."""
     seen = watch.poll()
     if seen is not None:
         try:
-            workspace_activity_record(experiment_id=experiment_id, at=seen)
+            session_activity_record(kind=kind, experiment_id=experiment_id, at=seen)
         except DATABASE_ERRORS:
             database_connection_reset()
     return _stop_requested(trial_id=trial_id)

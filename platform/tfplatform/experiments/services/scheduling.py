@@ -59,7 +59,8 @@ from tfplatform.cluster.placement import (
 from tfplatform.cluster.services import allocations_create
 from tfplatform.core.errors import InvalidTransition
 from tfplatform.experiments.models import Experiment, Trial
-from tfplatform.experiments.selectors import experiments_queued, trials_dispatch_overdue_ids
+from tfplatform.experiments.selectors.scheduling import experiments_queued
+from tfplatform.experiments.selectors.trials import trials_dispatch_overdue_ids
 from tfplatform.experiments.services.transitions import experiment_transition
 from tfplatform.experiments.services.trials import (
     TRIAL_ACTIVE_STATES,
@@ -169,11 +170,11 @@ def _cluster_view() -> ClusterView:
     holders: dict[int, Holder] = {}
     device_holder: dict[int, Holder] = {}
     quota_gpus: dict[QuotaKey, int] = defaultdict(int)
-    live = Allocation.objects.filter(released_at__isnull=True).values_list(
+    live = Allocation.objects.of_trials().filter(released_at__isnull=True).values_list(
         "device_id",
         "node_id",
         "device__kind",
-        "trial_id",
+        "holder_id",
         "trial__state",
         "trial__stop_reason",
         "trial__experiment__priority",

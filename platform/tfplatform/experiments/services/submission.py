@@ -19,7 +19,7 @@ from tfplatform.cluster.dispatch import scheduler_wake_on_commit
 from tfplatform.core.errors import InvalidInput, InvalidTransition
 from tfplatform.experiments import validation
 from tfplatform.experiments.models import Environment, Experiment
-from tfplatform.experiments.selectors import environment_default
+from tfplatform.experiments.selectors.environments import environment_default
 from tfplatform.experiments.services.transitions import (
     TERMINAL_STATES,
     State,

@@ -31,7 +31,7 @@ def test_cpu_experiment_takes_a_cpu_slot_and_creates_a_trial() -> None:
     experiment.refresh_from_db()
     assert experiment.state == "scheduled"
     allocation = Allocation.objects.get()
-    assert allocation.device.kind == "cpu" and allocation.trial.experiment == experiment
+    assert allocation.device.kind == "cpu" and allocation.holder.experiment == experiment
 
 
 def test_gang_gets_all_devices_or_none() -> None:

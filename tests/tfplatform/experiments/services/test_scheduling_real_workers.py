@@ -136,6 +136,7 @@ def test_thirty_random_experiments_on_real_nodes_with_two_schedulers(
         assert metrics["samples"] == PI["pi_samples_per_replica"] * PI["pi_rounds"] * replicas
         assert metrics["abs_error"] < 0.1  # about 8 standard errors at the smallest size
     # Gangs really spread over nodes, and the whole cluster was used.
-    nodes_per_trial = Allocation.objects.values("trial").annotate(n=Count("node", distinct=True))
+    nodes_per_trial = Allocation.objects.values("holder_id").annotate(
+        n=Count("node", distinct=True))
     assert any(row["n"] > 1 for row in nodes_per_trial)
     assert Allocation.objects.values("node").distinct().count() == len(NODES)

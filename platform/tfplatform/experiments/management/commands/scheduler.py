@@ -11,12 +11,11 @@ from django.db import close_old_connections
 from tfplatform.cluster.services import nodes_finish_draining
 from tfplatform.cluster.utilization import SAMPLE_SECONDS, utilization_record
 from tfplatform.core.database import DATABASE_ERRORS, database_connection_reset
-from tfplatform.experiments.selectors import experiment_state_counts
+from tfplatform.experiments.selectors.experiments import experiment_state_counts
 from tfplatform.experiments.services.execution import nodes_lost_handle
 from tfplatform.experiments.services.scheduling import scheduler_pass, trials_dispatch_overdue
 from tfplatform.experiments.services.submission import uploads_leftovers_remove
-from tfplatform.experiments.services.workspaces import workspaces_cull
-from tfplatform.experiments.signals import scheduler_passed
+from tfplatform.experiments.signals import scheduler_passed, scheduler_passing
 
 logger = logging.getLogger(__name__)
 TIDY_SECONDS = 300.0
@@ -48,9 +47,7 @@ class Command(BaseCommand):
                     if lost:
                         logger.warning("Marked %d node(s) lost", len(lost))
                 nodes_finish_draining()
-                culled = workspaces_cull()
-                if culled:
-                    logger.info("Stopped %d idle or expired workspace(s)", len(culled))
+                scheduler_passing.send(sender=self.__class__)
                 scheduled = scheduler_pass()
                 if scheduled:
                     logger.info("Scheduled %d experiment(s)", scheduled)

@@ -8,10 +8,8 @@ from django.db import close_old_connections
 
 from tfplatform.config.celery import app
 from tfplatform.modelregistry.dispatch import MODELS_QUEUE
-from tfplatform.modelregistry.services import (
-    model_files_leftovers_remove,
-    model_versions_loading_resume,
-)
+from tfplatform.modelregistry.services.publish import model_files_leftovers_remove
+from tfplatform.modelregistry.services.versions import model_versions_loading_resume
 
 logger = logging.getLogger(__name__)
 TIDY_SECONDS = 300.0

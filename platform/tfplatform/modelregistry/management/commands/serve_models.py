@@ -10,7 +10,7 @@ from django.core.management.base import BaseCommand
 from serving.access import TOKEN_FILE_ENV, access_token_file_write
 from serving.environment import model_process_env
 from tfplatform.modelregistry.server import monitoring_config_write
-from tfplatform.modelregistry.services import model_config_ensure
+from tfplatform.modelregistry.services.sync import model_config_ensure
 
 
 class Command(BaseCommand):

@@ -1,6 +1,6 @@
-"""One TensorBoard process of the platform: `python -m tfplatform.experiments.board_host`.
+"""One TensorBoard process of the platform: `python -m tfplatform.experiments.boards.host`.
 
-Started by `experiments/boards.py` for one set of experiments, never by hand; no Django here.
+Started by `boards/registry.py` for one set of experiments, never by hand; no Django here.
 It serves TensorBoard's own WSGI app (a maintained `tensorboard` release, Python data loading,
 TensorFlow's stub instead of TensorFlow: no import of TF, a small process) on 127.0.0.1 and
 
@@ -12,7 +12,7 @@ TensorFlow's stub instead of TensorFlow: no import of TF, a small process) on 12
   thread starts: it reads only the runs' folders and the Python runtime, writes nothing, binds
   only its port and connects nowhere. The event files were written by user code: a link planted
   in a run folder, or a projector config naming another file, leads nowhere readable;
-- shows the trials' profiler traces in its Profile tab (`board_profile.py`: these runs' traces
+- shows the trials' profiler traces in its Profile tab (`boards/profile.py`: these runs' traces
   only; no capture, no other folder);
 - ends when the process that started it ends (its stdin, a pipe from it, reaches EOF) or on
   SIGTERM.
@@ -102,13 +102,13 @@ def main(argv: list[str]) -> None:
 def _plugins(*, runs: dict[str, str]) -> list[Any]:
     """TensorBoard's plugins, bundled and installed (the projector, xprof), but xprof's own
     ProfilePlugin, which reads any folder a request names and captures from any address: where
-    xprof imports, the Profile tab is the board's (`board_profile.py`), over these runs' traces."""
+    xprof imports, the Profile tab is the board's (`boards/profile.py`), over these runs' traces."""
     from tensorboard import default
 
     plugins = [plugin for plugin in default.get_plugins()
                if not getattr(plugin, "__module__", "").startswith("xprof.")]
     try:
-        from tfplatform.experiments.board_profile import BoardProfileLoader
+        from tfplatform.experiments.boards.profile import BoardProfileLoader
     except ImportError as error:  # TensorBoard's notice that the plugin is missing, then
         print(f"Profile tab not served: xprof does not import ({error})", flush=True)
         return plugins

@@ -25,10 +25,12 @@ from tfplatform.accounts.tokens import api_token_issue
 from tfplatform.cluster.dispatch import scheduler_wake_on_commit
 from tfplatform.core.errors import InvalidInput, InvalidTransition
 from tfplatform.experiments import validation
-from tfplatform.experiments.models import Environment, Experiment, Trial, Workspace
-from tfplatform.experiments.selectors import environment_default
+from tfplatform.experiments.models import Environment, Experiment, Trial
+from tfplatform.experiments.selectors.environments import environment_default
 from tfplatform.experiments.services.submission import experiment_cancel
 from tfplatform.experiments.services.transitions import TERMINAL_STATES
+from tfplatform.experiments.sessions import SessionGrant
+from tfplatform.workspaces.models import Workspace
 from training.catalog import WORKSPACE_JOB
 
 State = Experiment.State
@@ -178,19 +180,6 @@ def workspace_home(*, owner_id: int) -> Path:
 
 def workspace_socket(*, owner_id: int, experiment_id: int) -> Path:
     return workspace_home(owner_id=owner_id) / SOCKET_FOLDER / f"jupyter-{experiment_id}.sock"
-
-
-@dataclass(frozen=True)
-class SessionGrant:
-    workspace_id: int
-    api_token: str
-    jupyter_token: str
-    socket: str
-    home: str
-
-    @property
-    def base_url(self) -> str:
-        return f"/workspaces/{self.workspace_id}/lab/"  # the proxy's path, which Jupyter serves
 
 
 def workspace_session_begin(*, trial: Trial) -> SessionGrant:

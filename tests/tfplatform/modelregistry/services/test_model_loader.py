@@ -20,7 +20,7 @@ from tests.tfplatform.modelregistry.conftest import (
     version_loaded,
 )
 from tfplatform.modelregistry.models import ModelVersion
-from tfplatform.modelregistry.services import model_versions_loading_resume
+from tfplatform.modelregistry.services.versions import model_versions_loading_resume
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -77,7 +77,7 @@ def test_a_loader_started_again_loads_what_was_left_loading(
 
 
 def test_loading_an_undeployed_version_does_nothing(model_server: dict[str, Any]) -> None:
-    from tfplatform.modelregistry.services import model_version_load
+    from tfplatform.modelregistry.services.versions import model_version_load
 
     version = ModelVersionFactory(state=ModelVersion.State.UNLOADED,
                                   path=str(Path(model_server["base"]) / "gone" / "1"))

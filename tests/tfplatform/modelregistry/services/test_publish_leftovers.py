@@ -15,11 +15,11 @@ import pytest
 from tests.conftest import peer_data_or_skip
 from tests.factories import UserFactory
 from tests.tfplatform.modelregistry.conftest import HALF_PLUS_THREE, HALF_PLUS_TWO, api, register
-from tfplatform.modelregistry.services import model_files_leftovers_remove
+from tfplatform.modelregistry.services.publish import model_files_leftovers_remove
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 # The platform's own publish, in a process of its own, stopped where a kill would stop it.
 KILLED_WHILE_COPYING = """
 import sys, time

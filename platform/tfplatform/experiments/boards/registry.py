@@ -1,6 +1,6 @@
 """TensorBoard of one or several experiments, served behind the platform's sign-in.
 
-A board is one `tensorboard` process (`board_host.py`) for one set of experiments, named by their
+A board is one `tensorboard` process (`boards/host.py`) for one set of experiments, named by their
 ids sorted and joined by dashes (the key, e.g. `3-7`) and served at `/tensorboard/<key>/`
 through the platform's proxy (`board_proxy`). Whoever may see every one of those experiments
 (owner, team, staff: `experiment_list`) reaches it; anyone else gets 404, whatever key or path
@@ -43,13 +43,12 @@ from pathlib import Path
 import requests
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
-from django.http import HttpRequest, StreamingHttpResponse
 
 from tfplatform.accounts.models import User
 from tfplatform.core.errors import NotFound, Unavailable
-from tfplatform.experiments.board_host import TOKEN_ENV
+from tfplatform.experiments.boards.host import TOKEN_ENV
 from tfplatform.experiments.models import Experiment
-from tfplatform.experiments.selectors import experiment_list
+from tfplatform.experiments.selectors.experiments import experiment_list
 from tfplatform.experiments.services.execution import experiment_work_dir
 from training.private_files import private_write_text
 
@@ -58,20 +57,14 @@ logger = logging.getLogger(__name__)
 URL_PREFIX = "/tensorboard"
 BOARD_MAX_EXPERIMENTS = 20
 START_SECONDS = 60.0
-CHUNK_BYTES = 64 * 1024
 TOUCH_SECONDS = 10.0  # a record is touched at most this often
-# What of the browser's request TensorBoard gets: never its cookies, authorization or address.
-REQUEST_HEADERS = ("Accept", "Accept-Encoding", "Accept-Language", "Content-Type",
-                   "If-Modified-Since", "If-None-Match", "X-XSRF-Protected")
-RESPONSE_HEADERS = ("Content-Type", "Content-Encoding", "Content-Length", "Cache-Control",
-                    "ETag", "Expires", "Last-Modified", "Content-Security-Policy")
 _KEY = re.compile(rf"[1-9][0-9]{{0,11}}(-[1-9][0-9]{{0,11}}){{0,{BOARD_MAX_EXPERIMENTS - 1}}}")
 
 _children: dict[str, subprocess.Popen[bytes]] = {}  # this process's boards, by key
 _children_lock = threading.Lock()
 _reaper: threading.Thread | None = None
 _session = requests.Session()
-_session.headers.clear()  # the browser's Accept-Encoding, or none: the body is passed as it comes
+_session.headers.clear()  # asks the board alone, with none of this process's defaults
 
 
 @dataclass(frozen=True)
@@ -133,59 +126,15 @@ def board_ensure(*, experiments: list[Experiment], fresh: bool = False) -> Board
     key = board_key(experiment_ids=[e.pk for e in experiments])
     runs = board_runs(experiments=experiments)
     with _locked(key):
-        board = _record_read(key)
-        if board is not None and _alive(board) and (not fresh or board.runs == runs):
-            _touch(key, force=True)
+        board = board_record_read(key)
+        if board is not None and board_alive(board) and (not fresh or board.runs == runs):
+            board_touch(key, force=True)
             return board
         if board is not None:
             _stop(board)
         _room_make()
         board = _start(key=key, runs=runs)
         return board
-
-
-def board_proxy(*, request: HttpRequest, key: str) -> StreamingHttpResponse:
-    """The request, sent on to the board (whose experiments the caller has checked the user may
-    see) with the board's token and none of the browser's credentials; the answer streamed."""
-    prefix = f"{URL_PREFIX}/{key}/"
-    path = request.get_full_path()
-    if not (path.startswith(prefix) or path == prefix[:-1]):
-        raise NotFound("TensorBoard not found.")
-    board = _record_read(key)
-    # TensorBoard's pages ask for the runs when opened and on every reload: a run folder that
-    # appeared meanwhile (the experiment was queued) restarts the board, so it shows up.
-    refresh = request.path.endswith("/data/runs")
-    if board is None or not _alive(board) or refresh:
-        experiments = board_experiments(user=request.user, key=key)
-        if board is None or board.runs != board_runs(experiments=experiments) or not _alive(board):
-            board = board_ensure(experiments=experiments, fresh=True)
-    _touch(key)
-    headers = {name: request.headers[name] for name in REQUEST_HEADERS if name in request.headers}
-    headers["X-Tfplatform-Board"] = board.token
-    try:
-        upstream = _session.request(
-            request.method or "GET", f"http://127.0.0.1:{board.port}{path}", headers=headers,
-            data=request.body if request.method == "POST" else None, stream=True,
-            allow_redirects=False, timeout=(5, 120),
-        )
-    except requests.RequestException as error:
-        raise Unavailable(
-            "TensorBoard is not answering; open it again from the experiment."
-        ) from error
-    response = StreamingHttpResponse(_chunks(upstream), status=upstream.status_code)
-    for name in RESPONSE_HEADERS:
-        if name in upstream.headers:
-            response[name] = upstream.headers[name]
-    if "Content-Security-Policy" in response:  # framed by no other site (as X-Frame-Options)
-        kept = [rule for rule in response["Content-Security-Policy"].split(";")
-                if rule.strip() and not rule.strip().startswith("frame-ancestors")]
-        response["Content-Security-Policy"] = ";".join([*kept, "frame-ancestors 'self'"])
-    location = upstream.headers.get("Location", "")
-    if location:
-        location = re.sub(r"^https?://127\.0\.0\.1:\d+", "", location)
-        if location.startswith(prefix[:-1]):
-            response["Location"] = location
-    return response
 
 
 def boards_reap(*, idle_seconds: float) -> list[str]:
@@ -195,7 +144,7 @@ def boards_reap(*, idle_seconds: float) -> list[str]:
         keys = list(_children)
     for key in keys:
         with _locked(key):
-            board = _record_read(key)
+            board = board_record_read(key)
             child = _children.get(key)
             if child is None:
                 continue
@@ -207,13 +156,6 @@ def boards_reap(*, idle_seconds: float) -> list[str]:
                 _stop(board or Board(key=key, port=0, token="", pid=child.pid, runs={}))
                 stopped.append(key)
     return stopped
-
-
-def _chunks(upstream: requests.Response) -> Iterator[bytes]:
-    try:
-        yield from upstream.raw.stream(CHUNK_BYTES, decode_content=False)
-    finally:
-        upstream.close()
 
 
 def _folder() -> Path:
@@ -236,7 +178,7 @@ def _locked(key: str) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _record_read(key: str) -> Board | None:
+def board_record_read(key: str) -> Board | None:
     try:
         data = json.loads(_record_path(key).read_text())
         return Board(**data)
@@ -244,14 +186,14 @@ def _record_read(key: str) -> Board | None:
         return None
 
 
-def _touch(key: str, *, force: bool = False) -> None:
+def board_touch(key: str, *, force: bool = False) -> None:
     path = _record_path(key)
     with contextlib.suppress(OSError):
         if force or time.time() - path.stat().st_mtime > TOUCH_SECONDS:
             os.utime(path)
 
 
-def _alive(board: Board) -> bool:
+def board_alive(board: Board) -> bool:
     """Its process runs and is that board (a pid can be reused)."""
     try:
         command = Path(f"/proc/{board.pid}/cmdline").read_bytes().split(b"\0")
@@ -270,7 +212,8 @@ def _stop(board: Board) -> None:
         except subprocess.TimeoutExpired:
             child.kill()
             child.wait()
-    elif _alive(board):  # another web process's: the record says which, its command line agrees
+    # Another web process's: the record says which, its command line agrees.
+    elif board_alive(board):
         with contextlib.suppress(OSError):
             os.kill(board.pid, signal.SIGTERM)
     with contextlib.suppress(OSError):
@@ -280,7 +223,8 @@ def _stop(board: Board) -> None:
 def _room_make() -> None:
     """At most BOARD_MAX boards: the least recently used others go."""
     records = sorted(_folder().glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
-    running = [board for path in records if (board := _record_read(path.stem)) and _alive(board)]
+    running = [board for path in records
+               if (board := board_record_read(path.stem)) and board_alive(board)]
     for board in running[max(settings.PLATFORM["BOARD_MAX"] - 1, 0):]:
         logger.info("Stopping TensorBoard %s to make room for another", board.key)
         _stop(board)
@@ -295,7 +239,7 @@ def _free_port() -> int:
 def _start(*, key: str, runs: dict[str, str]) -> Board:
     global _reaper
     token = secrets.token_urlsafe(32)
-    platform_dir = Path(__file__).resolve().parents[2]
+    platform_dir = Path(__file__).resolve().parents[3]  # platform/
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8",
            "PYTHONPATH": os.pathsep.join([str(platform_dir), str(platform_dir.parent)]),
            TOKEN_ENV: token}
@@ -304,7 +248,7 @@ def _start(*, key: str, runs: dict[str, str]) -> Board:
     Path(shown.get("none", _folder())).mkdir(mode=0o700, exist_ok=True)
     for attempt in range(3):  # a port taken between the probe and the bind: another one
         port = _free_port()
-        argv = [sys.executable, "-m", "tfplatform.experiments.board_host", "--port", str(port),
+        argv = [sys.executable, "-m", "tfplatform.experiments.boards.host", "--port", str(port),
                 "--path-prefix", f"{URL_PREFIX}/{key}",
                 *(f"--run={name}={folder}" for name, folder in shown.items())]
         if not settings.PLATFORM["BOARD_CONFINE"]:

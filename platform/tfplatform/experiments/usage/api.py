@@ -12,12 +12,12 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from tfplatform.core.csv_export import csv_write_rows
-from tfplatform.experiments.usage import (
+from tfplatform.experiments.usage.report import usage_report
+from tfplatform.experiments.usage.rows import (
     GROUPS,
     UsageQuery,
     UsageRow,
     usage_query,
-    usage_report,
     usage_totals,
 )
 

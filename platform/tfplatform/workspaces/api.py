@@ -9,9 +9,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from tfplatform.experiments import selectors
-from tfplatform.experiments.models import Environment, Workspace
-from tfplatform.experiments.services import workspaces
+from tfplatform.experiments.models import Environment
+from tfplatform.workspaces import selectors as workspace_selectors
+from tfplatform.workspaces import services as workspaces
+from tfplatform.workspaces.models import Workspace
 
 
 class WorkspaceSerializer(serializers.ModelSerializer):
@@ -36,13 +37,13 @@ class WorkspaceSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
     def get_state(self, workspace: Workspace) -> str:
-        return selectors.workspace_state(workspace=workspace)
+        return workspace_selectors.workspace_state(workspace=workspace)
 
     def get_devices(self, workspace: Workspace) -> list[str]:
-        return selectors.workspace_devices(workspace=workspace)
+        return workspace_selectors.workspace_devices(workspace=workspace)
 
     def get_lab_url(self, workspace: Workspace) -> str:
-        return selectors.workspace_lab_url(workspace=workspace)
+        return workspace_selectors.workspace_lab_url(workspace=workspace)
 
 
 class WorkspaceCreateSerializer(serializers.Serializer):
@@ -71,7 +72,7 @@ class WorkspaceListCreateApi(generics.ListAPIView):
     serializer_class = WorkspaceSerializer
 
     def get_queryset(self) -> QuerySet[Workspace]:
-        return selectors.workspace_list(user=self.request.user)
+        return workspace_selectors.workspace_list(user=self.request.user)
 
     @extend_schema(request=WorkspaceCreateSerializer, responses={201: WorkspaceSerializer})
     def post(self, request: Request) -> Response:
@@ -88,21 +89,21 @@ class WorkspaceListCreateApi(generics.ListAPIView):
 class WorkspaceDetailApi(APIView):
     @extend_schema(responses=WorkspaceSerializer)
     def get(self, request: Request, workspace_id: int) -> Response:
-        workspace = selectors.workspace_get(user=request.user, workspace_id=workspace_id)
+        workspace = workspace_selectors.workspace_get(user=request.user, workspace_id=workspace_id)
         return Response(WorkspaceSerializer(workspace).data)
 
 
 class WorkspaceStopApi(APIView):
     @extend_schema(request=None, responses=WorkspaceSerializer)
     def post(self, request: Request, workspace_id: int) -> Response:
-        workspace = selectors.workspace_get(user=request.user, workspace_id=workspace_id)
+        workspace = workspace_selectors.workspace_get(user=request.user, workspace_id=workspace_id)
         return Response(WorkspaceSerializer(workspaces.workspace_stop(workspace=workspace)).data)
 
 
 class WorkspaceStartApi(APIView):
     @extend_schema(request=None, responses=WorkspaceSerializer)
     def post(self, request: Request, workspace_id: int) -> Response:
-        workspace = selectors.workspace_get(user=request.user, workspace_id=workspace_id)
+        workspace = workspace_selectors.workspace_get(user=request.user, workspace_id=workspace_id)
         return Response(WorkspaceSerializer(workspaces.workspace_start(workspace=workspace)).data)
 
 
@@ -112,7 +113,7 @@ class WorkspaceRestartApi(APIView):
 
     @extend_schema(request=WorkspaceRestartSerializer, responses=WorkspaceSerializer)
     def post(self, request: Request, workspace_id: int) -> Response:
-        workspace = selectors.workspace_get(user=request.user, workspace_id=workspace_id)
+        workspace = workspace_selectors.workspace_get(user=request.user, workspace_id=workspace_id)
         serializer = WorkspaceRestartSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         restarted = workspaces.workspace_restart(

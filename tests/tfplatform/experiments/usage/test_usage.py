@@ -13,14 +13,14 @@ from tfplatform.accounts.models import User
 from tfplatform.cluster.models import Allocation, Device
 from tfplatform.cluster.services import allocations_utilization_record
 from tfplatform.experiments.models import Experiment, Trial
-from tfplatform.experiments.usage import (
+from tfplatform.experiments.usage.api import usage_csv
+from tfplatform.experiments.usage.rows import (
     AllocationSpan,
     UsageQuery,
     interval_split_days,
     usage_query,
     usage_rows,
 )
-from tfplatform.experiments.usage_api import usage_csv
 
 T0 = datetime(2026, 3, 1, 22, 0, tzinfo=UTC)
 NOW = datetime(2026, 3, 3, 12, 0, tzinfo=UTC)
@@ -134,7 +134,7 @@ def hold(experiment: Experiment, device: Device, *, start: datetime,
          end: datetime | None) -> Allocation:
     trial = Trial.objects.filter(experiment=experiment).first() or Trial.objects.create(
         experiment=experiment)
-    return Allocation.objects.create(trial=trial, node=device.node, device=device,
+    return Allocation.objects.create(holder=trial, node=device.node, device=device,
                                      started_at=start, released_at=end)
 
 

@@ -8,7 +8,10 @@ from django.utils import timezone
 
 from tests.factories import ExperimentFactory, NodeFactory
 from tfplatform.experiments.models import Experiment
-from tfplatform.experiments.selectors import experiment_queue_position, experiments_queued_ahead
+from tfplatform.experiments.selectors.scheduling import (
+    experiment_queue_position,
+    experiments_queued_ahead,
+)
 from tfplatform.experiments.services.scheduling import scheduler_pass
 
 pytestmark = pytest.mark.django_db

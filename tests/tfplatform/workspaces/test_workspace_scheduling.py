@@ -14,12 +14,13 @@ from tfplatform.cluster.services import allocations_claim_part
 from tfplatform.experiments.models import Trial
 from tfplatform.experiments.services.execution import trial_spec_build
 from tfplatform.experiments.services.scheduling import scheduler_pass
-from tfplatform.experiments.services.workspaces import (
+from tfplatform.experiments.usage.report import usage_report
+from tfplatform.experiments.usage.rows import usage_query
+from tfplatform.workspaces.services import (
     WorkspaceRequest,
     workspace_create,
     workspace_restart,
 )
-from tfplatform.experiments.usage import usage_query, usage_report
 
 pytestmark = pytest.mark.django_db
 

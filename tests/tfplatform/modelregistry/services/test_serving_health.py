@@ -15,7 +15,7 @@ from tests.tfplatform.modelregistry.conftest import HALF_PLUS_THREE, api, predic
 from tfplatform.experiments.signals import scheduler_passed
 from tfplatform.modelregistry.models import ServingSample
 from tfplatform.modelregistry.server import model_server_client
-from tfplatform.modelregistry.services import serving_health_record
+from tfplatform.modelregistry.services.health import serving_health_record
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

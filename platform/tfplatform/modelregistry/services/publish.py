@@ -1,21 +1,11 @@
-"""Writes of the model registry: deploy, labels, canary share, undeploy, bring your own model.
+"""Publishing: a trained experiment deployed, a SavedModel uploaded or registered."""
 
-Deploy and upload publish a checked copy and answer at once with a LOADING version; the model
-loader (`manage.py model_loader`, a Celery worker on the `models` queue) loads it.
-
-Every change ends in `model_server_sync`, which sends the model server the complete list of
-models, versions and labels (TF Serving's HandleReloadConfigRequest replaces the whole list, so
-deploying one model never unloads another) and writes the same list to the config file.
-"""
-
-import contextlib
 import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +13,9 @@ from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
 from django.db.models import Max
-from django.utils import timezone
 
 from serving import graph_check, layout
 from serving.archive import ArchiveError, extract_saved_model_zip
-from serving.client import ModelEntry, ModelServerError
 from serving.environment import model_process_env
 from serving.tflite_convert import TFLITE_FILE
 from tfplatform.accounts.models import User
@@ -37,88 +25,23 @@ from tfplatform.core.errors import (
     Forbidden,
     InsufficientStorage,
     InvalidInput,
-    NotFound,
     PayloadTooLarge,
-    Unavailable,
 )
 from tfplatform.experiments.models import Experiment
 from tfplatform.experiments.services.execution import experiment_work_dir
 from tfplatform.modelregistry.dispatch import version_load_on_commit
-from tfplatform.modelregistry.health import scrape_parse
 from tfplatform.modelregistry.models import (
-    ModelLabel,
     ModelVersion,
     RegisteredModel,
-    ServingSample,
 )
-from tfplatform.modelregistry.selectors import model_route_cache_clear
-from tfplatform.modelregistry.server import (
-    LOAD_TIMEOUT_SECONDS,
-    model_config_write,
-    model_server_client,
-)
+from tfplatform.modelregistry.services.sync import model_base_path
 from training.errors import no_space
 
-EMPTY_MODEL_CONFIG = "model_config_list {\n}\n"
-SERVED_STATES = (ModelVersion.State.LOADING, ModelVersion.State.AVAILABLE)
-LABELS = tuple(ModelLabel.Name.values)
 MAX_UPLOAD_BYTES = 500 * 1024 * 1024
+
+
 # A publish copies for seconds to minutes; what is older than this and unnamed is a leftover.
 LEFTOVER_GRACE_SECONDS = 600.0
-
-
-def model_base_path() -> Path:
-    return Path(settings.PLATFORM["MODEL_BASE_PATH"])
-
-
-def model_config_path() -> Path:
-    return model_base_path() / "models.config"
-
-
-def model_config_ensure() -> Path:
-    """The model server's config file must exist before it starts, even with no models yet."""
-    path = model_config_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if not path.exists():
-        path.write_text(EMPTY_MODEL_CONFIG)
-    return path
-
-
-def model_server_entries() -> list[ModelEntry]:
-    entries = []
-    for model in RegisteredModel.objects.prefetch_related("versions", "labels__version"):
-        versions = tuple(
-            sorted(v.version for v in model.versions.all() if v.state in SERVED_STATES)
-        )
-        if not versions:
-            continue
-        labels = {
-            label.label: label.version.version
-            for label in model.labels.all()
-            if label.version.version in versions
-        }
-        entries.append(
-            ModelEntry(
-                name=model.name,
-                base_path=str(
-                    layout.model_path(model_base=model_base_path(), model_name=model.name)
-                ),
-                versions=versions,
-                labels=labels,
-            )
-        )
-    return entries
-
-
-def model_server_sync() -> None:
-    """After every change of versions or labels: the server and this process's routes follow."""
-    model_route_cache_clear()
-    entries = model_server_entries()
-    model_config_write(entries=entries, path=model_config_ensure())
-    try:
-        model_server_client().reload_config(models=entries, timeout=LOAD_TIMEOUT_SECONDS)
-    except (ModelServerError, TimeoutError) as error:
-        raise Unavailable(f"The model server did not accept the new model list: {error}") from error
 
 
 def _model_for_writer(*, user: User, name: str) -> RegisteredModel:
@@ -151,6 +74,8 @@ def model_name_check(*, name: str) -> None:
 
 
 GRAPH_CHECK_SECONDS = 300
+
+
 TFLITE_CONVERT_SECONDS = 600
 
 
@@ -271,67 +196,6 @@ def _version_publish(
     return version
 
 
-def model_version_load(*, version_id: int) -> ModelVersion | None:
-    """The loader's work: the server gets the list with this version, which becomes AVAILABLE
-    (and `stable` when its model has none) or FAILED with the server's reason. None when the
-    version is no longer waiting (undeployed meanwhile, or loaded by an earlier delivery)."""
-    version = ModelVersion.objects.select_related("model").filter(
-        pk=version_id, state=ModelVersion.State.LOADING).first()
-    if version is None:
-        return None
-    try:
-        model_server_sync()
-        model_server_client().wait_available(
-            name=version.model.name, version=version.version, timeout=LOAD_TIMEOUT_SECONDS
-        )
-    except (ModelServerError, TimeoutError, Unavailable) as error:
-        ModelVersion.objects.filter(pk=version.pk, state=ModelVersion.State.LOADING).update(
-            state=ModelVersion.State.FAILED, error=str(error)[:2000]
-        )
-        model_server_sync_quietly()  # a failed version leaves the list
-        version.refresh_from_db()
-        return version
-    # One transaction: no reader may see the first version available yet without `stable`.
-    with transaction.atomic():
-        ModelVersion.objects.filter(pk=version.pk, state=ModelVersion.State.LOADING).update(
-            state=ModelVersion.State.AVAILABLE)
-        version.refresh_from_db()
-        labelled = False
-        if version.state == ModelVersion.State.AVAILABLE:
-            _, labelled = ModelLabel.objects.get_or_create(
-                model=version.model, label=ModelLabel.Name.STABLE, defaults={"version": version})
-    if model_versions_retire(model=version.model) or labelled:
-        model_server_sync_quietly()
-    return version
-
-
-def model_versions_retire(*, model: RegisteredModel) -> list[int]:
-    """Only the labelled and the newest PLATFORM_MODEL_VERSIONS_LOADED versions stay loaded:
-    every loaded version holds the model server's memory. The others become UNLOADED (their
-    files stay); returns their numbers."""
-    keep = settings.PLATFORM["MODEL_VERSIONS_LOADED"]
-    served = list(model.versions.filter(state__in=SERVED_STATES).order_by("-version")
-                  .values_list("version", flat=True))
-    labelled = set(model.labels.values_list("version__version", flat=True))
-    retired = [v for v in served[keep:] if v not in labelled]
-    model.versions.filter(version__in=retired).update(state=ModelVersion.State.UNLOADED)
-    return retired
-
-
-def model_versions_loading_resume(*, older_than: float = 0.0) -> list[int]:
-    """Loads again what waits LOADING with no message on its way: the loader does this as it
-    starts (a message lost with its process) and every few minutes for versions waiting longer
-    than `older_than` seconds (the broker was away when the version was published). A version
-    loaded meanwhile makes the copy of its message do nothing."""
-    cutoff = timezone.now() - timedelta(seconds=older_than)
-    waiting = list(ModelVersion.objects.filter(state=ModelVersion.State.LOADING,
-                                               created_at__lte=cutoff)
-                   .order_by("pk").values_list("pk", flat=True))
-    for version_id in waiting:
-        version_load_on_commit(version_id=version_id)
-    return waiting
-
-
 def model_files_leftovers_remove(*, older_than: float = LEFTOVER_GRACE_SECONDS) -> list[Path]:
     """What a web process killed mid-publish (deploy, upload, import) left on disk: its staging
     copy, or a version directory whose row it never wrote. The model server never loads them
@@ -344,12 +208,6 @@ def model_files_leftovers_remove(*, older_than: float = LEFTOVER_GRACE_SECONDS) 
     for path in leftovers:
         layout.version_remove(model_base=base, path=path)
     return leftovers
-
-
-def model_server_sync_quietly() -> None:
-    # The failure that brought us here is what the caller reports.
-    with contextlib.suppress(Unavailable):
-        model_server_sync()
 
 
 def experiment_export_dir(*, experiment: Experiment) -> Path:
@@ -437,89 +295,3 @@ def model_import_source(*, path: str) -> Path:
     if not normal.is_dir():
         raise InvalidInput("path must be an existing SavedModel directory.", field="path")
     return normal
-
-
-def model_label_set(*, model: RegisteredModel, label: str, version: ModelVersion) -> None:
-    """Promote or roll back: point `label` at `version` (which must be loaded)."""
-    if label not in LABELS:
-        raise InvalidInput(f"label must be one of: {', '.join(LABELS)}.", field="label")
-    if version.model_id != model.pk:
-        raise NotFound("Model version not found.")
-    if version.state != ModelVersion.State.AVAILABLE:
-        raise Conflict(f"Version {version.version} is {version.state}, not available.")
-    ModelLabel.objects.update_or_create(model=model, label=label, defaults={"version": version})
-    model_server_sync()
-
-
-def model_label_remove(*, model: RegisteredModel, label: str) -> None:
-    if label == ModelLabel.Name.STABLE:
-        raise Conflict("The stable label can be moved but not removed.")
-    deleted, _ = ModelLabel.objects.filter(model=model, label=label).delete()
-    if not deleted:
-        raise NotFound(f"The model has no '{label}' label.")
-    model_versions_retire(model=model)  # the version it held may be past the newest ones
-    model_server_sync()
-
-
-def model_settings_update(
-    *, model: RegisteredModel, public: bool | None = None, canary_percent: int | None = None
-) -> RegisteredModel:
-    if canary_percent is not None:
-        if not 0 <= canary_percent <= 100:
-            raise InvalidInput("canary_percent must be between 0 and 100.", field="canary_percent")
-        model.canary_percent = canary_percent
-    if public is not None:
-        model.public = public
-    model.save(update_fields=["canary_percent", "public"])
-    model_route_cache_clear()
-    return model
-
-
-def model_version_undeploy(*, version: ModelVersion) -> ModelVersion:
-    """Stop serving one version and remove its files (a retired version's too)."""
-    if (
-        version.labels.filter(label=ModelLabel.Name.STABLE).exists()
-        and version.model.versions.filter(state=ModelVersion.State.AVAILABLE)
-        .exclude(pk=version.pk)
-        .exists()
-    ):
-        raise Conflict("Move the stable label to another version before undeploying this one.")
-    version.labels.all().delete()
-    ModelVersion.objects.filter(pk=version.pk).update(state=ModelVersion.State.UNLOADED)
-    model_server_sync()
-    # Its files go too (they count against the owner's storage); the row stays as history.
-    with contextlib.suppress(ValueError):
-        layout.version_remove(model_base=model_base_path(), path=Path(version.path))
-    ModelVersion.objects.filter(pk=version.pk).update(size_bytes=0)
-    version.refresh_from_db()
-    return version
-
-
-# Health shows the last hour; a day of samples lets a restart or a gap be seen around it.
-SERVING_SAMPLES_KEEP = timedelta(days=1)
-
-
-def serving_health_record() -> int:
-    """Scrape the model server's Prometheus endpoint once: a ServingSample for each registered
-    model it reports and for each of its versions it reports, and forget samples older than
-    SERVING_SAMPLES_KEEP. Returns the samples stored; raises ModelServerError when the server
-    does not answer."""
-    path = settings.PLATFORM["TF_SERVING_METRICS_PATH"]
-    if not path:
-        return 0
-    counts = scrape_parse(model_server_client().metrics(path=path))
-    now = timezone.now()
-    registered = RegisteredModel.objects.in_bulk(
-        {name for name, _ in counts}, field_name="name")
-    samples = [
-        ServingSample(
-            model=registered[name], version=version, recorded_at=now,
-            requests_ok=figures.ok, requests_failed=figures.failed,
-            latency_buckets=dict(figures.buckets),
-        )
-        for (name, version), figures in counts.items()
-        if name in registered
-    ]
-    ServingSample.objects.bulk_create(samples)
-    ServingSample.objects.filter(recorded_at__lt=now - SERVING_SAMPLES_KEEP).delete()
-    return len(samples)

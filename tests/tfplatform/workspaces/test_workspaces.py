@@ -17,9 +17,10 @@ from tests import live
 from tests.factories import ExperimentFactory, UserFactory
 from tfplatform.accounts.models import ApiToken
 from tfplatform.cluster.models import Allocation, Node
-from tfplatform.experiments.models import Experiment, Workspace
+from tfplatform.experiments.models import Experiment
 from tfplatform.experiments.services.scheduling import scheduler_pass
-from tfplatform.experiments.services.workspaces import (
+from tfplatform.workspaces.models import Workspace
+from tfplatform.workspaces.services import (
     workspace_jupyter_token,
     workspace_socket,
     workspaces_cull,
@@ -167,7 +168,7 @@ def test_idle_workspace_is_culled_and_the_queue_gets_its_gpu(gpu_node: Path) -> 
 def test_a_session_past_its_teams_lifetime_is_stopped(settings: Any) -> None:
     from tests.factories import TeamFactory
     from tfplatform.experiments.services.transitions import experiment_transition
-    from tfplatform.experiments.services.workspaces import WorkspaceRequest, workspace_create
+    from tfplatform.workspaces.services import WorkspaceRequest, workspace_create
 
     settings.PLATFORM = {**settings.PLATFORM, "WORKSPACE_IDLE_MINUTES": 10_000}
     team = TeamFactory(workspace_max_hours=2)
@@ -191,7 +192,7 @@ def test_workspaces_count_against_the_team_gpu_quota_like_trials() -> None:
     """Placed by the same pass: a trial of the team holds its quota, so the workspace waits
     with the scheduler's reason; it never takes a device a trial holds."""
     from tests.factories import DeviceFactory, NodeFactory, TeamFactory
-    from tfplatform.experiments.services.workspaces import WorkspaceRequest, workspace_create
+    from tfplatform.workspaces.services import WorkspaceRequest, workspace_create
 
     node = NodeFactory()
     for index in range(3):

@@ -1,4 +1,4 @@
-"""The Profile tab of a platform TensorBoard (`board_host.py`): trials' profiler traces, read-only.
+"""The Profile tab of a platform TensorBoard (`boards/host.py`): trials' profiler traces, read-only.
 
 A trial asked for a trace (`profile_steps`, `training/board.py`) leaves it in
 `<work_dir>/tensorboard/plugins/profile/<profile run>/<host>.xplane.pb`. xprof's ProfilePlugin

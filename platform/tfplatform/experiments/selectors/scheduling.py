@@ -1,0 +1,54 @@
+"""Reads of the queue: its order, an experiment's place in it, what it holds."""
+
+from typing import Any
+
+from django.db.models import Q, QuerySet
+from django.utils import timezone
+
+from tfplatform.cluster.models import Allocation
+from tfplatform.experiments.models import Experiment
+
+# The queue's order, for the scheduler, the queue position and the pages alike: priority, then
+# age (ties broken by id).
+QUEUE_ORDER = ("-priority", "created_at", "id")
+
+
+def experiments_queued() -> QuerySet[Experiment]:
+    """The queue, in the order the scheduler considers it (QUEUE_ORDER)."""
+    return Experiment.objects.filter(state=Experiment.State.QUEUED).order_by(*QUEUE_ORDER)
+
+
+def _ahead_of(*, values: dict[str, Any]) -> Q:
+    """Experiments QUEUE_ORDER puts before one with these values: ahead on the first field
+    that differs, every field before it equal."""
+    ahead = Q(pk__in=[])
+    equal = Q()
+    for term in QUEUE_ORDER:
+        field = term.lstrip("-")
+        before = Q(**{f"{field}__{'gt' if term.startswith('-') else 'lt'}": values[field]})
+        ahead |= equal & before
+        equal &= Q(**{field: values[field]})
+    return ahead
+
+
+def experiment_queue_position(*, experiment: Experiment) -> int | None:
+    """1 for the experiment the scheduler looks at next; None if not queued."""
+    if experiment.state != Experiment.State.QUEUED:
+        return None
+    values = {"priority": experiment.priority, "created_at": experiment.created_at,
+              "id": experiment.pk}
+    return experiments_queued().filter(_ahead_of(values=values)).count() + 1
+
+
+def experiments_queued_ahead(*, priority: int) -> int:
+    """How many queued experiments a new one submitted now at `priority` would wait behind."""
+    newest = {"priority": priority, "created_at": timezone.now(), "id": 2**62}
+    return experiments_queued().filter(_ahead_of(values=newest)).count()
+
+
+def experiment_devices_held(*, experiment: Experiment) -> list[Allocation]:
+    return list(
+        Allocation.objects.filter(trial__experiment=experiment, released_at__isnull=True)
+        .select_related("node", "device")
+        .order_by("task_type", "task_index", "device__kind", "device__index")
+    )

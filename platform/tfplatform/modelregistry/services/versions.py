@@ -1,0 +1,113 @@
+"""A version's lifecycle: loaded, retired, resumed, undeployed."""
+
+import contextlib
+from datetime import timedelta
+from pathlib import Path
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from serving import layout
+from serving.client import ModelServerError
+from tfplatform.core.errors import (
+    Conflict,
+    Unavailable,
+)
+from tfplatform.modelregistry.dispatch import version_load_on_commit
+from tfplatform.modelregistry.models import (
+    ModelLabel,
+    ModelVersion,
+    RegisteredModel,
+)
+from tfplatform.modelregistry.server import (
+    LOAD_TIMEOUT_SECONDS,
+    model_server_client,
+)
+from tfplatform.modelregistry.services.sync import (
+    SERVED_STATES,
+    model_base_path,
+    model_server_sync,
+    model_server_sync_quietly,
+)
+
+
+def model_version_load(*, version_id: int) -> ModelVersion | None:
+    """The loader's work: the server gets the list with this version, which becomes AVAILABLE
+    (and `stable` when its model has none) or FAILED with the server's reason. None when the
+    version is no longer waiting (undeployed meanwhile, or loaded by an earlier delivery)."""
+    version = ModelVersion.objects.select_related("model").filter(
+        pk=version_id, state=ModelVersion.State.LOADING).first()
+    if version is None:
+        return None
+    try:
+        model_server_sync()
+        model_server_client().wait_available(
+            name=version.model.name, version=version.version, timeout=LOAD_TIMEOUT_SECONDS
+        )
+    except (ModelServerError, TimeoutError, Unavailable) as error:
+        ModelVersion.objects.filter(pk=version.pk, state=ModelVersion.State.LOADING).update(
+            state=ModelVersion.State.FAILED, error=str(error)[:2000]
+        )
+        model_server_sync_quietly()  # a failed version leaves the list
+        version.refresh_from_db()
+        return version
+    # One transaction: no reader may see the first version available yet without `stable`.
+    with transaction.atomic():
+        ModelVersion.objects.filter(pk=version.pk, state=ModelVersion.State.LOADING).update(
+            state=ModelVersion.State.AVAILABLE)
+        version.refresh_from_db()
+        labelled = False
+        if version.state == ModelVersion.State.AVAILABLE:
+            _, labelled = ModelLabel.objects.get_or_create(
+                model=version.model, label=ModelLabel.Name.STABLE, defaults={"version": version})
+    if model_versions_retire(model=version.model) or labelled:
+        model_server_sync_quietly()
+    return version
+
+
+def model_versions_retire(*, model: RegisteredModel) -> list[int]:
+    """Only the labelled and the newest PLATFORM_MODEL_VERSIONS_LOADED versions stay loaded:
+    every loaded version holds the model server's memory. The others become UNLOADED (their
+    files stay); returns their numbers."""
+    keep = settings.PLATFORM["MODEL_VERSIONS_LOADED"]
+    served = list(model.versions.filter(state__in=SERVED_STATES).order_by("-version")
+                  .values_list("version", flat=True))
+    labelled = set(model.labels.values_list("version__version", flat=True))
+    retired = [v for v in served[keep:] if v not in labelled]
+    model.versions.filter(version__in=retired).update(state=ModelVersion.State.UNLOADED)
+    return retired
+
+
+def model_versions_loading_resume(*, older_than: float = 0.0) -> list[int]:
+    """Loads again what waits LOADING with no message on its way: the loader does this as it
+    starts (a message lost with its process) and every few minutes for versions waiting longer
+    than `older_than` seconds (the broker was away when the version was published). A version
+    loaded meanwhile makes the copy of its message do nothing."""
+    cutoff = timezone.now() - timedelta(seconds=older_than)
+    waiting = list(ModelVersion.objects.filter(state=ModelVersion.State.LOADING,
+                                               created_at__lte=cutoff)
+                   .order_by("pk").values_list("pk", flat=True))
+    for version_id in waiting:
+        version_load_on_commit(version_id=version_id)
+    return waiting
+
+
+def model_version_undeploy(*, version: ModelVersion) -> ModelVersion:
+    """Stop serving one version and remove its files (a retired version's too)."""
+    if (
+        version.labels.filter(label=ModelLabel.Name.STABLE).exists()
+        and version.model.versions.filter(state=ModelVersion.State.AVAILABLE)
+        .exclude(pk=version.pk)
+        .exists()
+    ):
+        raise Conflict("Move the stable label to another version before undeploying this one.")
+    version.labels.all().delete()
+    ModelVersion.objects.filter(pk=version.pk).update(state=ModelVersion.State.UNLOADED)
+    model_server_sync()
+    # Its files go too (they count against the owner's storage); the row stays as history.
+    with contextlib.suppress(ValueError):
+        layout.version_remove(model_base=model_base_path(), path=Path(version.path))
+    ModelVersion.objects.filter(pk=version.pk).update(size_bytes=0)
+    version.refresh_from_db()
+    return version
