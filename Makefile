@@ -29,7 +29,7 @@ sandbox: install
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq bubblewrap nftables iproute2 >/dev/null; \
 	  else echo "Trials run sandboxed: install Debian's bubblewrap (apt-get install bubblewrap)," \
 	    "or set PLATFORM_TRIAL_RUNTIME=process to run them without isolation"; exit 1; fi; }
-	@$(PY) -m training.runtime
+	@$(PY) -m training.isolation.runtime
 
 # Debian's podman (with runc) and debootstrap: the podman trial runtime the tests also run trials
 # under, and the root filesystem of a base image with its own Python for the derived-image tests.

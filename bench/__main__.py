@@ -19,8 +19,8 @@ from pathlib import Path
 from bench.machine import machine_describe, versions_describe
 from bench.plots import bar_chart_write
 from bench.report import Section, report_markdown, section_text
-from training.containers import RUNTIME_IMAGE
-from training.runtime import CONTAINER_RUNTIMES
+from training.isolation.containers import RUNTIME_IMAGE
+from training.isolation.runtime import CONTAINER_RUNTIMES
 
 RESULTS = Path(__file__).resolve().parent / "results"
 ITEMS = ("configurations", "overhead", "inference", "scheduler", "dispatch", "input_pipeline",

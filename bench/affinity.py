@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from bench.cpu import stat_fields
-from training.runtime import CONTAINER_RUNTIMES
+from training.isolation.runtime import CONTAINER_RUNTIMES
 
 
 def cpus_available() -> set[int]:
@@ -45,7 +45,7 @@ def container_pids() -> list[int]:
     they are not in the platform's process tree (the stack's worker names the same engine)."""
     if os.environ.get("PLATFORM_TRIAL_RUNTIME") not in CONTAINER_RUNTIMES:
         return []
-    from training.containers import LABEL_NODE, ContainerSettings
+    from training.isolation.containers import LABEL_NODE, ContainerSettings
 
     url = os.environ.get("PLATFORM_CONTAINER_ENGINE_URL", "unix:///run/podman/podman.sock")
     client = ContainerSettings(engine_url=url, node="").client()

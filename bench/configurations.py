@@ -20,7 +20,7 @@ from bench.api import PlatformClient
 from bench.quiet import wait_quiet
 from bench.report import BarChart, Section, Table, number
 from bench.runs import TrainingRun, Workload, platform_run
-from training.warm import REFILL_DELAY_SECONDS
+from training.supervisor.warm import REFILL_DELAY_SECONDS
 
 
 @dataclass(frozen=True)

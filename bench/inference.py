@@ -92,13 +92,13 @@ class Endpoints:
 def model_export(*, model: BenchModel, directory: Path) -> tuple[Path, Any]:
     """A small model trained briefly on digits, exported as the platform exports; + one row."""
     from training import catalog
-    from training.datasets import dataset_train, steps_per_epoch
-    from training.export import export_saved_model
-    from training.modelling import model_compile
+    from training.data.array_pipelines import dataset_train, steps_per_epoch
     from training.scaling import batch_plan
     from training.spec import TrialSpec
-    from training.tfenv import keras
-    from training.zoo import ZOO_BUILDERS
+    from training.trial.export import export_saved_model
+    from training.trial.modelling import model_compile
+    from training.trial.tfenv import keras
+    from training.trial.zoo import ZOO_BUILDERS
 
     hparams = catalog.hyperparameters_resolve(model=model.zoo, values=model.hyperparameters)
     keras.utils.set_random_seed(hparams["seed"])

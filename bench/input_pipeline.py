@@ -29,7 +29,7 @@ TARGET_RATIO = 0.9
 
 
 def _shards_write(*, root: Path, x: np.ndarray, y: np.ndarray) -> int:
-    from training.tfenv import tf
+    from training.trial.tfenv import tf
 
     size = 0
     for index, part in enumerate(np.array_split(np.arange(len(x)), SHARDS)):
@@ -46,10 +46,10 @@ def _shards_write(*, root: Path, x: np.ndarray, y: np.ndarray) -> int:
 
 def _epoch_rates(*, train: Any, data: Any, hparams: dict[str, Any], steps: int, epochs: int
                  ) -> list[float]:
-    from training.modelling import model_compile
     from training.scaling import batch_plan
-    from training.tfenv import keras
-    from training.zoo import ZOO_BUILDERS
+    from training.trial.modelling import model_compile
+    from training.trial.tfenv import keras
+    from training.trial.zoo import ZOO_BUILDERS
 
     keras.utils.set_random_seed(hparams["seed"])
     model = ZOO_BUILDERS["mlp"](hparams=hparams, data=data)
@@ -69,9 +69,9 @@ def _epoch_rates(*, train: Any, data: Any, hparams: dict[str, Any], steps: int, 
 def input_pipeline_measure(*, rounds: int, epochs: int, copies: int) -> Section:
     from training import catalog
     from training.arrays import ArrayData, digits_load
-    from training.datasets import dataset_train, steps_per_epoch
-    from training.pipelines import Where
-    from training.registered import registered_pipelines
+    from training.data.array_pipelines import dataset_train, steps_per_epoch
+    from training.data.pipelines import Where
+    from training.data.registered import registered_pipelines
     from training.shard_schema import ShardedSource
 
     started = time.monotonic()
@@ -104,7 +104,7 @@ def input_pipeline_measure(*, rounds: int, epochs: int, copies: int) -> Section:
                     train = dataset_train(data=data, batch_size=global_batch, seed=0,
                                           augment=False)
                 else:
-                    from training.pipelines import context_make
+                    from training.data.pipelines import context_make
 
                     ctx = context_make(hparams=hparams, input_context=None,
                                        global_batch_size=global_batch, where=Where())

@@ -7,7 +7,7 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-from training.runtime import DEFAULT_RUNTIME
+from training.isolation.runtime import DEFAULT_RUNTIME
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = (

@@ -38,7 +38,7 @@ from bench.api import PlatformClient
 from bench.quiet import wait_quiet
 from bench.report import BarChart, Section, Table, Target, number
 from bench.runs import EpochRecord, TrainingRun, Workload, platform_run
-from training.warm import REFILL_DELAY_SECONDS
+from training.supervisor.warm import REFILL_DELAY_SECONDS
 
 ROOT = Path(__file__).resolve().parents[1]
 # By then the node's replacement warm process has been importing TensorFlow (~4 s of one core)

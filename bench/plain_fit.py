@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from training import catalog
-from training.datasets import dataset_eval, dataset_train, steps_per_epoch
-from training.modelling import model_compile
+from training.data.array_pipelines import dataset_eval, dataset_train, steps_per_epoch
 from training.scaling import batch_plan
 from training.spec import TrialSpec
-from training.tfenv import keras  # sets TF_USE_LEGACY_KERAS=1 before TensorFlow loads
-from training.zoo import ZOO_BUILDERS
+from training.trial.modelling import model_compile
+from training.trial.tfenv import keras  # sets TF_USE_LEGACY_KERAS=1 before TensorFlow loads
+from training.trial.zoo import ZOO_BUILDERS
 
 
 class Timing(keras.callbacks.Callback):

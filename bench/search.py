@@ -30,11 +30,11 @@ class KerasTraining:
 
     def __init__(self, *, data: Any, params: dict[str, Any], seed: int) -> None:
         from training import catalog
-        from training.datasets import dataset_eval, steps_per_epoch
-        from training.modelling import model_compile
+        from training.data.array_pipelines import dataset_eval, steps_per_epoch
         from training.scaling import batch_plan
-        from training.tfenv import keras
-        from training.zoo import ZOO_BUILDERS
+        from training.trial.modelling import model_compile
+        from training.trial.tfenv import keras
+        from training.trial.zoo import ZOO_BUILDERS
 
         self.data, self.seed, self.done = data, seed, 0
         self.hparams = catalog.hyperparameters_resolve(model="mlp", values={**params, "seed": seed})
@@ -53,8 +53,8 @@ class KerasTraining:
         self.validation = dataset_eval(data=data, batch_size=self.global_batch)
 
     def epochs_train(self, *, epochs: int) -> list[Epoch]:
-        from training.datasets import dataset_train
-        from training.tfenv import keras
+        from training.data.array_pipelines import dataset_train
+        from training.trial.tfenv import keras
 
         ended: list[float] = []
         stamp = keras.callbacks.LambdaCallback(

@@ -1,6 +1,6 @@
 """The op types a served SavedModel may use: what inference graphs exported by Keras (tf-keras)
 and TensorFlow (tf.saved_model.save of a tf.Module or tf.function, TF1 Estimator exports) are
-made of. Derived from real exports (every layer of examples/ and training/zoo.py, the common
+made of. Derived from real exports (every layer of examples/ and training/trial/zoo.py, the common
 Keras layers beside them, TF Serving's own test models), then reviewed op by op.
 
 Nothing here reads or writes a file, runs Python, does I/O beyond its input tensors, builds a

@@ -42,7 +42,7 @@ def file_read_model(path: str) -> object:
 
 
 def examples_layers_model() -> object:
-    """A tf-keras model with every layer that examples/ and training/zoo.py use, served as the
+    """A tf-keras model with every layer that examples/ and training/trial/zoo.py use, served as the
     platform's export serves it (a tf.function signature over the model)."""
     import tensorflow as tf
     import tf_keras as keras

@@ -2,8 +2,8 @@
 
 Never imports Django: the platform hands it plain dataclasses and gets plain dataclasses back.
 Importing this package (and spec, catalog, arrays, cluster, scaling, strategy.strategy_plan,
-supervisor) does not load TensorFlow; only trial processes (`python -m training.worker`) do,
-through `training.tfenv`.
+supervisor) does not load TensorFlow; only trial processes (`python -m training.trial.worker`) do,
+through `training.trial.tfenv`.
 
     web process        catalog.spec_validate(spec=...)               -> 400 on InvalidInput
     job runner         supervisor.trial_supervise(spec=..., on_events=..., should_cancel=...)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from training import arrays
-from training.board import board_check, profile_steps_parse
+from training.board_layout import board_check, profile_steps_parse
 from training.errors import InvalidInput
 from training.precision import POLICIES, precision_check
 from training.shard_schema import ShardedSource
@@ -22,7 +22,7 @@ from training.target import target_make
 ZOO_MODELS: tuple[str, ...] = ("mlp", "cifar10_cnn", "resnet20", "gru")
 BUILTIN_DATASETS: tuple[str, ...] = ("digits", "cifar10", "synthetic_images")
 DIAGNOSTIC_JOBS: tuple[str, ...] = ("pi",)
-# A workspace session: JupyterLab instead of training (training/workspace.py); the platform
+# A workspace session: JupyterLab instead of training (training/workspace/session.py); the platform
 # starts these itself, an experiment may not name it.
 WORKSPACE_JOB = "workspace"
 OPTIMIZERS: tuple[str, ...] = ("adam", "sgd", "rmsprop", "adagrad")

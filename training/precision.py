@@ -57,7 +57,7 @@ def precision_apply(*, policy: str, gpus: list[Any]) -> dict[str, Any]:
 
     `gpus`: this task's physical GPUs (tf.config.list_physical_devices("GPU")).
     """
-    from training.tfenv import keras, tf
+    from training.trial.tfenv import keras, tf
 
     notes: list[str] = []
     if policy:

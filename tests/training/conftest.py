@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from training.spec import Resources, TrialEvent, TrialOutcome, TrialSpec
-from training.supervisor import trial_supervise
+from training.supervisor.supervise import trial_supervise
 
 # The one user module every strategy trains: it never mentions devices or strategies.
 DIGITS_MODULE = """

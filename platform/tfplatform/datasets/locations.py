@@ -2,7 +2,7 @@
 
 A registered URI is later shown, read-only, to every trial that uses the dataset (sandbox.py
 `trial_paths`), so a registration is a request to read files on the nodes. A local URI must lie
-in `PLATFORM_DATASET_ROOTS` with no link below the root (training/dataset_mounts.py, the check
+in `PLATFORM_DATASET_ROOTS` with no link below the root (training/isolation/dataset_mounts.py, the check
 the node repeats as it mounts the folder), in the folder the operator gives its holder:
 `<root>/<team name>/…` for a team's dataset, `<root>/users/<username>/…` for a teamless owner's.
 Staff may also register elsewhere in a root, never in a team's or a user's folder that is not
@@ -23,7 +23,7 @@ from tfplatform.accounts.models import Team, User
 from tfplatform.core.errors import InvalidInput
 from tfplatform.datasets.models import Dataset
 from training import errors as training_errors
-from training.dataset_mounts import mount_check
+from training.isolation.dataset_mounts import mount_check
 from training.shard_schema import (
     local_shards,
     scheme_plugins_check,

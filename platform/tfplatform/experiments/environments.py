@@ -1,7 +1,7 @@
 """Writes to environments: staff create, edit and delete them; each node builds them.
 
-A node builds an environment (a venv, training.environments; under docker/podman a derived
-image, training.images) the first time one of its trials needs it, and records the build per
+A node builds an environment (a venv, training.isolation.venvs; under docker/podman a derived
+image, training.isolation.images) the first time one of its trials needs it, and records the build per
 environment and node: state, and the end of its log.
 """
 
@@ -19,11 +19,10 @@ from tfplatform.cluster.models import Node
 from tfplatform.core.errors import Conflict, InvalidInput, PlatformError
 from tfplatform.experiments.models import Environment, EnvironmentBuild, Experiment
 from tfplatform.experiments.services.transitions import experiment_set_pending_reason
-from training import environments as venvs
 from training import errors as training_errors
-from training import images
-from training.containers import ContainerSettings, image_runs_host_python
-from training.runtime import Runtime, TaskPython
+from training.isolation import images, venvs
+from training.isolation.containers import ContainerSettings, image_runs_host_python
+from training.isolation.runtime import Runtime, TaskPython
 
 Build = EnvironmentBuild.State
 BUILD_LOG_KEEP_BYTES = 64 * 1024
@@ -156,7 +155,7 @@ def environment_build_ensure(
 
     A sandbox node, and a container node for an image that runs the node's own runtime, layer a
     venv of the pinned packages on that runtime; a container node derives an image from any
-    other (training.images). Raises EnvironmentBuildFailed, whose message is the user's error.
+    other (training.isolation.images). Raises EnvironmentBuildFailed, whose message is the user's error.
     """
     if environment is None:
         return TaskPython()

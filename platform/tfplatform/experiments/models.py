@@ -11,7 +11,7 @@ class Environment(models.Model):
     image = models.CharField(max_length=300)
     tensorflow_version = models.CharField(max_length=20)
     gpu_capable = models.BooleanField(default=False)
-    # Normalized `name==version` requirements (training.environments validates them).
+    # Normalized `name==version` requirements (training.isolation.venvs validates them).
     extra_packages = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 

@@ -13,7 +13,8 @@ from tfplatform.accounts.models import User
 from tfplatform.core.errors import InvalidInput
 from tfplatform.datasets.selectors import dataset_for_name
 from tfplatform.datasets.services import dataset_source_for_trials
-from training import board, catalog, precision
+from training import board_layout as board
+from training import catalog, precision
 from training import errors as training_errors
 from training.shard_schema import ShardedSource
 from training.spec import Resources, TrialSpec

@@ -25,7 +25,7 @@ from tfplatform.experiments.models import Experiment, Trial
 from tfplatform.experiments.services.execution import trial_execute, trial_spec_build
 from tfplatform.experiments.services.scheduling import scheduler_pass
 from training.errors import InvalidInput as TrainingInvalidInput
-from training.sandbox import trial_paths
+from training.isolation.sandbox import trial_paths
 
 pytestmark = pytest.mark.django_db
 

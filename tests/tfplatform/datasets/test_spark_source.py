@@ -52,7 +52,7 @@ def spark_output(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Pat
 def test_a_spark_jobs_parquet_is_registered_and_read_by_two_pipelines_file_by_file(
     spark_output: tuple[Path, Any], settings: Any
 ) -> None:
-    from training.shards import shard_files, shards_dataset
+    from training.data.shards import shard_files, shards_dataset
 
     root, example = spark_output
     settings.PLATFORM = {**settings.PLATFORM, "DATASET_ROOTS": [root]}

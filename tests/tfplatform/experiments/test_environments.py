@@ -22,10 +22,10 @@ from tfplatform.experiments.environments import (
 )
 from tfplatform.experiments.models import Environment, EnvironmentBuild, Experiment
 from tfplatform.experiments.services.transitions import experiment_transition
-from training.containers import RUNTIME_IMAGE, ContainerSettings, runtime_image_ensure
-from training.environments import environment_key, node_runtime_identity
-from training.images import DERIVED_REPOSITORY, image_key
-from training.runtime import TaskPython, runtime_for
+from training.isolation.containers import RUNTIME_IMAGE, ContainerSettings, runtime_image_ensure
+from training.isolation.images import DERIVED_REPOSITORY, image_key
+from training.isolation.runtime import TaskPython, runtime_for
+from training.isolation.venvs import environment_key, node_runtime_identity
 
 PACKAGE = "pyjokes==0.8.3"
 NEW = {"name": "jokes", "image": "tensorflow/tensorflow:2.21.0", "tensorflow_version": "2.21.0"}

@@ -30,9 +30,9 @@ from tests import live
 from tests.factories import EnvironmentFactory, UserFactory
 from tfplatform.cluster.models import Node
 from tfplatform.experiments.models import Experiment, Metric
-from training.containers import RUNTIME_IMAGE
-from training.runtime import TaskPython
-from training.sandbox import runtime_paths, trial_paths
+from training.isolation.containers import RUNTIME_IMAGE
+from training.isolation.runtime import TaskPython
+from training.isolation.sandbox import runtime_paths, trial_paths
 from training.spec import TrialSpec
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]

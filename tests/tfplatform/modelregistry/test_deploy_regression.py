@@ -71,8 +71,8 @@ def test_regression_reaches_its_target_deploys_and_predicts_like_keras(
 
 def _keras_predict(*, experiment: Experiment, rows: np.ndarray, tmp_path: Path) -> np.ndarray:
     """The trained Keras model's answers: the module's architecture, the final checkpoint."""
-    from training.modelling import user_module_load
-    from training.tfenv import tf
+    from training.trial.modelling import user_module_load
+    from training.trial.tfenv import tf
 
     path = tmp_path / "regression.py"
     path.write_bytes(MODULE)

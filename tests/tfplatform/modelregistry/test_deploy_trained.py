@@ -119,8 +119,8 @@ def test_trained_model_deploys_and_answers_like_keras_everywhere(
 
 def keras_outputs(*, module: bytes, export: str, pixels: np.ndarray, tmp_path: Path) -> np.ndarray:
     """The trained Keras model's own answers: same architecture, final checkpoint restored."""
-    from training.modelling import user_module_load
-    from training.tfenv import tf
+    from training.trial.modelling import user_module_load
+    from training.trial.tfenv import tf
 
     path = tmp_path / "digits_model.py"
     path.write_bytes(module)

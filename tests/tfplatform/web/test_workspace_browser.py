@@ -21,7 +21,7 @@ from tests.tfplatform.web.test_browser import login
 from tfplatform.cluster.models import Node
 from tfplatform.experiments.models import Experiment
 from tfplatform.workspaces.models import Workspace
-from training.containers import LABEL_TRIAL, RUNTIME_IMAGE, ContainerSettings
+from training.isolation.containers import LABEL_TRIAL, RUNTIME_IMAGE, ContainerSettings
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser, pytest.mark.slow]
 

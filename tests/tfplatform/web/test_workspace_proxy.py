@@ -31,7 +31,7 @@ from tfplatform.workspaces.services import (
     workspace_socket,
 )
 from training.spec import TrialSpec
-from training.workspace import UnixConnection, jupyter_status, workspace_arguments
+from training.workspace.session import UnixConnection, jupyter_status, workspace_arguments
 
 pytestmark = pytest.mark.django_db(transaction=True)
 HOST = "testserver"
@@ -137,7 +137,7 @@ def short_home(settings: Any) -> Iterator[Path]:
 
 
 def _jupyter_start(*, socket: Path, base_url: str, token: str, root: Path) -> subprocess.Popen:
-    """JupyterLab with a session's own arguments (training/workspace.py), outside a sandbox."""
+    """JupyterLab with a session's own arguments (training/workspace/session.py), outside a sandbox."""
     spec = TrialSpec(trial_id="1", model="workspace", dataset="", work_dir=str(root),
                      workspace={"socket": str(socket), "jupyter_token": token,
                                 "base_url": base_url})

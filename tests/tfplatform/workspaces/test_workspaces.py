@@ -25,7 +25,7 @@ from tfplatform.workspaces.services import (
     workspace_socket,
     workspaces_cull,
 )
-from training.workspace import UnixConnection, jupyter_status
+from training.workspace.session import UnixConnection, jupyter_status
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 

@@ -1,6 +1,6 @@
 """The Profile tab of a platform TensorBoard (`boards/host.py`): trials' profiler traces, read-only.
 
-A trial asked for a trace (`profile_steps`, `training/board.py`) leaves it in
+A trial asked for a trace (`profile_steps`, `training/board_layout.py`) leaves it in
 `<work_dir>/tensorboard/plugins/profile/<profile run>/<host>.xplane.pb`. xprof's ProfilePlugin
 (`tensorboard-plugin-profile`) shows such traces, but as it comes it
 

@@ -7,7 +7,7 @@ through the platform's proxy (`board_proxy`). Whoever may see every one of those
 they try, since visibility is checked on every request, before the request goes anywhere.
 
 Each run is an experiment's `<work_dir>/tensorboard` (written by the trial's chief,
-`training/board.py`), found from the experiment's id as the artifacts are
+`training/board_layout.py`), found from the experiment's id as the artifacts are
 (`experiment_work_dir`), named `<id>-<name>`; a folder that is a link is left out, and the process
 itself reads nothing else (Landlock), so a link a trial planted inside leads nowhere.
 
@@ -50,7 +50,7 @@ from tfplatform.experiments.boards.host import TOKEN_ENV
 from tfplatform.experiments.models import Experiment
 from tfplatform.experiments.selectors.experiments import experiment_list
 from tfplatform.experiments.services.execution import experiment_work_dir
-from training.private_files import private_write_text
+from training.isolation.private_files import private_write_text
 
 logger = logging.getLogger(__name__)
 

@@ -51,12 +51,12 @@ from tfplatform.experiments.sessions import (
 )
 from tfplatform.experiments.validation import registered_source
 from training.catalog import BUILTIN_DATASETS, DIAGNOSTIC_JOBS
-from training.cluster import LOCALHOST
-from training.containers import RUNTIME_IMAGE, ContainerSettings
-from training.runtime import CONTAINER_RUNTIMES, Runtime, runtime_for
+from training.isolation.containers import RUNTIME_IMAGE, ContainerSettings
+from training.isolation.runtime import CONTAINER_RUNTIMES, Runtime, runtime_for
 from training.spec import Resources, TrialOutcome, TrialSpec
-from training.supervisor import trial_supervise
-from training.workspace import JupyterActivity
+from training.supervisor.supervise import trial_supervise
+from training.tf_config import LOCALHOST
+from training.workspace.session import JupyterActivity
 
 logger = logging.getLogger(__name__)
 State = Experiment.State

@@ -10,7 +10,7 @@ from django.conf import settings
 
 from tfplatform.cluster.models import Allocation
 from tfplatform.experiments.models import Trial
-from training.cluster import ClusterPlan, TaskAddress
+from training.tf_config import ClusterPlan, TaskAddress
 
 
 def _port(*, offset: int, key: int) -> int:

@@ -143,7 +143,7 @@ def test_the_runtime_comes_from_the_supervisor_and_the_tensorflow_version_from_a
 
 def test_the_platforms_lines_and_the_failure_reason_name_no_node_path(settings: Any) -> None:
     work = settings.PLATFORM["WORK_DIR"] / "experiment-7"
-    traceback = (f'File "{settings.ROOT_DIR}/training/callbacks.py", line 151\n'
+    traceback = (f'File "{settings.ROOT_DIR}/training/trial/callbacks.py", line 151\n'
                  f'File "{sys.prefix}/lib/python3.11/site-packages/tf_keras/engine.py"\n'
                  f"{work}/checkpoints/epoch-3.index; No space left on device")
     trial = TrialFactory(experiment=ExperimentFactory(state="running"), state="running")
@@ -162,7 +162,7 @@ def test_the_platforms_lines_and_the_failure_reason_name_no_node_path(settings: 
              trial.experiment.error)
     for text in shown:
         assert str(settings.ROOT_DIR) not in text and sys.prefix not in text, text
-    assert 'File "<platform>/training/callbacks.py", line 151' in trial.exit_reason
+    assert 'File "<platform>/training/trial/callbacks.py", line 151' in trial.exit_reason
     assert "<python>/lib/python3.11/site-packages/tf_keras/engine.py" in trial.exit_reason
     assert "<work>/experiment-7/checkpoints/epoch-3.index" in trial.experiment.error
     assert "'export_path': '<work>/experiment-7/export'" in trial.logs

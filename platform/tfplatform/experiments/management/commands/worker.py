@@ -22,12 +22,12 @@ from tfplatform.cluster.services import (
 from tfplatform.config.celery import app
 from tfplatform.core.database import DATABASE_ERRORS, database_connection_reset
 from tfplatform.experiments.services.execution import node_restart_recover, node_runtime
-from training.containers import RUNTIME_IMAGE, containers_reap, runtime_image_ensure
-from training.gang_network import gang_networks_reap
-from training.runtime import node_privileged
-from training.sandbox import Exposure
-from training.supervisor import task_base_environment
-from training.warm import warm_pool_configure
+from training.isolation.containers import RUNTIME_IMAGE, containers_reap, runtime_image_ensure
+from training.isolation.gang_network import gang_networks_reap
+from training.isolation.runtime import node_privileged
+from training.isolation.sandbox import Exposure
+from training.supervisor.supervise import task_base_environment
+from training.supervisor.warm import warm_pool_configure
 
 logger = logging.getLogger(__name__)
 
@@ -119,7 +119,7 @@ class Command(BaseCommand):
         if runtime.isolated and warm_processes and not node_privileged():
             # A warm host is started before its trial is known, so it may hold nothing of
             # anyone; only a node that can mount a task's folders into it at its order (root,
-            # training/mounts.py) keeps any. Elsewhere every host is made for its task.
+            # training/isolation/mounts.py) keeps any. Elsewhere every host is made for its task.
             logger.warning("Node %s is not run as root: no warm task hosts.", hostname)
             warm_processes = 0
         warm = warm_pool_configure(

@@ -1,0 +1,91 @@
+"""Input pipelines and zoo models in-process (one TF import for the module)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from training.arrays import ArrayData, digits_load, synthetic_images_load
+from training.catalog import hyperparameters_resolve
+
+
+@pytest.fixture(scope="module")
+def tf_modules() -> tuple[Any, Any]:
+    from training.data.inputs import array_pipelines as datasets
+    from training.trial.run import zoo
+
+    return datasets, zoo
+
+
+def test_training_pipeline_keeps_raw_inputs_and_fixed_batches(tf_modules: tuple[Any, Any]) -> None:
+    datasets, _ = tf_modules
+    data = digits_load()
+    train = datasets.dataset_train(data=data, batch_size=64, seed=1, augment=False)
+    first, second = [(x.numpy(), y.numpy()) for x, y in train.take(2)]
+    assert first[0].shape == (64, 64) and first[0].dtype == np.float32
+    assert first[0].max() <= 16.0 and first[1].dtype == np.int32
+    assert not np.array_equal(first[0], second[0])
+    rows = {tuple(r) for r in data.x_train.tolist()}
+    assert all(tuple(r) in rows for r in first[0].tolist())  # shuffled, never rescaled
+
+
+def test_eval_pipeline_visits_every_test_example_once(tf_modules: tuple[Any, Any]) -> None:
+    datasets, _ = tf_modules
+    data = digits_load()
+    batches = datasets.dataset_eval(data=data, batch_size=64)
+    labels = np.concatenate([y.numpy() for _, y in batches])
+    np.testing.assert_array_equal(labels, data.y_test)
+    assert datasets.steps_per_epoch(examples=1347, global_batch=64) == 21
+
+
+def test_augmentation_keeps_image_dtype_and_shape(tf_modules: tuple[Any, Any]) -> None:
+    datasets, _ = tf_modules
+    data = synthetic_images_load(train_size=16, test_size=4)
+    train = datasets.dataset_train(data=data, batch_size=8, seed=0, augment=True)
+    images, _ = next(iter(train))
+    assert images.dtype.name == "uint8" and images.shape == (8, 32, 32, 3)
+
+
+@pytest.mark.parametrize(("name", "params"), [("resnet20", 272_000), ("cifar10_cnn", 1_250_000)])
+def test_zoo_image_models_take_uint8_images(
+    tf_modules: tuple[Any, Any], name: str, params: int
+) -> None:
+    _, zoo = tf_modules
+    data = synthetic_images_load(train_size=8, test_size=2)
+    hparams = hyperparameters_resolve(model=name, values={})
+    model = zoo.ZOO_BUILDERS[name](hparams=hparams, data=data)
+    assert model.output_shape == (None, 10)
+    assert abs(model.count_params() - params) / params < 0.05
+    probabilities = model(data.x_test.astype(np.float32), training=False).numpy()
+    np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, atol=1e-5)
+
+
+def test_mlp_standardises_tabular_features_inside_the_model(tf_modules: tuple[Any, Any]) -> None:
+    _, zoo = tf_modules
+    rng = np.random.default_rng(0)
+    x = rng.normal(1000.0, 50.0, (32, 3)).astype(np.float32)
+    data = ArrayData("t", x, np.arange(32) % 2, x[:4], np.arange(4) % 2, num_classes=2)
+    model = zoo.mlp_build(hparams=hyperparameters_resolve(model="mlp", values={}), data=data)
+    normalised = model.layers[1](x).numpy()
+    assert abs(float(normalised.mean())) < 1e-3 and abs(float(normalised.std()) - 1) < 1e-2
+
+
+def test_gru_reads_flat_features_one_per_step_and_images_one_row_per_step(
+    tf_modules: tuple[Any, Any]
+) -> None:
+    _, zoo = tf_modules
+    hparams = hyperparameters_resolve(model="gru", values={"hidden_units": 16})
+    digits = digits_load()
+    flat = zoo.gru_build(hparams=hparams, data=digits)
+    assert flat.get_layer(index=1).output_shape == (None, 64, 1)
+    standardised = flat.get_layer(index=2)(digits.x_train.reshape(-1, 64, 1)).numpy()
+    assert abs(float(standardised.mean())) < 1e-3 and abs(float(standardised.std()) - 1) < 1e-2
+
+    images = synthetic_images_load(train_size=8, test_size=2)
+    rows = zoo.gru_build(hparams=hparams, data=images)
+    assert rows.get_layer(index=1).output_shape == (None, 32, 96)
+    probabilities = rows(images.x_test.astype(np.float32), training=False).numpy()
+    assert probabilities.shape == (2, 10)
+    np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, atol=1e-5)

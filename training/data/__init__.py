@@ -1,0 +1,1 @@
+"""data: see training/__init__.py."""

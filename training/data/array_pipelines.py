@@ -1,0 +1,78 @@
+"""tf.data input pipelines on the host CPU, distributed by whichever strategy the trial runs.
+
+Arrays come from `arrays.py` exactly as stored (raw pixels, raw features): scaling is part of the
+model, so the exported SavedModel accepts the same raw inputs. The training pipeline is
+map (parallel) → cache → shuffle → repeat → batch → prefetch, with an explicit `steps_per_epoch`
+because parameter-server training cannot infer epoch ends from an endless remote iterator.
+
+Synchronous strategies get a `tf.data.Dataset` of *global* batches: Keras distributes it
+(experimental_distribute_dataset), splitting each batch over replicas and sharding by data across
+workers. Parameter-server training gets a `DatasetCreator`: each worker builds its own pipeline.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from training.arrays import ArrayData
+from training.trial.tfenv import keras, tf
+
+AUTOTUNE = tf.data.AUTOTUNE
+
+
+def _prepare(x: Any, y: Any) -> tuple[Any, Any]:
+    # Class ids as int32 for sparse cross-entropy, other targets as stored; inputs keep the
+    # stored dtype on purpose.
+    return x, (tf.cast(y, tf.int32) if y.dtype.is_integer else y)
+
+
+def _augment(x: Any, y: Any) -> tuple[Any, Any]:
+    # Classic CIFAR augmentation: random horizontal flip and a 4-pixel shifted crop.
+    dtype = x.dtype
+    image = tf.image.random_flip_left_right(x)
+    size = tf.shape(image)
+    image = tf.image.resize_with_crop_or_pad(image, size[0] + 8, size[1] + 8)
+    image = tf.image.random_crop(image, size)
+    return tf.cast(image, dtype), y
+
+
+def _options() -> Any:
+    options = tf.data.Options()
+    # In-memory arrays have no files to shard: workers split the stream element-wise instead.
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+    return options
+
+
+def steps_per_epoch(*, examples: int, global_batch: int) -> int:
+    return max(1, examples // global_batch)
+
+
+def dataset_train(
+    *, data: ArrayData, batch_size: int, seed: int | None, augment: bool
+) -> Any:
+    images = len(data.input_shape) == 3
+    dataset = tf.data.Dataset.from_tensor_slices((data.x_train, data.y_train))
+    dataset = dataset.map(_prepare, num_parallel_calls=AUTOTUNE).cache()
+    dataset = dataset.shuffle(len(data.x_train), seed=seed, reshuffle_each_iteration=True).repeat()
+    if augment and images:
+        dataset = dataset.map(_augment, num_parallel_calls=AUTOTUNE)
+    # Fixed batch shapes keep every replica's step identical (no retracing on a short last batch).
+    dataset = dataset.batch(batch_size, drop_remainder=True).prefetch(AUTOTUNE)
+    return dataset.with_options(_options())
+
+
+def dataset_eval(*, data: ArrayData, batch_size: int) -> Any:
+    dataset = tf.data.Dataset.from_tensor_slices((data.x_test, data.y_test))
+    dataset = dataset.map(_prepare, num_parallel_calls=AUTOTUNE).batch(batch_size).cache()
+    return dataset.prefetch(AUTOTUNE).with_options(_options())
+
+
+def dataset_creator_train(*, data: ArrayData, global_batch: int, augment: bool) -> Any:
+    """Per-worker pipelines for parameter-server training (each worker calls the function)."""
+
+    def dataset_fn(context: Any) -> Any:
+        batch = context.get_per_replica_batch_size(global_batch) if context else global_batch
+        # Asynchronous workers must not walk the same order in lockstep, so no fixed seed here.
+        return dataset_train(data=data, batch_size=batch, seed=None, augment=augment)
+
+    return keras.utils.experimental.DatasetCreator(dataset_fn)

@@ -1,0 +1,1 @@
+"""isolation: see training/__init__.py."""

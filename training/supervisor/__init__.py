@@ -1,0 +1,1 @@
+"""supervisor: see training/__init__.py."""

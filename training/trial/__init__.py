@@ -1,0 +1,1 @@
+"""trial: see training/__init__.py."""

@@ -1,0 +1,1 @@
+"""workspace: see training/__init__.py."""
