@@ -1,8 +1,9 @@
 """Plain, JSON-serialisable records crossing the boundary between the platform and a trial.
 
 Design: the web/worker side builds a `TrialSpec`, `supervisor.trial_supervise` writes it to disk and
-hands the path to each trial process (`python -m training.trial.worker`). Trial processes report back with
-`TrialEvent` JSON lines, and the supervisor folds those plus the exit codes into a `TrialOutcome`.
+hands the path to each trial process (`python -m training.trial.worker`). Trial processes report
+back with `TrialEvent` JSON lines, and the supervisor folds those plus the exit codes into a
+`TrialOutcome`.
 Nothing here imports TensorFlow or Django, so both sides can use these types freely.
 """
 
@@ -69,8 +70,8 @@ class TrialSpec:
     # Where built-in datasets that cannot be generated live (cifar-10-batches-py/...).
     datasets_dir: str = ""
     label_column: str = ""  # CSV only
-    # A registered sharded dataset (training/data/shards.py ShardedSource.to_dict()); when set, it is
-    # what the trial reads and `dataset` is only its name.
+    # A registered sharded dataset (training/data/shards.py ShardedSource.to_dict()); when set,
+    # it is what the trial reads and `dataset` is only its name.
     dataset_source: dict[str, Any] = field(default_factory=dict)
     # The node's dataset roots (as configured and resolved): a registered dataset's folders
     # must lie below one, with no link on the way, when they are mounted (dataset_mounts.py).

@@ -56,7 +56,14 @@ from training.isolation.dataset_mounts import mounts_open
 from training.isolation.mounts import mount_stage, mount_unstage
 from training.isolation.private_files import private_write_text
 from training.isolation.runtime import TaskPython, node_privileged
-from training.isolation.sandbox import ETC_FILES, PRIVATE_TMP, SANDBOX_UID, USR_MERGED, Exposure
+from training.isolation.sandbox import (
+    ETC_FILES,
+    PRIVATE_TMP,
+    SANDBOX_UID,
+    USR_MERGED,
+    Exposure,
+    runtime_paths,
+)
 from training.isolation.seccomp import seccomp_profile_write
 from training.tf_config import ClusterPlan
 
@@ -390,7 +397,6 @@ def _mounts(*, python: TaskPython, host_python: bool, exposure: Exposure, channe
 
     mounts = [bind(str(channel), CHANNEL, read_only=False)]
     if host_python:
-        from training.isolation.sandbox import runtime_paths
 
         mounts.append(bind("/usr"))
         mounts += [bind(f"/{n}") for n in USR_MERGED
@@ -511,7 +517,8 @@ def container_host_start(*, settings: ContainerSettings, engine: str, python: Ta
     with _pins_staged(exposure=exposure, pinned_fds=pinned_fds,
                       directory=Path(f"{channel}.pins")) as pins:
         request = ContainerRequest(
-            image=image, command=(executable, "-m", "training.supervisor.warm", "--channel-dir", CHANNEL),
+            image=image,
+            command=(executable, "-m", "training.trial.host", "--channel-dir", CHANNEL),
             user=f"{SANDBOX_UID}:{SANDBOX_UID}",
             hostname=None if network.startswith("container:") else "trial",
             mounts=_mounts(python=python, host_python=host_python, exposure=exposure,

@@ -162,7 +162,7 @@ def image_derive(*, settings: ContainerSettings, base: str, packages: Sequence[s
 def _harness_files() -> dict[str, bytes]:
     """`training/` as this node runs it: a trial in the image runs the same harness. With it,
     the platform's REST client, which a workspace's `tfp` runs (its layout as on the node)."""
-    package = Path(__file__).resolve().parent
+    package = Path(__file__).resolve().parents[1]
     client = client_dir()
     files = {f"harness/training/{path.relative_to(package)}": path.read_bytes()
              for path in sorted(package.rglob("*.py"))}
@@ -173,9 +173,9 @@ def _harness_files() -> dict[str, bytes]:
 
 def _lock_files() -> dict[str, bytes]:
     """What the build's install.py imports: the same resolution as an environment's venv."""
-    package = Path(__file__).resolve().parent
+    package = Path(__file__).resolve().parents[1]
     return {f"build/training/{name}": (package / name).read_bytes()
-            for name in ("pip_lock.py", "errors.py")}
+            for name in ("isolation/pip_lock.py", "errors.py")}
 
 
 def _harness_digest() -> str:

@@ -48,7 +48,7 @@ def mounts_inject(*, pid: int, write: tuple[str, ...], read: tuple[str, ...]) ->
             *(item for path in read for item in ("--read", path))]
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
     result = subprocess.run(argv, capture_output=True, text=True, check=False, env=env,
-                            cwd=Path(__file__).resolve().parents[1],
+                            cwd=Path(__file__).resolve().parents[2],
                             timeout=INJECT_TIMEOUT_SECONDS)
     if result.returncode != 0:
         raise OSError(f"could not mount the task's folders: {result.stderr.strip()[-500:]}")

@@ -1,17 +1,17 @@
 """How a node runs a trial's tasks: in a sandbox (the default), in containers, or as processes.
 
-    runtime = runtime_for(name="sandbox")   # "docker"/"podman" (containers.py); "process": dev only
+    runtime = runtime_for(name="sandbox")   # runtime_factory.py; "docker"/"podman" (containers.py)
     runtime.isolated                        # False for "process": flagged wherever trials show
 
-A runtime starts *task hosts*: `python -m training.supervisor.warm` processes that import TensorFlow, then
-wait for one order (see warm.py). Under "sandbox" each host is a bubblewrap sandbox (new pid,
-ipc, uts, user and cgroup namespaces; a read-only view of the Python runtime and `training/`,
+A runtime starts *task hosts*: `python -m training.trial.host` processes that import TensorFlow,
+then wait for one order (see trial/host.py). Under "sandbox" each host is a bubblewrap sandbox (new
+pid, ipc, uts, user and cgroup namespaces; a read-only view of the Python runtime and `training/`,
 nothing else of the repository or var/), and the order it is handed narrows it further with
-Landlock before any user code runs: write access to its own work dir only, read access to its
-own uploads and dataset, TCP only on its own gang's ports (confine.py). The wall itself is made
-of namespaces (a network of its own; across nodes, its gang's, which reaches only its peers,
-where the node runs as root: gang_network.py) and a seccomp filter (seccomp.py), which hold on
-kernels without Landlock too.
+Landlock before any user code runs: write access to its own work dir only, read access to its own
+uploads and dataset, TCP only on its own gang's ports (confine.py). The wall itself is made of
+namespaces (a network of its own; across nodes, its gang's, which reaches only its peers, where the
+node runs as root: gang_network.py) and a seccomp filter (seccomp.py), which hold on kernels
+without Landlock too.
 """
 
 from __future__ import annotations
@@ -72,29 +72,6 @@ class Runtime:
         return self.name in CONTAINER_RUNTIMES
 
 
-def runtime_for(*, name: str, containers: ContainerSettings | None = None,
-                landlock_limit: int | None = None,
-                gang_subnet: str = DEFAULT_GANG_SUBNET) -> Runtime:
-    """`landlock_limit`: the highest Landlock ABI to use (None: what the kernel has; 0: off).
-    `gang_subnet`: see DEFAULT_GANG_SUBNET."""
-    if name not in RUNTIMES:
-        raise InvalidInput(f"Unknown trial runtime {name!r}; choose one of {', '.join(RUNTIMES)}.")
-    if name == "sandbox":
-        runtime_sandbox_check(gang_subnet=gang_subnet)
-    if name in CONTAINER_RUNTIMES:
-        if containers is None:
-            raise InvalidInput(f"The {name} runtime needs its engine's address.")
-        from training.isolation.containers import engine_check
-
-        engine_check(settings=containers)
-    from training.isolation.landlock import landlock_abi
-
-    return Runtime(name=name, isolated=name != "process",
-                   containers=containers if name in CONTAINER_RUNTIMES else None,
-                   landlock_abi=landlock_abi(limit=landlock_limit) if name != "process" else 0,
-                   gang_subnet=gang_subnet)
-
-
 CAP_NET_ADMIN, CAP_SYS_ADMIN = 12, 21
 
 
@@ -135,7 +112,7 @@ def runtime_sandbox_check(*, gang_subnet: str = DEFAULT_GANG_SUBNET) -> None:
 
 
 def repo_root() -> Path:
-    return Path(__file__).resolve().parents[1]
+    return Path(__file__).resolve().parents[2]
 
 
 def client_dir() -> Path:

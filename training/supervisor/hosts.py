@@ -1,4 +1,5 @@
-"""Task hosts: `python -m training.supervisor.warm` processes, sandboxed or not, that each become one task.
+"""Task hosts: `python -m training.trial.host` processes, sandboxed or not, each becoming one
+task.
 
     host = host_start(runtime=..., python=..., env=..., exposure=..., log=...)
     host.hand(order={...}, events=path, log=path)   # the task starts
@@ -31,6 +32,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
 
+from training.isolation.containers import container_host_start
 from training.isolation.dataset_mounts import mounts_open
 from training.isolation.runtime import Runtime, TaskPython, node_privileged
 from training.isolation.sandbox import (
@@ -226,7 +228,6 @@ def host_start(*, runtime: Runtime, python: TaskPython, env: dict[str, str], exp
     as device nodes and has no per-task limits). `mount_points`: where a warm container's root,
     read-only, has empty folders for its task's to be mounted onto (a sandbox needs none)."""
     if runtime.containers is not None:
-        from training.isolation.containers import container_host_start
 
         channel = log.parent / f"{log.stem}.{uuid.uuid4().hex[:12]}.channel"
         return container_host_start(settings=runtime.containers, engine=runtime.name,
@@ -241,7 +242,7 @@ def host_start(*, runtime: Runtime, python: TaskPython, env: dict[str, str], exp
     pins = mounts_open(paths=exposure.pinned, roots=exposure.pin_roots) if runtime.isolated \
         else {}
     parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    entry = [python.executable, "-m", "training.supervisor.warm", "--channel-fd", str(child.fileno())]
+    entry = [python.executable, "-m", "training.trial.host", "--channel-fd", str(child.fileno())]
     passed = [child.fileno(), *pins.values()]
     argv = entry
     seccomp = seccomp_memfd() if runtime.isolated else -1

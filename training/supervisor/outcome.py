@@ -10,8 +10,7 @@ from __future__ import annotations
 import signal
 from typing import Any
 
-from training.spec import OutcomeStatus, TrialEvent, TrialOutcome
-from training.trial.worker import (
+from training.exit_codes import (
     EXIT_INFRA_ERROR,
     EXIT_INTERNAL,
     EXIT_NO_SPACE,
@@ -20,6 +19,7 @@ from training.trial.worker import (
     EXIT_USER_ERROR,
     NO_SPACE_HINT,
 )
+from training.spec import OutcomeStatus, TrialEvent, TrialOutcome
 
 
 def exit_describe(*, code: int) -> tuple[bool, str]:

@@ -30,8 +30,14 @@ from pathlib import Path
 from training import catalog
 from training.errors import InvalidInput, no_space
 from training.events import EventTail, LineTail
+from training.exit_codes import EXIT_NO_SPACE, EXIT_OK, EXIT_USER_ERROR, NO_SPACE_HINT
 from training.isolation.container_create import NETNS_PATH_PREFIX
-from training.isolation.containers import LABEL_TASK, LABEL_TRIAL, WORKSPACE_RELAY
+from training.isolation.containers import (
+    LABEL_TASK,
+    LABEL_TRIAL,
+    WORKSPACE_RELAY,
+    gang_network_name,
+)
 from training.isolation.gang_network import (
     GangNetwork,
     gang_network_create,
@@ -46,8 +52,8 @@ from training.isolation.runtime import (
     TaskPython,
     node_privileged,
     repo_root,
-    runtime_for,
 )
+from training.isolation.runtime_factory import runtime_for
 from training.isolation.sandbox import (
     NETWORK_GANG,
     NETWORK_HOST,
@@ -74,7 +80,6 @@ from training.tf_config import (
     gpu_ids_for,
     slots_for,
 )
-from training.trial.worker import EXIT_NO_SPACE, EXIT_OK, EXIT_USER_ERROR, NO_SPACE_HINT
 
 LOG_TAIL_LINES = 15
 # What one attempt's tasks may print into the trial's log stream (the rest stays in their logs).
@@ -456,7 +461,6 @@ def _network(*, spec: TrialSpec, plan: ClusterPlan, tasks: list[_Task], runtime:
         joined = len(plan.tasks) > 1 and runtime.isolated and runtime.containers is None
         return NETWORK_GANG if joined and not node_privileged() else NETWORK_OWN
     if runtime.containers is not None and runtime.containers.gang_network == "gang":
-        from training.isolation.containers import gang_network_name
 
         return gang_network_name(trial_id=spec.trial_id, plan=plan)
     return _host_network(runtime=runtime, why="a gang across nodes")

@@ -2,7 +2,8 @@
 
 Keras 3 `fit` does not work with MultiWorkerMirroredStrategy (keras-team/keras#20585), so every
 trial uses tf-keras, and TF_USE_LEGACY_KERAS must be set before the first `import tensorflow` for
-TF's own references to Keras to agree. Modules needing TF do `from training.trial.tfenv import tf, keras`.
+TF's own references to Keras to agree. Modules needing TF do
+`from training.trial.tfenv import tf, keras`.
 """
 
 import os

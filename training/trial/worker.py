@@ -18,17 +18,18 @@ from pathlib import Path
 
 from training.errors import InvalidInput, UserCodeError, causes, no_space, traceback_tail
 from training.events import EventWriter
+from training.exit_codes import (
+    EXIT_INFRA_ERROR,
+    EXIT_INTERNAL,
+    EXIT_NO_SPACE,
+    EXIT_OK,
+    EXIT_PREEMPTED,
+    EXIT_USER_ERROR,
+    NO_SPACE_HINT,
+)
 from training.signals import Preempted, StopFlag, orphan_watch
 from training.spec import TrialSpec
 from training.tf_config import ClusterPlan, cluster_plan
-
-# sysexits.h codes, so they cannot be confused with Python's own 1 or argparse's 2.
-EXIT_OK = 0
-EXIT_USER_ERROR = 65  # EX_DATAERR: the user's module or data; never retryable
-EXIT_INTERNAL = 70  # EX_SOFTWARE: a platform bug; retrying the same trial will not help
-EXIT_NO_SPACE = 74  # EX_IOERR: the node's work disk is full; retryable once space is freed
-EXIT_INFRA_ERROR = 75  # EX_TEMPFAIL: lost peer, unavailable device; retryable
-EXIT_PREEMPTED = 143  # stopped by SIGTERM after the last checkpoint, like 128 + SIGTERM
 
 # TF error classes that come from the cluster or the machine rather than from the model.
 INFRA_ERRORS = (
@@ -44,10 +45,6 @@ OUT_OF_MEMORY_HINT = (
 )
 
 
-NO_SPACE_HINT = (
-    "no space left on the node's work disk: the node's fault, not the trial's; the last "
-    "complete checkpoint is kept and the trial resumes from it once an operator frees space"
-)
 
 
 def _arguments(argv: list[str] | None) -> argparse.Namespace:

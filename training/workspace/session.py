@@ -122,7 +122,7 @@ def kernel_spec_write(*, folder: Path) -> None:
     """The one kernel: this interpreter (the environment's), its devices set up first."""
     folder.mkdir(parents=True, exist_ok=True)
     spec = {
-        "argv": [sys.executable, str(repo_root() / "training" / "workspace_kernel.py"), "-f",
+        "argv": [sys.executable, str(repo_root() / "training" / "workspace" / "kernel.py"), "-f",
                  "{connection_file}"],
         "display_name": "Python 3 (workspace devices)",
         "language": "python",

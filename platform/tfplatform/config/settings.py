@@ -353,8 +353,9 @@ PLATFORM = {
     # as on a kernel without it). Namespaces and seccomp are the wall either way.
     "LANDLOCK_ABI": env.int("PLATFORM_LANDLOCK_ABI", default=None),
     # A gang across nodes on a node run as root (sandbox runtime): a network namespace of its
-    # own per node, given a /30 of this pool, reaching only its peers (training/isolation/gang_network.py;
-    # the node turns on IPv4 forwarding). Empty: the node's network, narrowed by Landlock.
+    # own per node, given a /30 of this pool, reaching only its peers
+    # (training/isolation/gang_network.py; the node turns on IPv4 forwarding). Empty: the node's
+    # network, narrowed by Landlock.
     "GANG_SUBNET": env.str("PLATFORM_GANG_SUBNET", default="100.64.0.0/16"),
     # Under "docker"/"podman": the engine's API (podman: `podman system service`), the OCI
     # runtime to ask for (empty: the engine's default), and each task's limits per device slot

@@ -2,8 +2,9 @@
 
 A registered URI is later shown, read-only, to every trial that uses the dataset (sandbox.py
 `trial_paths`), so a registration is a request to read files on the nodes. A local URI must lie
-in `PLATFORM_DATASET_ROOTS` with no link below the root (training/isolation/dataset_mounts.py, the check
-the node repeats as it mounts the folder), in the folder the operator gives its holder:
+in `PLATFORM_DATASET_ROOTS` with no link below the root
+(training/isolation/dataset_mounts.py, the check the node repeats as it mounts the folder), in
+the folder the operator gives its holder:
 `<root>/<team name>/…` for a team's dataset, `<root>/users/<username>/…` for a teamless owner's.
 Staff may also register elsewhere in a root, never in a team's or a user's folder that is not
 the dataset's own. Never registrable, whatever the roots: the platform's own folders and files

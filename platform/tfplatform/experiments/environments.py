@@ -1,8 +1,8 @@
 """Writes to environments: staff create, edit and delete them; each node builds them.
 
 A node builds an environment (a venv, training.isolation.venvs; under docker/podman a derived
-image, training.isolation.images) the first time one of its trials needs it, and records the build per
-environment and node: state, and the end of its log.
+image, training.isolation.images) the first time one of its trials needs it, and records the
+build per environment and node: state, and the end of its log.
 """
 
 from collections.abc import Callable, Sequence
@@ -155,7 +155,8 @@ def environment_build_ensure(
 
     A sandbox node, and a container node for an image that runs the node's own runtime, layer a
     venv of the pinned packages on that runtime; a container node derives an image from any
-    other (training.isolation.images). Raises EnvironmentBuildFailed, whose message is the user's error.
+    other (training.isolation.images). Raises EnvironmentBuildFailed, whose message is the
+    user's error.
     """
     if environment is None:
         return TaskPython()

@@ -24,7 +24,8 @@ from tfplatform.experiments.models import Environment, EnvironmentBuild, Experim
 from tfplatform.experiments.services.transitions import experiment_transition
 from training.isolation.containers import RUNTIME_IMAGE, ContainerSettings, runtime_image_ensure
 from training.isolation.images import DERIVED_REPOSITORY, image_key
-from training.isolation.runtime import TaskPython, runtime_for
+from training.isolation.runtime import TaskPython
+from training.isolation.runtime_factory import runtime_for
 from training.isolation.venvs import environment_key, node_runtime_identity
 
 PACKAGE = "pyjokes==0.8.3"

@@ -137,7 +137,8 @@ def short_home(settings: Any) -> Iterator[Path]:
 
 
 def _jupyter_start(*, socket: Path, base_url: str, token: str, root: Path) -> subprocess.Popen:
-    """JupyterLab with a session's own arguments (training/workspace/session.py), outside a sandbox."""
+    """JupyterLab with a session's own arguments (training/workspace/session.py), outside a
+    sandbox."""
     spec = TrialSpec(trial_id="1", model="workspace", dataset="", work_dir=str(root),
                      workspace={"socket": str(socket), "jupyter_token": token,
                                 "base_url": base_url})

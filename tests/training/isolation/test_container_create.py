@@ -21,7 +21,8 @@ from training.isolation.containers import (
     containers_reap,
     runtime_image_ensure,
 )
-from training.isolation.runtime import Runtime, TaskPython, runtime_for
+from training.isolation.runtime import Runtime, TaskPython
+from training.isolation.runtime_factory import runtime_for
 from training.isolation.sandbox import Exposure
 from training.supervisor.hosts import host_start
 from training.supervisor.supervise import task_base_environment

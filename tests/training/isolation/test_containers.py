@@ -22,7 +22,8 @@ from training.isolation.containers import (
     gang_network_name,
     runtime_image_ensure,
 )
-from training.isolation.runtime import Runtime, runtime_for
+from training.isolation.runtime import Runtime
+from training.isolation.runtime_factory import runtime_for
 from training.isolation.sandbox import Exposure
 from training.spec import Resources
 from training.supervisor.supervise import task_base_environment, trial_supervise

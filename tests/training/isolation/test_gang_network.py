@@ -86,7 +86,7 @@ import json, sys
 from dataclasses import replace
 from training.tf_config import ClusterPlan
 from training.isolation.containers import ContainerSettings
-from training.isolation.runtime import runtime_for
+from training.isolation.runtime_factory import runtime_for
 from training.spec import TrialSpec
 from training.supervisor.supervise import trial_supervise
 

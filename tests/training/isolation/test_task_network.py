@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 
 from tests.training.conftest import DIGITS_HPARAMS, trial_run
-from training.isolation.runtime import repo_root, runtime_for
+from training.isolation.runtime import repo_root
+from training.isolation.runtime_factory import runtime_for
 from training.spec import Resources
 from training.supervisor.supervise import trial_supervise
 from training.tf_config import ClusterPlan, TaskAddress
@@ -57,7 +58,7 @@ def test_a_gangs_tasks_on_one_node_share_a_network_that_is_not_the_nodes(
 # A node run as an ordinary user: the supervisor for a two-worker gang, printing its outcome.
 UNPRIVILEGED_NODE = """
 import json, sys
-from training.isolation.runtime import runtime_for
+from training.isolation.runtime_factory import runtime_for
 from training.spec import Resources, TrialSpec
 from training.supervisor.supervise import trial_supervise
 

@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from training.errors import EnvironmentBuildFailed, InvalidInput
-from training.isolation.runtime import TaskPython, runtime_for
+from training.isolation.runtime import TaskPython
+from training.isolation.runtime_factory import runtime_for
 from training.isolation.sandbox import Exposure, sandbox_command
 from training.isolation.seccomp import seccomp_memfd
 from training.isolation.venvs import (

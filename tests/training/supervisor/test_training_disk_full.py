@@ -13,9 +13,9 @@ import pytest
 
 from tests.disks import disk_fill, disk_free, tmpfs_mounted
 from training.errors import no_space
+from training.exit_codes import EXIT_NO_SPACE
 from training.spec import TrialEvent
 from training.supervisor.outcome import exit_describe
-from training.trial.worker import EXIT_NO_SPACE
 
 pytestmark = pytest.mark.slow
 

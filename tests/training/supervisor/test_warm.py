@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from training.isolation.runtime import runtime_for
+from training.isolation.runtime_factory import runtime_for
 from training.isolation.sandbox import Exposure
 from training.spec import Resources, TrialSpec
 from training.supervisor.supervise import task_base_environment, trial_supervise

@@ -1,6 +1,7 @@
-"""TensorBoard event files of a trial (training/board_layout.py): the chief's scalars, graph, histograms
-and a profiler trace land in `<work_dir>/tensorboard`, a resumed trial appends to them, and what
-cannot work (a trace beside parameter servers, a malformed or long range) is refused up front."""
+"""TensorBoard event files of a trial (training/board_layout.py): the chief's scalars, graph,
+histograms and a profiler trace land in `<work_dir>/tensorboard`, a resumed trial appends to them,
+and what cannot work (a trace beside parameter servers, a malformed or long range) is refused up
+front."""
 
 from __future__ import annotations
 

@@ -12,12 +12,12 @@ import pytest
 
 from training.errors import InvalidInput
 from training.events import EventTail, EventWriter
+from training.exit_codes import EXIT_INFRA_ERROR, EXIT_PREEMPTED, EXIT_USER_ERROR
 from training.scaling import batch_plan, learning_rate_at
 from training.spec import Resources, TrialEvent, TrialOutcome, TrialSpec
 from training.supervisor.outcome import exit_describe
 from training.tf_config import TaskAddress, cluster_plan, gpu_ids_for, slots_for
 from training.trial.strategy import strategy_plan
-from training.trial.worker import EXIT_INFRA_ERROR, EXIT_PREEMPTED, EXIT_USER_ERROR
 
 
 @pytest.mark.parametrize(

@@ -20,7 +20,8 @@ from tests.training.conftest import OWN_PYTHON_PACKAGES
 from training.catalog import WORKSPACE_JOB
 from training.isolation.containers import LABEL_TRIAL, ContainerSettings, containers_reap
 from training.isolation.images import image_derive, image_key
-from training.isolation.runtime import Runtime, runtime_for
+from training.isolation.runtime import Runtime
+from training.isolation.runtime_factory import runtime_for
 from training.spec import Resources
 from training.supervisor.supervise import trial_supervise
 from training.workspace.session import UnixConnection, jupyter_status

@@ -52,7 +52,8 @@ from tfplatform.experiments.sessions import (
 from tfplatform.experiments.validation import registered_source
 from training.catalog import BUILTIN_DATASETS, DIAGNOSTIC_JOBS
 from training.isolation.containers import RUNTIME_IMAGE, ContainerSettings
-from training.isolation.runtime import CONTAINER_RUNTIMES, Runtime, runtime_for
+from training.isolation.runtime import CONTAINER_RUNTIMES, Runtime
+from training.isolation.runtime_factory import runtime_for
 from training.spec import Resources, TrialOutcome, TrialSpec
 from training.supervisor.supervise import trial_supervise
 from training.tf_config import LOCALHOST
