@@ -78,7 +78,7 @@ def workspace_state(*, workspace: Workspace) -> str:
 def workspace_lab_url(*, workspace: Workspace) -> str:
     """Where its JupyterLab is reached: the `lab` process' origin when it has one of its own
     (`make run`: PORT+100), else a path on the platform's own origin (compose's TLS proxy)."""
-    return f"{settings.PLATFORM['WORKSPACE_LAB_ORIGIN']}/workspaces/{workspace.pk}/lab/"
+    return f"{settings.PLATFORM.workspace_lab_origin}/workspaces/{workspace.pk}/lab/"
 
 
 def workspace_devices(*, workspace: Workspace) -> list[str]:
@@ -424,7 +424,7 @@ def trials_dispatch_overdue_ids() -> list[int]:
     waiting = Allocation.objects.filter(started_at__isnull=True, released_at__isnull=True)
     never = Q(dispatched_at__isnull=True, created_at__lt=Now() - timedelta(seconds=5))
     stale = Q(dispatched_at__lt=Now() - timedelta(
-        seconds=settings.PLATFORM["DISPATCH_RETRY_SECONDS"]))
+        seconds=settings.PLATFORM.dispatch_retry_seconds))
     return list(
         Trial.objects.filter(never | stale, state__in=(Trial.State.PENDING, Trial.State.RUNNING),
                              pk__in=waiting.values("trial_id"))

@@ -68,7 +68,7 @@ LEFTOVER_GRACE_SECONDS = 600.0
 
 
 def model_base_path() -> Path:
-    return Path(settings.PLATFORM["MODEL_BASE_PATH"])
+    return Path(settings.PLATFORM.model_base_path)
 
 
 def model_config_path() -> Path:
@@ -159,7 +159,7 @@ def saved_model_verify(path: Path) -> dict[str, Any]:
     datasets), hide a graph or misuse the saver (serving/graph_check.py), read in a process of
     its own: it is hostile input, and reading it takes TensorFlow's protos, which the web
     process does not load. Returns its serving signatures."""
-    allowed = ",".join(settings.PLATFORM["MODEL_ALLOWED_OPS"])
+    allowed = ",".join(settings.PLATFORM.model_allowed_ops)
     try:
         done = subprocess.run(
             [sys.executable, "-m", "serving.graph_check", str(path), f"--allow={allowed}"],
@@ -309,7 +309,7 @@ def model_versions_retire(*, model: RegisteredModel) -> list[int]:
     """Only the labelled and the newest PLATFORM_MODEL_VERSIONS_LOADED versions stay loaded:
     every loaded version holds the model server's memory. The others become UNLOADED (their
     files stay); returns their numbers."""
-    keep = settings.PLATFORM["MODEL_VERSIONS_LOADED"]
+    keep = settings.PLATFORM.model_versions_loaded
     served = list(model.versions.filter(state__in=SERVED_STATES).order_by("-version")
                   .values_list("version", flat=True))
     labelled = set(model.labels.values_list("version__version", flat=True))
@@ -420,7 +420,7 @@ def model_register_path(
 def model_import_source(*, path: str) -> Path:
     """A SavedModel directory inside PLATFORM_MODEL_IMPORT_DIR, reached without a symlink below
     it: the server's other files (database, secret key, users' data) are never a source."""
-    configured = Path(os.path.normpath(settings.PLATFORM["MODEL_IMPORT_DIR"]))
+    configured = Path(os.path.normpath(settings.PLATFORM.model_import_dir))
     if not os.path.isabs(path):
         raise InvalidInput("path must be an absolute path to a SavedModel directory.", field="path")
     normal = Path(os.path.normpath(path))
@@ -504,7 +504,7 @@ def serving_health_record() -> int:
     model it reports and for each of its versions it reports, and forget samples older than
     SERVING_SAMPLES_KEEP. Returns the samples stored; raises ModelServerError when the server
     does not answer."""
-    path = settings.PLATFORM["TF_SERVING_METRICS_PATH"]
+    path = settings.PLATFORM.tf_serving_metrics_path
     if not path:
         return 0
     counts = scrape_parse(model_server_client().metrics(path=path))
