@@ -277,7 +277,7 @@ def test_a_glob_over_the_root_or_out_of_the_teams_folder_is_refused(root: Path) 
                                      "RUN_DIR", "MODEL_BASE_PATH", "ENVIRONMENTS_DIR",
                                      "MODEL_IMPORT_DIR", "DATASETS_DIR", "MEDIA_ROOT"])
 def test_the_platforms_folders_are_never_registrable_even_by_staff(
-    setting: str, root: Path, settings: Any
+    setting: str, root: Path, settings: Any, platform_settings_override: PlatformSettingsOverride
 ) -> None:
     """Set inside a team's folder (a root set too wide): neither it, nor what is inside it,
     nor a folder holding it, even by staff for that team."""
@@ -288,7 +288,7 @@ def test_the_platforms_folders_are_never_registrable_even_by_staff(
     if setting == "MEDIA_ROOT":
         settings.MEDIA_ROOT = place
     else:
-        settings.PLATFORM = {**settings.PLATFORM, setting: place}
+        platform_settings_override(**{setting.lower(): place})
     for user in (member, staff):
         for folder in (inside, place, place.parent):
             response = _register(user, **_fields(folder, name="platform", team=team.name)
