@@ -1,7 +1,8 @@
 """The platform's own settings: one frozen, typed object built once from the environment.
 
-`settings.PLATFORM` is a `PlatformSettings`; read it through `platform_settings()` so that mypy
-knows every field (a misspelt one is a type error, not a KeyError at run time). Each field
+`settings.PLATFORM` is a `PlatformSettings`, read by attribute (`settings.PLATFORM.work_dir`):
+django-stubs types it from settings.py, so a misspelt field is a mypy error, not a KeyError at
+run time. Each field
 names its environment variable, a one-line description and its group; the configuration page
 of the docs is generated from them (`manage.py settings_table`).
 """
@@ -19,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import environ
-from django.conf import settings
 
 GROUPS = (
     "Node", "Storage", "Trials and isolation", "Containers", "Scheduling and quotas",
@@ -288,7 +288,46 @@ def platform_settings_from_env(*, env: environ.Env, var_dir: Path,
 
 
 
-def platform_settings() -> PlatformSettings:
-    """`settings.PLATFORM`, typed: what the platform's code reads its settings through."""
-    value: PlatformSettings = settings.PLATFORM
-    return value
+
+def _type_name(kind: Any) -> str:
+    if isinstance(kind, type):
+        return kind.__name__
+    return str(kind).replace("pathlib.", "").replace("NoneType", "None")
+
+
+def _default_shown(field: dataclasses.Field[Any]) -> str:
+    meta = field.metadata
+    if meta["var"] is not None:
+        return f"`var/{meta['var']}`"
+    if meta["default_doc"] is not None:
+        return str(meta["default_doc"])
+    value = field.default
+    if value == "" or value == ():
+        return "empty"
+    if value is None:
+        return "unset"
+    if isinstance(value, bool):
+        return f"`{str(value).lower()}`"
+    return f"`{value}`"
+
+
+def settings_table_render() -> str:
+    """The configuration page's table (docs/operations/configuration-table.md), one section per
+    group: what `manage.py settings_table` writes and a test compares with the committed file."""
+    hints = typing.get_type_hints(PlatformSettings)
+    lines = ["<!-- Generated from PlatformSettings by `manage.py settings_table`: do not edit. -->",
+             ""]
+    fields = dataclasses.fields(PlatformSettings)
+    for group in GROUPS:
+        lines += [f"### {group}", "", "| variable | type | default | meaning |",
+                  "|---|---|---|---|"]
+        for field in fields:
+            meta = field.metadata
+            if meta["group"] != group:
+                continue
+            variable = f"`{meta['env']}`" if meta["env"] else f"fixed (`{field.name}`)"
+            doc = str(meta["doc"]).replace("|", "\\|")
+            lines.append(f"| {variable} | `{_type_name(hints[field.name])}` | "
+                         f"{_default_shown(field)} | {doc} |")
+        lines.append("")
+    return "\n".join(lines)

@@ -64,9 +64,9 @@ def _forbidden() -> tuple[Path, ...]:
     config = settings.PLATFORM
     places = [settings.MEDIA_ROOT, settings.STATIC_ROOT, settings.VAR_DIR / "secret_key",
               settings.VAR_DIR / "broker", *_database_files(), *SYSTEM_FOLDERS,
-              *(config[key] for key in ("WORK_DIR", "RUN_DIR", "MODEL_BASE_PATH",
-                                        "ENVIRONMENTS_DIR", "MODEL_IMPORT_DIR", "DATASETS_DIR",
-                                        "SHARED_DIR", "BOARD_DIR", "HOME_DIR"))]
+              config.work_dir, config.run_dir, config.model_base_path, config.environments_dir,
+              config.model_import_dir, config.datasets_dir, config.shared_dir, config.board_dir,
+              config.home_dir]
     if config.tf_serving_profiler_dir:
         places.append(config.tf_serving_profiler_dir)
     return tuple(Path(place).resolve() for place in places)
