@@ -316,7 +316,9 @@ def settings_table_render() -> str:
     group: what `manage.py settings_table` writes and a test compares with the committed file."""
     hints = typing.get_type_hints(PlatformSettings)
     lines = ["<!-- Generated from PlatformSettings by `manage.py settings_table`: do not edit. -->",
-             ""]
+             "", "# Settings reference", "",
+             "The platform's own settings, each read once at start-up from its environment",
+             "variable (`settings.PLATFORM`). `var/…` defaults lie under `PLATFORM_VAR_DIR`.", ""]
     fields = dataclasses.fields(PlatformSettings)
     for group in GROUPS:
         lines += [f"### {group}", "", "| variable | type | default | meaning |",
