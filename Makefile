@@ -50,6 +50,7 @@ run: install $(if $(filter process,$(PLATFORM_TRIAL_RUNTIME)),,sandbox)
 lint: install
 	$(VENV)/bin/ruff check .
 	PYTHONPATH=platform:. $(VENV)/bin/lint-imports
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet --site-dir var/docs-site
 
 typecheck: install
 	$(VENV)/bin/mypy platform/tfplatform platform/tfplatform_cli training serving bench manage.py

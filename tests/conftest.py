@@ -10,6 +10,7 @@ from rest_framework.test import APIClient
 
 ROOT = Path(__file__).resolve().parents[1]
 PEER_DATA = ROOT.parent / "shared" / "peer-data"
+pytest_plugins = ["tests.fixtures_settings"]
 
 
 def peer_data_or_skip() -> Path:

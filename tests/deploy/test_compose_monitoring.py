@@ -12,6 +12,7 @@ from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.deploy.test_compose import COMPOSE, CONTAINERS
+from tests.fixtures_settings import PlatformSettingsOverride
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVICES = COMPOSE["services"]
@@ -109,10 +110,10 @@ def _dashboard_metrics() -> set[str]:
 
 @pytest.mark.django_db
 def test_the_dashboard_covers_queue_gpus_and_serving_and_names_metrics_that_exist(
-    client: Client, settings: object,
+    client: Client, settings: object, platform_settings_override: PlatformSettingsOverride,
 ) -> None:
     client.get("/healthz")  # some web traffic: django-prometheus's histograms have series
-    settings.PLATFORM = {**settings.PLATFORM, "METRICS_TOKEN": "a-token"}
+    platform_settings_override(metrics_token="a-token")
     text = client.get("/metrics", HTTP_AUTHORIZATION="Bearer a-token").content.decode()
     served = set()
     for family in text_string_to_metric_families(text):

@@ -1,5 +1,6 @@
 """Fixtures for tests that need live processes: a worker node, the embedded model server."""
 
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -9,6 +10,7 @@ import requests
 from django.db.models.functions import Now
 
 from tests import live
+from tests.fixtures_settings import PlatformSettingsOverride
 from tfplatform.cluster.models import Device, Node
 from tfplatform.modelregistry.server import _client
 
@@ -43,7 +45,8 @@ def worker_node_process(
 
 @pytest.fixture
 def worker_node(
-    worker_node_process: dict[str, Any], transactional_db: None, settings: Any
+    worker_node_process: dict[str, Any], transactional_db: None, settings: Any,
+    platform_settings_override: PlatformSettingsOverride
 ) -> Iterator[tuple[str, Path]]:
     name, log, work = (worker_node_process[key] for key in ("name", "log", "work"))
     assert worker_node_process["process"].poll() is None, log.read_text()[-3000:]
@@ -53,7 +56,7 @@ def worker_node(
         Node.objects.bulk_create([worker_node_process["node"]])
         Device.objects.bulk_create(worker_node_process["devices"])
         Node.objects.filter(hostname=name).update(last_heartbeat=Now())
-    settings.PLATFORM = {**settings.PLATFORM, "WORK_DIR": work}
+    platform_settings_override(work_dir=work)
     yield name, log
     # The next test starts on an idle node: no task of this test's trials still running (a
     # canceled or preempted one may still be stopping) to write into the next test's database.
@@ -82,12 +85,15 @@ def model_server_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[d
     config.write_text("model_config_list {\n}\n")
     log = home / "model-server.log"
     rest = f"http://127.0.0.1:{rest_port}"
-    with override_settings(PLATFORM={**settings.PLATFORM, "TF_SERVING_REST": rest,
-                                     "TF_SERVING_GRPC": f"127.0.0.1:{grpc_port}",
-                                     "MODEL_BASE_PATH": models}):
+    with override_settings(PLATFORM=dataclasses.replace(
+        settings.PLATFORM,
+        tf_serving_rest=rest,
+        tf_serving_grpc=f"127.0.0.1:{grpc_port}",
+        model_base_path=models,
+    )):
         argv, env = serve_models_argv(config=config), serve_models_env()
     process = live.start(argv, env={**env, "PYTHONUNBUFFERED": "1"}, log=log)
-    headers = {"Authorization": f"Bearer {settings.PLATFORM['TF_SERVING_ACCESS_TOKEN']}"}
+    headers = {"Authorization": f"Bearer {settings.PLATFORM.tf_serving_access_token}"}
     live.wait_for(
         lambda: _answers(f"{rest}/v1/models/none", headers=headers), timeout=90,
         what="the model server", log=log,
@@ -115,16 +121,16 @@ def model_loader() -> Iterator[None]:
 
 @pytest.fixture
 def model_server(
-    model_server_process: dict[str, Any], model_loader: None, settings: Any, tmp_path: Path
+    model_server_process: dict[str, Any], model_loader: None, settings: Any, tmp_path: Path,
+    platform_settings_override: PlatformSettingsOverride
 ) -> dict[str, Any]:
     base = model_server_process["models"] / tmp_path.name
     base.mkdir()
-    settings.PLATFORM = {
-        **settings.PLATFORM,
-        "MODEL_BASE_PATH": base,
-        "TF_SERVING_GRPC": model_server_process["grpc"],
-        "TF_SERVING_REST": model_server_process["rest"],
-    }
+    platform_settings_override(
+        model_base_path=base,
+        tf_serving_grpc=model_server_process["grpc"],
+        tf_serving_rest=model_server_process["rest"],
+    )
     return {**model_server_process, "base": base}
 
 

@@ -50,8 +50,8 @@ def signed_in(tfp: Callable[[str], Tfp], server: str, name: str) -> Tfp:
     return user
 
 
-def test_the_readme_shows_the_example_spec() -> None:
-    readme = (ROOT / "README.md").read_text()
+def test_the_docs_show_the_example_spec() -> None:
+    readme = (ROOT / "docs" / "user-guide" / "cli.md").read_text()
     block = readme.split("cat > digits_search.yaml <<'YAML'\n", 1)[1].split("\nYAML\n", 1)[0]
     assert yaml.safe_load(block) == yaml.safe_load(EXAMPLE.read_text())
 

@@ -26,7 +26,7 @@ class SignInSerializer(serializers.Serializer):
                                  help_text="What the token is for, as its list shows it.")
     days = serializers.IntegerField(
         required=False, min_value=1, max_value=MAX_TOKEN_DAYS,
-        help_text=f"How long it lives (default {settings.PLATFORM['API_TOKEN_DAYS']} days).")
+        help_text=f"How long it lives (default {settings.PLATFORM.api_token_days} days).")
 
 
 class ApiTokenSerializer(serializers.ModelSerializer):

@@ -3,7 +3,7 @@ moment.
 
 Inference clients send a request every few milliseconds, and looking the token and its user up
 was a third of the platform's own time per prediction (bench/inference.py). A token revoked or
-expired, or a user deactivated, is refused within PLATFORM["LOOKUP_CACHE_SECONDS"] (at once in
+expired, or a user deactivated, is refused within PLATFORM.lookup_cache_seconds (at once in
 the process that revoked it).
 """
 

@@ -34,7 +34,7 @@ def storage_used(*, user: User) -> int:
 
 def storage_quota_check(*, user: User, adding: int) -> None:
     """Raises when `adding` more bytes would take the user past PLATFORM_USER_STORAGE_QUOTA_MB."""
-    quota = settings.PLATFORM["USER_STORAGE_QUOTA_MB"] * MIB
+    quota = settings.PLATFORM.user_storage_quota_mb * MIB
     if user.is_staff or not quota:
         return
     used = storage_used(user=user)

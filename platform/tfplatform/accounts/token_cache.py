@@ -2,7 +2,7 @@
 
 A module of its own so that authentication reads it and revoking a token (tokens) empties it,
 without either of those importing the other. A token revoked or expired, or a user deactivated,
-is refused within PLATFORM["LOOKUP_CACHE_SECONDS"] (at once in the process that revoked it).
+is refused within PLATFORM.lookup_cache_seconds (at once in the process that revoked it).
 """
 
 import threading
@@ -15,7 +15,7 @@ from tfplatform.accounts.models import ApiToken
 
 _lock = threading.Lock()
 _checked: TTLCache[str, tuple[Any, ApiToken]] = TTLCache(
-    maxsize=10_000, ttl=settings.PLATFORM["LOOKUP_CACHE_SECONDS"]
+    maxsize=10_000, ttl=settings.PLATFORM.lookup_cache_seconds
 )
 
 

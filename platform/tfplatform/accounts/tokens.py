@@ -27,7 +27,7 @@ def api_token_digest(*, key: str) -> str:
 def api_token_issue(*, user: User, name: str, days: int | None = None) -> tuple[ApiToken, str]:
     """A new token and its key, which is never stored or shown again."""
     key = KEY_PREFIX + secrets.token_urlsafe(32)
-    lifetime = timedelta(days=days or settings.PLATFORM["API_TOKEN_DAYS"])
+    lifetime = timedelta(days=days or settings.PLATFORM.api_token_days)
     token = ApiToken.objects.create(
         user=user, name=name, prefix=key[:SHOWN_CHARS], digest=api_token_digest(key=key),
         expires_at=timezone.now() + lifetime,

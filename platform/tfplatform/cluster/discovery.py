@@ -122,7 +122,7 @@ def memory_total_bytes() -> int:
 def work_disk_free_bytes() -> int | None:
     """The least free space under the node's trial folders (work and run); None if neither
     exists yet."""
-    return disk_free_bytes(paths=[settings.PLATFORM["WORK_DIR"], settings.PLATFORM["RUN_DIR"]])
+    return disk_free_bytes(paths=[settings.PLATFORM.work_dir, settings.PLATFORM.run_dir])
 
 
 def disk_free_bytes(*, paths: list[Path]) -> int | None:

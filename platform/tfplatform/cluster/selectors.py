@@ -46,18 +46,18 @@ def allocation_idle_since(*, allocation: Allocation) -> datetime | None:
     except ObjectDoesNotExist:
         return None
     since = measured.busy_at or measured.first_at
-    threshold = timedelta(minutes=float(settings.PLATFORM["IDLE_GPU_MINUTES"]))
+    threshold = timedelta(minutes=float(settings.PLATFORM.idle_gpu_minutes))
     return since if measured.last_at - since >= threshold else None
 
 
 def heartbeat_fresh_after() -> CombinedExpression:
     """The oldest heartbeat that still counts, on the database's clock: heartbeats are stamped
     with it too, so a node (or scheduler) whose clock is off by minutes is judged right."""
-    return Now() - timedelta(seconds=settings.PLATFORM["NODE_LOST_SECONDS"])
+    return Now() - timedelta(seconds=settings.PLATFORM.node_lost_seconds)
 
 
 def disk_free_min_bytes() -> int:
-    return int(settings.PLATFORM["WORK_DISK_MIN_FREE_MB"]) * 2**20
+    return int(settings.PLATFORM.work_disk_min_free_mb) * 2**20
 
 
 def nodes_online() -> QuerySet[Node]:

@@ -8,11 +8,12 @@ TF_SERVING_GRPC/TF_SERVING_REST switch to production services.
 import contextlib
 import os
 import secrets
-import socket
 from datetime import timedelta
 from pathlib import Path
 
 import environ
+
+from tfplatform.config.platform_settings import platform_settings_from_env
 
 ROOT_DIR = Path(__file__).resolve().parents[3]
 env = environ.Env()
@@ -43,16 +44,6 @@ def _secret_key() -> str:
             os.link(staged, path)
         staged.unlink()
     return path.read_text().strip()
-
-
-def _serving_token() -> str:
-    """What the embedded model server demands of every call (serving/access.py): given, or
-    derived from the secret key, so the web app and the server agree with nothing more kept."""
-    if token := env.str("TF_SERVING_ACCESS_TOKEN", default=""):
-        return token
-    from serving.access import access_token_derive
-
-    return access_token_derive(secret=SECRET_KEY)
 
 
 SECRET_KEY = _secret_key()
@@ -311,159 +302,9 @@ CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_ALWAYS_EAGER = False
 
-PLATFORM = {
-    "NODE_NAME": env.str("PLATFORM_NODE_NAME", default=socket.gethostname()),
-    "NODE_ADDRESS": env.str("PLATFORM_NODE_ADDRESS", default="127.0.0.1"),
-    "MODEL_BASE_PATH": Path(env.str("MODEL_BASE_PATH", default=str(VAR_DIR / "models"))),
-    # The largest multipart request (its files together): above the largest single upload, a
-    # model zip of 500 MiB; refused while it is read (core/uploads.py).
-    "MAX_UPLOAD_BYTES": env.int("PLATFORM_MAX_UPLOAD_BYTES", default=520 * 2**20),
-    # Operations a served SavedModel may use beyond the graph check's allow-list of inference
-    # ops (serving/allowed_ops.py), e.g. InitializeTableFromTextFileV2 for vocabulary assets.
-    "MODEL_ALLOWED_OPS": env.list("PLATFORM_MODEL_ALLOWED_OPS", default=[]),
-    # The one folder staff may register SavedModels from by path (nothing else on the server).
-    "MODEL_IMPORT_DIR": Path(env.str("PLATFORM_MODEL_IMPORT_DIR",
-                                     default=str(VAR_DIR / "import"))),
-    "DATASETS_DIR": Path(env.str("DATASETS_DIR", default=str(VAR_DIR / "datasets"))),
-    # The only folders a registered (sharded) dataset may live in: its folder is shown,
-    # read-only, to the trials that use it. Staff choose them; comma-separated.
-    "DATASET_ROOTS": [Path(root) for root in env.list(
-        "PLATFORM_DATASET_ROOTS", default=[str(VAR_DIR / "data")])],
-    # Modules and datasets referenced by path must live here (staff put them in place).
-    "SHARED_DIR": Path(env.str("PLATFORM_SHARED_DIR", default=str(VAR_DIR / "shared"))),
-    "WORK_DIR": Path(env.str("PLATFORM_WORK_DIR", default=str(VAR_DIR / "work"))),
-    # The supervisor's own files of each attempt (spec, events, task logs): never mounted
-    # writable into a trial, so a trial cannot plant a symlink the supervisor then follows.
-    "RUN_DIR": Path(env.str("PLATFORM_RUN_DIR", default=str(VAR_DIR / "runs"))),
-    # TensorBoard processes the web app runs for experiments (experiments/boards.py): their
-    # records, how long one may go without a request, how many at once, and Landlock for them.
-    "BOARD_DIR": Path(env.str("PLATFORM_TENSORBOARD_DIR", default=str(VAR_DIR / "tensorboard"))),
-    "BOARD_IDLE_SECONDS": env.float("PLATFORM_TENSORBOARD_IDLE_SECONDS", default=900.0),
-    "BOARD_MAX": env.int("PLATFORM_TENSORBOARD_MAX", default=8),
-    "BOARD_CONFINE": env.bool("PLATFORM_TENSORBOARD_CONFINE", default=True),
-    # Per-node virtualenvs of environments (sandbox runtime), one per content hash.
-    "ENVIRONMENTS_DIR": Path(
-        env.str("PLATFORM_ENVIRONMENTS_DIR", default=str(VAR_DIR / "environments"))
-    ),
-    # How trials are isolated on this node: "sandbox" (bubblewrap + Landlock, the default),
-    # "docker" or "podman" (a container of the environment's image per task), or "process"
-    # (no isolation: development only, and flagged wherever trials show).
-    "TRIAL_RUNTIME": env.str("PLATFORM_TRIAL_RUNTIME", default="sandbox"),
-    # The highest Landlock ABI tasks are confined with (empty: what the kernel offers; 0: off,
-    # as on a kernel without it). Namespaces and seccomp are the wall either way.
-    "LANDLOCK_ABI": env.int("PLATFORM_LANDLOCK_ABI", default=None),
-    # A gang across nodes on a node run as root (sandbox runtime): a network namespace of its
-    # own per node, given a /30 of this pool, reaching only its peers
-    # (training/isolation/gang_network.py; the node turns on IPv4 forwarding). Empty: the node's
-    # network, narrowed by Landlock.
-    "GANG_SUBNET": env.str("PLATFORM_GANG_SUBNET", default="100.64.0.0/16"),
-    # Under "docker"/"podman": the engine's API (podman: `podman system service`), the OCI
-    # runtime to ask for (empty: the engine's default), and each task's limits per device slot
-    # it holds (memory 0: the node's divided by its slots; CPUs 0: no quota, a weight only).
-    "CONTAINER_ENGINE_URL": env.str("PLATFORM_CONTAINER_ENGINE_URL", default=""),
-    "CONTAINER_OCI_RUNTIME": env.str("PLATFORM_CONTAINER_OCI_RUNTIME", default=""),
-    # Warm containers and trials without an environment: empty, the node's own runtime image.
-    "CONTAINER_IMAGE": env.str("PLATFORM_CONTAINER_IMAGE", default=""),
-    "CONTAINER_MEMORY_MB": env.int("PLATFORM_CONTAINER_MEMORY_MB", default=0),
-    "CONTAINER_CPUS": env.float("PLATFORM_CONTAINER_CPUS", default=0.0),
-    "CONTAINER_PIDS": env.int("PLATFORM_CONTAINER_PIDS", default=4096),
-    # A gang across nodes: "host" (nodes on several machines; the host's network, narrowed by
-    # Landlock to its ports) or "gang" (all nodes use one engine, as in compose: an internal
-    # network of the gang's own).
-    "CONTAINER_GANG_NETWORK": env.str("PLATFORM_CONTAINER_GANG_NETWORK", default="host"),
-    # Where a workspace's container reaches the API for its `tfp` (WORKSPACE_API_URL): "relay"
-    # (no network: the node's relay socket, as a sandbox does), "host" (narrowed by Landlock to
-    # the API's port) or a network only the web app is on (compose's `workspace-api`).
-    "CONTAINER_WORKSPACE_NETWORK": env.str("PLATFORM_CONTAINER_WORKSPACE_NETWORK",
-                                           default="relay"),
-    "TF_SERVING_GRPC": env.str("TF_SERVING_GRPC", default="127.0.0.1:8500"),
-    "TF_SERVING_ACCESS_TOKEN": _serving_token(),
-    # The largest gRPC message the embedded server takes (TF Serving's own default: 2 GB).
-    "TF_SERVING_GRPC_MAX_MESSAGE_BYTES": env.int("TF_SERVING_GRPC_MAX_MESSAGE_BYTES",
-                                                 default=64 * 2**20),
-    "TF_SERVING_REST": env.str("TF_SERVING_REST", default="http://127.0.0.1:8501"),
-    # Where the model server serves its Prometheus metrics on the REST port (the embedded one
-    # is started with a --monitoring_config_file naming it); the scheduler scrapes it every
-    # SERVING_HEALTH_SAMPLE_SECONDS for the models page's serving health. Empty: neither.
-    "TF_SERVING_METRICS_PATH": env.str("TF_SERVING_METRICS_PATH",
-                                       default="/monitoring/prometheus/metrics"),
-    "SERVING_HEALTH_SAMPLE_SECONDS": env.float("PLATFORM_SERVING_HEALTH_SAMPLE_SECONDS",
-                                               default=15.0),
-    # What one user's uploads and model versions may take on disk (0: no limit; staff: none).
-    "USER_STORAGE_QUOTA_MB": env.int("PLATFORM_USER_STORAGE_QUOTA_MB", default=20 * 1024),
-    # Versions of a model kept loaded besides its labelled ones; older ones are unloaded.
-    "MODEL_VERSIONS_LOADED": env.int("PLATFORM_MODEL_VERSIONS_LOADED", default=3),
-    # The embedded server reads only the model base path and the runtime (Landlock).
-    "MODEL_SERVER_CONFINE": env.bool("PLATFORM_MODEL_SERVER_CONFINE", default=True),
-    # TF Serving's batching_parameters_file for the embedded server; empty: its defaults.
-    "TF_SERVING_BATCHING_PARAMETERS_FILE": env.str("TF_SERVING_BATCHING_PARAMETERS_FILE",
-                                                   default=""),
-    # TF Serving's --tensorflow_intra_op_parallelism / --tensorflow_inter_op_parallelism for the
-    # embedded server (compose passes them to tensorflow/serving). 0: TensorFlow's thread pools
-    # sized to the cores. Small models on few cores answer sooner with intra 1 and inter -1:
-    # a request's ops run in the thread serving it, with no hand-off to a pool (bench item 3).
-    "TF_SERVING_INTRA_OP_PARALLELISM": env.int("TF_SERVING_INTRA_OP_PARALLELISM", default=0),
-    "TF_SERVING_INTER_OP_PARALLELISM": env.int("TF_SERVING_INTER_OP_PARALLELISM", default=0),
-    # Where the embedded server's profiler service may write traces (its only writable
-    # directory when confined); empty: the profiler service is off.
-    "TF_SERVING_PROFILER_DIR": env.str("TF_SERVING_PROFILER_DIR", default=""),
-    "HEARTBEAT_SECONDS": env.float("PLATFORM_HEARTBEAT_SECONDS", default=5.0),
-    # A node with less free space under WORK_DIR or RUN_DIR gets no new trials until an operator
-    # frees some (like the kubelet's disk pressure); a trial that fills it fails retryably.
-    "WORK_DISK_MIN_FREE_MB": env.int("PLATFORM_WORK_DISK_MIN_FREE_MB", default=256),
-    "NODE_LOST_SECONDS": env.float("PLATFORM_NODE_LOST_SECONDS", default=30.0),
-    # A held GPU whose measured (NVML) utilization stayed ~0 this long is flagged idle on the
-    # cluster page; emulated devices are never measured, so never idle.
-    "IDLE_GPU_MINUTES": env.float("PLATFORM_IDLE_GPU_MINUTES", default=30.0),
-    # The scheduler's own loop is the safety net (lost nodes, drained nodes, a missed wake-up):
-    # submissions, ended trials and nodes becoming ready wake a pass at once (scheduler_wake),
-    # so the loop can idle without costing the cores that train.
-    "SCHEDULER_INTERVAL_SECONDS": env.float("PLATFORM_SCHEDULER_INTERVAL", default=5.0),
-    # A trial no node took up within this long after its dispatch is sent again (a broker that
-    # restarted without persistence lost its messages; a duplicate is dropped by the node).
-    "DISPATCH_RETRY_SECONDS": env.float("PLATFORM_DISPATCH_RETRY_SECONDS", default=60.0),
-    # Accelerator slots declared for this node; for CPU-only machines each is a logical CPU device.
-    "DECLARED_GPU_SLOTS": env.int("PLATFORM_GPU_SLOTS", default=0),
-    # Task processes per node kept ready with TensorFlow imported (0 turns the warm start off).
-    "WARM_TRIAL_PROCESSES": env.int("PLATFORM_WARM_TRIAL_PROCESSES", default=1),
-    # Ports of TF tasks in gangs spanning nodes: [base, base + 2 * span), below Linux's
-    # ephemeral range so outgoing connections never hold them.
-    "TASK_PORT_BASE": env.int("PLATFORM_TASK_PORT_BASE", default=20000),
-    "TASK_PORT_SPAN": 5000,
-    # A user without a team: the highest priority they may ask for, and the GPUs they may hold
-    # at once (a team's own limits are on the team).
-    "USER_MAX_PRIORITY": env.int("PLATFORM_USER_MAX_PRIORITY", default=10),
-    "USER_GPU_QUOTA": env.int("PLATFORM_USER_GPU_QUOTA", default=4),
-    "MAX_WORKERS": 64,
-    "MAX_GPUS_PER_WORKER": 16,
-    "MAX_PARAMETER_SERVERS": 16,
-    "MAX_PREDICT_BYTES": env.int("PLATFORM_MAX_PREDICT_BYTES", default=8 * 1024 * 1024),
-    # How long a web process trusts a checked API token and a model's routing (labels, canary
-    # share) without asking the database again: a deleted token, a moved label or a new canary
-    # share reaches every web process within this time.
-    "LOOKUP_CACHE_SECONDS": env.float("PLATFORM_LOOKUP_CACHE_SECONDS", default=1.0),
-    # How long an API token lives unless its owner asks for less (1 to 365 days).
-    "API_TOKEN_DAYS": env.int("PLATFORM_API_TOKEN_DAYS", default=90),
-    # /metrics (tfplatform.monitoring): a scraper sends this bearer token from wherever it is
-    # (empty: nobody may scrape).
-    "METRICS_TOKEN": env.str("PLATFORM_METRICS_TOKEN", default=""),
-    # tfplatform_admission_wait_seconds covers trials that started within this long.
-    "METRICS_ADMISSION_WINDOW_SECONDS": env.int("PLATFORM_METRICS_ADMISSION_WINDOW_SECONDS",
-                                                default=3600),
-    # Celery workers serve their task metrics here when set (0: not served).
-    "CELERY_METRICS_PORT": env.int("PLATFORM_CELERY_METRICS_PORT", default=0),
-    "CELERY_METRICS_ADDRESS": env.str("PLATFORM_CELERY_METRICS_ADDRESS", default="127.0.0.1"),
-    # Workspaces: each user's persistent home volume (one folder per user), how long a session
-    # may go without kernel or terminal activity before it is stopped, a user without a team's
-    # longest session, and the address a workspace's `tfp` reaches the platform at.
-    "HOME_DIR": Path(env.str("PLATFORM_HOME_DIR", default=str(VAR_DIR / "homes"))),
-    "WORKSPACE_IDLE_MINUTES": env.float("PLATFORM_WORKSPACE_IDLE_MINUTES", default=60.0),
-    "USER_WORKSPACE_MAX_HOURS": env.float("PLATFORM_USER_WORKSPACE_MAX_HOURS", default=24.0),
-    "WORKSPACE_API_URL": env.str("PLATFORM_WORKSPACE_API_URL", default="http://127.0.0.1:8000"),
-    # Where `/workspaces/<id>/lab/` is served (the ASGI `lab` process): empty, this origin
-    # (a TLS proxy routes the path there); `make run` gives the lab process a port of its own.
-    "WORKSPACE_LAB_ORIGIN": env.str("PLATFORM_WORKSPACE_LAB_ORIGIN", default=""),
-}
+# The platform's own settings (tfplatform/config/platform_settings.py): one frozen, typed object;
+# read through `platform_settings()`.
+PLATFORM = platform_settings_from_env(env=env, var_dir=VAR_DIR, secret_key=SECRET_KEY)
 
 LOGGING = {
     "version": 1,

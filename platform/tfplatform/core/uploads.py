@@ -21,7 +21,7 @@ def _too_big(limit: int) -> RequestDataTooBig:
 class BoundedUploadHandler(FileUploadHandler):
     def __init__(self, request: Any = None) -> None:
         super().__init__(request)
-        self.limit = int(settings.PLATFORM["MAX_UPLOAD_BYTES"])
+        self.limit = int(settings.PLATFORM.max_upload_bytes)
         self.received = 0
 
     def handle_raw_input(self, input_data: Any, META: Any, content_length: int, boundary: Any,

@@ -39,13 +39,13 @@ SYSTEM_FOLDERS = ("/proc", "/sys", "/dev", "/run", "/etc", "/boot")
 
 
 def dataset_roots() -> tuple[Path, ...]:
-    return tuple(Path(root).resolve() for root in settings.PLATFORM["DATASET_ROOTS"])
+    return tuple(Path(root).resolve() for root in settings.PLATFORM.dataset_roots)
 
 
 def dataset_mount_roots() -> list[str]:
     """The roots as a trial's spec carries them: as configured and resolved, since a URI may
     name either (a root may be a link; nothing below it may)."""
-    given = [str(Path(os.path.abspath(root))) for root in settings.PLATFORM["DATASET_ROOTS"]]
+    given = [str(Path(os.path.abspath(root))) for root in settings.PLATFORM.dataset_roots]
     return list(dict.fromkeys([*given, *(str(root) for root in dataset_roots())]))
 
 
@@ -65,11 +65,11 @@ def _forbidden() -> tuple[Path, ...]:
     config = settings.PLATFORM
     places = [settings.MEDIA_ROOT, settings.STATIC_ROOT, settings.VAR_DIR / "secret_key",
               settings.VAR_DIR / "broker", *_database_files(), *SYSTEM_FOLDERS,
-              *(config[key] for key in ("WORK_DIR", "RUN_DIR", "MODEL_BASE_PATH",
-                                        "ENVIRONMENTS_DIR", "MODEL_IMPORT_DIR", "DATASETS_DIR",
-                                        "SHARED_DIR", "BOARD_DIR", "HOME_DIR"))]
-    if config["TF_SERVING_PROFILER_DIR"]:
-        places.append(config["TF_SERVING_PROFILER_DIR"])
+              config.work_dir, config.run_dir, config.model_base_path, config.environments_dir,
+              config.model_import_dir, config.datasets_dir, config.shared_dir, config.board_dir,
+              config.home_dir]
+    if config.tf_serving_profiler_dir:
+        places.append(config.tf_serving_profiler_dir)
     return tuple(Path(place).resolve() for place in places)
 
 

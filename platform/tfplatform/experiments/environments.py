@@ -131,7 +131,7 @@ def _save(*, environment: Environment) -> None:
 
 
 def environments_dir() -> Path:
-    return Path(settings.PLATFORM["ENVIRONMENTS_DIR"])
+    return Path(settings.PLATFORM.environments_dir)
 
 
 @dataclass(frozen=True)
@@ -160,7 +160,7 @@ def environment_build_ensure(
     """
     if environment is None:
         return TaskPython()
-    hostname = node.hostname if node is not None else settings.PLATFORM["NODE_NAME"]
+    hostname = node.hostname if node is not None else settings.PLATFORM.node_name
     try:
         plan = _plan(environment=environment, runtime=runtime)
     except training_errors.EnvironmentBuildFailed as error:

@@ -19,12 +19,12 @@ def _prefixes() -> list[tuple[str, str]]:
     """Longest first: the work folder lies inside the var folder, inside the repository."""
     config = settings.PLATFORM
     named = [
-        (config["WORK_DIR"], "<work>"),
-        (config["RUN_DIR"], "<runs>"),
+        (config.work_dir, "<work>"),
+        (config.run_dir, "<runs>"),
         (settings.MEDIA_ROOT, "<uploads>"),
-        (config["ENVIRONMENTS_DIR"], "<environments>"),
-        (config["DATASETS_DIR"], "<datasets>"),
-        (config["SHARED_DIR"], "<shared>"),
+        (config.environments_dir, "<environments>"),
+        (config.datasets_dir, "<datasets>"),
+        (config.shared_dir, "<shared>"),
         (settings.VAR_DIR, "<var>"),
         (sys.prefix, "<python>"),
         (sys.base_prefix, "<python>"),

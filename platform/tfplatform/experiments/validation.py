@@ -40,7 +40,7 @@ def priority_check(*, user: Any, priority: int) -> None:
     if user.is_staff:
         return
     team = user.team
-    highest = team.max_priority if team is not None else settings.PLATFORM["USER_MAX_PRIORITY"]
+    highest = team.max_priority if team is not None else settings.PLATFORM.user_max_priority
     if priority > highest:
         whose = f"team {team.name}" if team is not None else "users without a team"
         raise InvalidInput(
@@ -51,18 +51,18 @@ def priority_check(*, user: Any, priority: int) -> None:
 
 def resources_check(*, workers: int, gpus_per_worker: int, parameter_servers: int) -> None:
     limits = settings.PLATFORM
-    if not 1 <= workers <= limits["MAX_WORKERS"]:
+    if not 1 <= workers <= limits.max_workers:
         raise InvalidInput(
-            f"workers must be between 1 and {limits['MAX_WORKERS']}.", field="resources"
+            f"workers must be between 1 and {limits.max_workers}.", field="resources"
         )
-    if not 0 <= gpus_per_worker <= limits["MAX_GPUS_PER_WORKER"]:
+    if not 0 <= gpus_per_worker <= limits.max_gpus_per_worker:
         raise InvalidInput(
-            f"gpus_per_worker must be between 0 and {limits['MAX_GPUS_PER_WORKER']}.",
+            f"gpus_per_worker must be between 0 and {limits.max_gpus_per_worker}.",
             field="resources",
         )
-    if not 0 <= parameter_servers <= limits["MAX_PARAMETER_SERVERS"]:
+    if not 0 <= parameter_servers <= limits.max_parameter_servers:
         raise InvalidInput(
-            f"parameter_servers must be between 0 and {limits['MAX_PARAMETER_SERVERS']}.",
+            f"parameter_servers must be between 0 and {limits.max_parameter_servers}.",
             field="resources",
         )
 
@@ -221,7 +221,7 @@ def _dataset_file_check(*, path: Path, hyperparameters: dict[str, Any], field: s
 
 def shared_path_check(*, value: str, field: str, suffixes: tuple[str, ...]) -> Path:
     """A module or dataset referenced by path must live in the shared folder staff manage."""
-    shared = Path(settings.PLATFORM["SHARED_DIR"]).resolve()
+    shared = Path(settings.PLATFORM.shared_dir).resolve()
     path = Path(value).resolve()  # resolves '..' and links before the containment check
     if not path.is_relative_to(shared) or not path.is_file():
         raise InvalidInput(f"{value} is not a file in the shared folder {shared}.", field=field)

@@ -276,10 +276,10 @@ class PredictApi(APIView):
         self, request: Request, name: str, version: int | None = None, label: str | None = None
     ) -> HttpResponse:
         declared = int(request.META.get("CONTENT_LENGTH") or 0)
-        if declared > settings.PLATFORM["MAX_PREDICT_BYTES"]:
+        if declared > settings.PLATFORM.max_predict_bytes:
             # Refused before the body is read or anything reaches the model server.
             raise PayloadTooLarge(
-                f"Request body is larger than {settings.PLATFORM['MAX_PREDICT_BYTES']} bytes."
+                f"Request body is larger than {settings.PLATFORM.max_predict_bytes} bytes."
             )
         model = selectors.model_route_get(user=request.user, name=name)
         answer = inference_predict(model=model, version=version, label=label, body=request.body)

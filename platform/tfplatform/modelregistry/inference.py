@@ -42,9 +42,9 @@ def inference_route(
 def inference_predict(
     *, model: ModelRoute, version: int | None, label: str | None, body: bytes
 ) -> InferenceAnswer:
-    if len(body) > settings.PLATFORM["MAX_PREDICT_BYTES"]:
+    if len(body) > settings.PLATFORM.max_predict_bytes:
         raise PayloadTooLarge(
-            f"Request body is larger than {settings.PLATFORM['MAX_PREDICT_BYTES']} bytes."
+            f"Request body is larger than {settings.PLATFORM.max_predict_bytes} bytes."
         )
     chosen, chosen_label = inference_route(model=model, version=version, label=label)
     try:

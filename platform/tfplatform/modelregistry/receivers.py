@@ -22,7 +22,7 @@ def serving_health_on_scheduler_pass(**_: Any) -> None:
     every SERVING_HEALTH_SAMPLE_SECONDS (a pass comes at least every scheduler interval)."""
     with _lock:
         now = time.monotonic()
-        if now < _last_scrape[0] + settings.PLATFORM["SERVING_HEALTH_SAMPLE_SECONDS"]:
+        if now < _last_scrape[0] + settings.PLATFORM.serving_health_sample_seconds:
             return
         _last_scrape[0] = now
     try:

@@ -81,12 +81,12 @@ class ModelRoute:
 
 _route_lock = threading.Lock()
 _routes: TTLCache[tuple[object, str], ModelRoute] = TTLCache(
-    maxsize=10_000, ttl=settings.PLATFORM["LOOKUP_CACHE_SECONDS"]
+    maxsize=10_000, ttl=settings.PLATFORM.lookup_cache_seconds
 )
 
 
 def model_route_get(*, user: User | AnonymousUser, name: str) -> ModelRoute:
-    """model_get + its labels, remembered for PLATFORM["LOOKUP_CACHE_SECONDS"].
+    """model_get + its labels, remembered for PLATFORM.lookup_cache_seconds.
 
     Every prediction needs them, and the two queries were a third of the platform's own time
     per request (bench/inference.py). Changes made in this process clear it at once

@@ -14,8 +14,8 @@ LOAD_TIMEOUT_SECONDS = 120.0
 
 def model_server_client() -> ModelServerClient:
     """A process-wide client: its gRPC channel and HTTP connection pool are reused."""
-    return _client(settings.PLATFORM["TF_SERVING_GRPC"], settings.PLATFORM["TF_SERVING_REST"],
-                   settings.PLATFORM["TF_SERVING_ACCESS_TOKEN"])
+    return _client(settings.PLATFORM.tf_serving_grpc, settings.PLATFORM.tf_serving_rest,
+                   settings.PLATFORM.tf_serving_access_token)
 
 
 @lru_cache(maxsize=4)

@@ -18,7 +18,7 @@ def metrics_scrape_check(*, request: HttpRequest) -> None:
     scheme, _, presented = request.headers.get("Authorization", "").partition(" ")
     if scheme.lower() != "bearer" or not presented.strip():
         raise NotFound()
-    token = settings.PLATFORM["METRICS_TOKEN"]
+    token = settings.PLATFORM.metrics_token
     # Compared in constant time; an unset token matches nothing.
     if token and hmac.compare_digest(presented.strip().encode(), token.encode()):
         return

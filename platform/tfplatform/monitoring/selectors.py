@@ -68,7 +68,7 @@ def admission_waits(*, window: timedelta | None = None) -> list[tuple[str, float
     """(team, seconds from queued to running) of trials that started within `window`: a first
     trial waited since its experiment's submission, a restart since its predecessor ended."""
     if window is None:
-        window = timedelta(seconds=settings.PLATFORM["METRICS_ADMISSION_WINDOW_SECONDS"])
+        window = timedelta(seconds=settings.PLATFORM.metrics_admission_window_seconds)
     previous_end = Trial.objects.filter(
         experiment_id=OuterRef("experiment_id"), restart_count=OuterRef("restart_count") - 1
     ).values("finished_at")[:1]

@@ -39,9 +39,9 @@ def _on_retry(*, sender: Any = None, **_: Any) -> None:
 
 
 def _on_worker_ready(**_: Any) -> None:
-    port = settings.PLATFORM["CELERY_METRICS_PORT"]
+    port = settings.PLATFORM.celery_metrics_port
     if port:
-        address = settings.PLATFORM["CELERY_METRICS_ADDRESS"]
+        address = settings.PLATFORM.celery_metrics_address
         start_http_server(port, addr=address)
         logger.info("Serving Celery task metrics on %s:%s", address, port)
 

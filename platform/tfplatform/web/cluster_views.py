@@ -80,7 +80,7 @@ def cluster_page(request: HttpRequest) -> HttpResponse:
         )
     context = {
         "rows": rows,
-        "idle_minutes": settings.PLATFORM["IDLE_GPU_MINUTES"],
+        "idle_minutes": settings.PLATFORM.idle_gpu_minutes,
         "idle_count": idle_count,
         "now": utilization_now(**experiment_state_counts()),
         "ready_nodes": sum(1 for node in nodes if node.state == Node.State.READY),

@@ -44,8 +44,8 @@ def model_detail_page(request: HttpRequest, name: str) -> HttpResponse:
         "loading": model_selectors.model_loading(model=model),
         "signature_version": model_selectors.model_signature_version(model=model),
         **_health_views(model_selectors.model_versions_serving_health(model=model)),
-        "health_sample_seconds": settings.PLATFORM["SERVING_HEALTH_SAMPLE_SECONDS"],
-        "health_scraped": bool(settings.PLATFORM["TF_SERVING_METRICS_PATH"]),
+        "health_sample_seconds": settings.PLATFORM.serving_health_sample_seconds,
+        "health_scraped": bool(settings.PLATFORM.tf_serving_metrics_path),
     }
     return render(request, "models/detail.html", context)
 
@@ -121,9 +121,9 @@ def model_predict_action(request: HttpRequest, name: str) -> HttpResponse:
             status=429,
         )
     try:
-        if int(request.META.get("CONTENT_LENGTH") or 0) > settings.PLATFORM["MAX_PREDICT_BYTES"]:
+        if int(request.META.get("CONTENT_LENGTH") or 0) > settings.PLATFORM.max_predict_bytes:
             raise PayloadTooLarge(
-                f"Request body is larger than {settings.PLATFORM['MAX_PREDICT_BYTES']} bytes."
+                f"Request body is larger than {settings.PLATFORM.max_predict_bytes} bytes."
             )
         model = model_selectors.model_route_get(user=request.user, name=name)
         answer = inference_predict(model=model, version=None, label=None, body=request.body)

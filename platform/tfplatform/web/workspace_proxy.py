@@ -76,7 +76,7 @@ def workspace_path(path: str) -> int | None:
 def lab_origin_misroute(scope: Scope) -> bool:
     """True for a lab path off the lab's origin, or anything else on it (answered 404); with no
     lab origin configured the lab shares the platform's, and nothing is misrouted."""
-    origin = settings.PLATFORM["WORKSPACE_LAB_ORIGIN"]
+    origin = settings.PLATFORM.workspace_lab_origin
     if not origin:
         return False
     lab = urlsplit(origin)
@@ -235,7 +235,7 @@ async def _unavailable(scope: Scope, send: Send) -> None:
 async def _http(scope: Scope, receive: Receive, send: Send, *, client: aiohttp.ClientSession,
                 headers: dict[str, str]) -> None:
     body = bytearray()
-    limit = settings.PLATFORM["MAX_UPLOAD_BYTES"]
+    limit = settings.PLATFORM.max_upload_bytes
     while True:
         message = await receive()
         body += message.get("body", b"")

@@ -40,7 +40,7 @@ def workspace_list_page(request: HttpRequest) -> HttpResponse:
     refresh = any(row["state"] in REFRESH_STATES for row in rows)
     return render(request, "workspaces/list.html", {
         "rows": rows, "form": form, "resize_form": WorkspaceResizeForm(), "refresh": refresh,
-        "lab_origin": settings.PLATFORM["WORKSPACE_LAB_ORIGIN"],
+        "lab_origin": settings.PLATFORM.workspace_lab_origin,
         "max_cpu_slots": workspaces.MAX_CPU_SLOTS,
     })
 

@@ -48,7 +48,7 @@ def workspace_state(*, workspace: Workspace) -> str:
 def workspace_lab_url(*, workspace: Workspace) -> str:
     """Where its JupyterLab is reached: the `lab` process' origin when it has one of its own
     (`make run`: PORT+100), else a path on the platform's own origin (compose's TLS proxy)."""
-    return f"{settings.PLATFORM['WORKSPACE_LAB_ORIGIN']}/workspaces/{workspace.pk}/lab/"
+    return f"{settings.PLATFORM.workspace_lab_origin}/workspaces/{workspace.pk}/lab/"
 
 
 def workspace_devices(*, workspace: Workspace) -> list[str]:

@@ -131,7 +131,7 @@ def workspace_session_active(*, workspace: Workspace) -> bool:
 
 def _request_check(*, owner: User, gpus: int, cpu_slots: int, priority: int) -> None:
     validation.priority_check(user=owner, priority=priority)
-    limit = settings.PLATFORM["MAX_GPUS_PER_WORKER"]
+    limit = settings.PLATFORM.max_gpus_per_worker
     if not 0 <= gpus <= limit:
         raise InvalidInput(f"gpus must be between 0 and {limit}.", field="gpus")
     if not 1 <= cpu_slots <= MAX_CPU_SLOTS:
@@ -175,7 +175,7 @@ def workspace_jupyter_token(*, experiment_id: int) -> str:
 
 
 def workspace_home(*, owner_id: int) -> Path:
-    return Path(settings.PLATFORM["HOME_DIR"]) / f"user-{owner_id}"
+    return Path(settings.PLATFORM.home_dir) / f"user-{owner_id}"
 
 
 def workspace_socket(*, owner_id: int, experiment_id: int) -> Path:
@@ -227,7 +227,7 @@ def workspace_activity_record(*, experiment_id: int, at: datetime) -> None:
 def workspace_max_lifetime(*, workspace: Workspace) -> timedelta:
     team = workspace.team
     hours = (team.workspace_max_hours if team is not None
-             else settings.PLATFORM["USER_WORKSPACE_MAX_HOURS"])
+             else settings.PLATFORM.user_workspace_max_hours)
     return timedelta(hours=hours)
 
 
@@ -236,7 +236,7 @@ def workspaces_cull(*, now: datetime | None = None) -> list[int]:
     terminal activity) or older than their team's maximum lifetime; their devices go back to
     the queue. Returns the workspaces stopped."""
     now = now or timezone.now()
-    idle = timedelta(minutes=settings.PLATFORM["WORKSPACE_IDLE_MINUTES"])
+    idle = timedelta(minutes=settings.PLATFORM.workspace_idle_minutes)
     stopped = []
     running = Workspace.objects.select_related("experiment", "team", "owner").filter(
         experiment__state=State.RUNNING

@@ -10,6 +10,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from rest_framework.test import APIClient
 
 from tests.factories import UserFactory
+from tests.fixtures_settings import PlatformSettingsOverride
 from tests.tfplatform.modelregistry.conftest import HALF_PLUS_TWO, api, register, saved_model_zip
 from tfplatform.accounts.storage import MIB, storage_used
 from tfplatform.experiments.models import Experiment
@@ -38,9 +39,9 @@ def _submit(client: APIClient, size: int) -> Any:
 
 
 def test_an_upload_past_the_quota_is_refused_before_it_is_stored(
-    settings: Any, tmp_path: Path
+    settings: Any, tmp_path: Path, platform_settings_override: PlatformSettingsOverride
 ) -> None:
-    settings.PLATFORM = {**settings.PLATFORM, "USER_STORAGE_QUOTA_MB": 1}
+    platform_settings_override(user_storage_quota_mb=1)
     settings.MEDIA_ROOT = tmp_path / "media"
     user = UserFactory()
     client = api(user)
@@ -60,7 +61,8 @@ def test_an_upload_past_the_quota_is_refused_before_it_is_stored(
 
 
 def test_model_versions_count_and_undeploying_one_removes_its_files(
-    model_server: dict[str, Any], settings: Any
+    model_server: dict[str, Any], settings: Any,
+    platform_settings_override: PlatformSettingsOverride
 ) -> None:
     user = UserFactory()
     client = api(user)
@@ -75,7 +77,7 @@ def test_model_versions_count_and_undeploying_one_removes_its_files(
     assert not Path(second.path).exists() and Path(first.path).is_dir()
     assert storage_used(user=user) == first.size_bytes
 
-    settings.PLATFORM = {**settings.PLATFORM, "USER_STORAGE_QUOTA_MB": 1}
+    platform_settings_override(user_storage_quota_mb=1)
     ModelVersion.objects.filter(pk=first.pk).update(size_bytes=MIB)  # as if it were large
     answer = client.post("/api/v1/models/", {"model_name": "more",
                                              "file": saved_model_zip(HALF_PLUS_TWO)},

@@ -6,6 +6,7 @@ from typing import Any
 import pytest
 
 from tests.factories import DeviceFactory, NodeFactory, TrialFactory
+from tests.fixtures_settings import PlatformSettingsOverride
 from tfplatform.cluster.models import Allocation, AllocationUtilization, Device, Node
 from tfplatform.cluster.selectors import allocation_idle_since
 from tfplatform.cluster.services import allocations_utilization_record, node_heartbeat
@@ -15,8 +16,9 @@ T0 = datetime(2026, 3, 1, 12, tzinfo=UTC)
 
 
 @pytest.fixture(autouse=True)
-def _idle_after_30_minutes(settings: Any) -> None:
-    settings.PLATFORM = {**settings.PLATFORM, "IDLE_GPU_MINUTES": 30}
+def _idle_after_30_minutes(settings: Any,
+    platform_settings_override: PlatformSettingsOverride) -> None:
+    platform_settings_override(idle_gpu_minutes=30)
 
 
 def held(*, emulated: bool = False, index: int = 0, node: Node | None = None) -> Allocation:

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
+from tests.fixtures_settings import PlatformSettingsOverride
 from tfplatform.cluster.discovery import DeviceInfo
 from tfplatform.cluster.models import Node
 from tfplatform.cluster.selectors import nodes_schedulable
@@ -49,9 +50,10 @@ def test_register_refuses_an_unknown_runtime() -> None:
 
 @pytest.mark.django_db(transaction=True)  # each statement's own time, not one transaction's
 def test_liveness_is_judged_on_the_database_clock_whatever_the_nodes_clock_says(
-    monkeypatch: pytest.MonkeyPatch, settings: Any
+    monkeypatch: pytest.MonkeyPatch, settings: Any,
+    platform_settings_override: PlatformSettingsOverride
 ) -> None:
-    settings.PLATFORM = {**settings.PLATFORM, "NODE_LOST_SECONDS": 1}
+    platform_settings_override(node_lost_seconds=1)
     behind, ahead = register(trial_runtime="sandbox", hostname="behind"), register(
         trial_runtime="sandbox", hostname="ahead")
     real_now = timezone.now

@@ -4,6 +4,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from tests.factories import DeviceFactory, ExperimentFactory, NodeFactory, UserFactory
+from tests.fixtures_settings import PlatformSettingsOverride
 from tfplatform.experiments.services.scheduling import scheduler_pass
 
 pytestmark = pytest.mark.django_db
@@ -155,9 +156,9 @@ def test_a_redelivered_trial_message_starts_nothing_twice() -> None:
 
 
 def test_nodes_list_says_how_much_work_disk_each_node_has_and_which_are_full(
-    settings: Any,
+    settings: Any, platform_settings_override: PlatformSettingsOverride,
 ) -> None:
-    settings.PLATFORM = {**settings.PLATFORM, "WORK_DISK_MIN_FREE_MB": 100}
+    platform_settings_override(work_disk_min_free_mb=100)
     NodeFactory(hostname="a-roomy", work_disk_free_bytes=2**30)
     NodeFactory(hostname="b-crowded", work_disk_free_bytes=2**20)
     NodeFactory(hostname="c-new", work_disk_free_bytes=None)

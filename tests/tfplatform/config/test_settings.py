@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[3]
 def test_the_suite_has_a_var_directory_of_its_own() -> None:
     ours, make_runs = settings.VAR_DIR, settings.ROOT_DIR / "var"
     assert ours == make_runs / "test"
-    for path in (settings.PLATFORM["MODEL_BASE_PATH"], settings.PLATFORM["WORK_DIR"]):
+    for path in (settings.PLATFORM.model_base_path, settings.PLATFORM.work_dir):
         assert path.is_relative_to(ours)
     if settings.CELERY_BROKER_URL.startswith("filesystem://"):
         folders = settings.CELERY_BROKER_TRANSPORT_OPTIONS

@@ -8,6 +8,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from tests.factories import UserFactory
+from tests.fixtures_settings import PlatformSettingsOverride
 
 pytestmark = pytest.mark.django_db
 
@@ -15,8 +16,8 @@ LIMIT = 64 * 1024
 
 
 @pytest.fixture
-def client(settings: Any) -> APIClient:
-    settings.PLATFORM = {**settings.PLATFORM, "MAX_UPLOAD_BYTES": LIMIT}
+def client(settings: Any, platform_settings_override: PlatformSettingsOverride) -> APIClient:
+    platform_settings_override(max_upload_bytes=LIMIT)
     made = APIClient()
     made.force_authenticate(UserFactory())
     return made
@@ -31,13 +32,14 @@ def test_an_upload_over_the_limit_is_refused_before_it_is_stored(client: APIClie
     assert "larger than" in answer.json()["error"]
 
 
-def test_a_body_of_unknown_length_is_counted_and_cut_off(settings: Any) -> None:
+def test_a_body_of_unknown_length_is_counted_and_cut_off(settings: Any,
+    platform_settings_override: PlatformSettingsOverride) -> None:
     """Chunked requests declare no length: the bytes that arrive are what is counted."""
     from django.core.exceptions import RequestDataTooBig
 
     from tfplatform.core.uploads import BoundedUploadHandler
 
-    settings.PLATFORM = {**settings.PLATFORM, "MAX_UPLOAD_BYTES": LIMIT}
+    platform_settings_override(max_upload_bytes=LIMIT)
     handler = BoundedUploadHandler()
     handler.handle_raw_input(None, {}, 0, b"boundary")
     assert handler.receive_data_chunk(b"x" * LIMIT, 0) == b"x" * LIMIT

@@ -19,6 +19,7 @@ from tests.factories import (
     TeamFactory,
     UserFactory,
 )
+from tests.fixtures_settings import PlatformSettingsOverride
 from tfplatform.core.errors import InvalidInput
 from tfplatform.datasets.models import Dataset
 from tfplatform.experiments.models import Experiment, Trial
@@ -31,10 +32,11 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def root(tmp_path: Path, settings: Any) -> Path:
+def root(tmp_path: Path, settings: Any,
+    platform_settings_override: PlatformSettingsOverride) -> Path:
     folder = tmp_path / "roots" / "data"
     folder.mkdir(parents=True)
-    settings.PLATFORM = {**settings.PLATFORM, "DATASET_ROOTS": [folder]}
+    platform_settings_override(dataset_roots=[folder])
     return folder
 
 
@@ -275,7 +277,7 @@ def test_a_glob_over_the_root_or_out_of_the_teams_folder_is_refused(root: Path) 
                                      "RUN_DIR", "MODEL_BASE_PATH", "ENVIRONMENTS_DIR",
                                      "MODEL_IMPORT_DIR", "DATASETS_DIR", "MEDIA_ROOT"])
 def test_the_platforms_folders_are_never_registrable_even_by_staff(
-    setting: str, root: Path, settings: Any
+    setting: str, root: Path, settings: Any, platform_settings_override: PlatformSettingsOverride
 ) -> None:
     """Set inside a team's folder (a root set too wide): neither it, nor what is inside it,
     nor a folder holding it, even by staff for that team."""
@@ -286,7 +288,7 @@ def test_the_platforms_folders_are_never_registrable_even_by_staff(
     if setting == "MEDIA_ROOT":
         settings.MEDIA_ROOT = place
     else:
-        settings.PLATFORM = {**settings.PLATFORM, setting: place}
+        platform_settings_override(**{setting.lower(): place})
     for user in (member, staff):
         for folder in (inside, place, place.parent):
             response = _register(user, **_fields(folder, name="platform", team=team.name)
@@ -297,7 +299,7 @@ def test_the_platforms_folders_are_never_registrable_even_by_staff(
 
 
 def test_var_and_the_sqlite_file_are_never_registrable_under_a_wide_root(
-    root: Path, settings: Any, tmp_path: Path
+    root: Path, settings: Any, tmp_path: Path, platform_settings_override: PlatformSettingsOverride
 ) -> None:
     team = TeamFactory()
     member, staff = UserFactory(team=team), UserFactory(is_staff=True)
@@ -319,7 +321,7 @@ def test_var_and_the_sqlite_file_are_never_registrable_under_a_wide_root(
     # A root placed inside var/ on purpose (the default var/data) is the one way in.
     data = var / "data"
     _parquet(data / team.name / "ok")
-    settings.PLATFORM = {**settings.PLATFORM, "DATASET_ROOTS": [root, data]}
+    platform_settings_override(dataset_roots=[root, data])
     assert _register(member, **_fields(data / team.name / "ok")).status_code == 201
 
 

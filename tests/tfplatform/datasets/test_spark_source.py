@@ -17,6 +17,7 @@ from rest_framework.test import APIClient
 
 from tests.conftest import ROOT
 from tests.factories import UserFactory
+from tests.fixtures_settings import PlatformSettingsOverride
 from tfplatform.datasets.models import Dataset
 
 pytestmark = [pytest.mark.django_db, pytest.mark.slow]
@@ -50,12 +51,13 @@ def spark_output(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Pat
 
 
 def test_a_spark_jobs_parquet_is_registered_and_read_by_two_pipelines_file_by_file(
-    spark_output: tuple[Path, Any], settings: Any
+    spark_output: tuple[Path, Any], settings: Any,
+    platform_settings_override: PlatformSettingsOverride
 ) -> None:
     from training.data.shards import shard_files, shards_dataset
 
     root, example = spark_output
-    settings.PLATFORM = {**settings.PLATFORM, "DATASET_ROOTS": [root]}
+    platform_settings_override(dataset_roots=[root])
     folder = root / "users" / SPARK_USER / "digits-spark"
     paths = {split: str(folder / split) for split in ("train", "validation")}
     client = APIClient()
@@ -91,7 +93,8 @@ def test_a_spark_jobs_parquet_is_registered_and_read_by_two_pipelines_file_by_fi
 
 @pytest.mark.django_db(transaction=True)
 def test_an_experiment_trains_on_the_spark_jobs_parquet_through_the_platform(
-    spark_output: tuple[Path, Any], settings: Any, tmp_path: Path
+    spark_output: tuple[Path, Any], settings: Any, tmp_path: Path,
+    platform_settings_override: PlatformSettingsOverride
 ) -> None:
     """The modern TensorFlowOnSpark path: Spark writes, the platform registers and trains."""
     from tests import live
@@ -100,7 +103,7 @@ def test_an_experiment_trains_on_the_spark_jobs_parquet_through_the_platform(
 
     root, example = spark_output
     work = tmp_path / "work"
-    settings.PLATFORM = {**settings.PLATFORM, "DATASET_ROOTS": [root], "WORK_DIR": work}
+    platform_settings_override(dataset_roots=[root], work_dir=work)
     folder = root / "users" / SPARK_USER / "digits-spark"
     client = APIClient()
     client.force_authenticate(UserFactory(username=SPARK_USER))

@@ -15,6 +15,7 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from tests.factories import EnvironmentFactory, ExperimentFactory, NodeFactory, UserFactory
+from tests.fixtures_settings import PlatformSettingsOverride
 from tfplatform.experiments.environments import (
     EnvironmentBuildFailed,
     environment_build_ensure,
@@ -39,9 +40,10 @@ def client_for(user: object) -> APIClient:
 
 
 @pytest.fixture
-def environments_dir(tmp_path: Path, settings: Any) -> Path:
+def environments_dir(tmp_path: Path, settings: Any,
+    platform_settings_override: PlatformSettingsOverride) -> Path:
     root = tmp_path / "environments"
-    settings.PLATFORM = {**settings.PLATFORM, "ENVIRONMENTS_DIR": root}
+    platform_settings_override(environments_dir=root)
     return root
 
 

@@ -8,6 +8,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from rest_framework.test import APIClient
 
 from tests.factories import UserFactory
+from tests.fixtures_settings import PlatformSettingsOverride
 from tfplatform.experiments.models import Experiment
 
 pytestmark = pytest.mark.django_db
@@ -114,11 +115,11 @@ def test_not_a_dataset_file_type_is_400() -> None:
 
 
 def test_model_and_dataset_by_path_only_from_the_shared_folder(
-    settings: Any, tmp_path: Any
+    settings: Any, tmp_path: Any, platform_settings_override: PlatformSettingsOverride
 ) -> None:
     shared = tmp_path / "shared"
     shared.mkdir()
-    settings.PLATFORM = {**settings.PLATFORM, "SHARED_DIR": shared}
+    platform_settings_override(shared_dir=shared)
     (shared / "model.py").write_bytes(GOOD_MODULE)
     (tmp_path / "outside.py").write_bytes(GOOD_MODULE)
     rng = np.random.default_rng(1)

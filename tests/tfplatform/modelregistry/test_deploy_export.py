@@ -14,6 +14,7 @@ from rest_framework.test import APIClient
 
 from tests.conftest import peer_data_or_skip
 from tests.factories import ExperimentFactory
+from tests.fixtures_settings import PlatformSettingsOverride
 from tests.tfplatform.modelregistry.conftest import HALF_PLUS_THREE, HALF_PLUS_TWO, version_loaded
 from tfplatform.experiments.models import Experiment
 from tfplatform.experiments.services.execution import experiment_work_dir
@@ -23,16 +24,18 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
-def work_dir(settings: Any, tmp_path: Path) -> Path:
-    settings.PLATFORM = {**settings.PLATFORM, "WORK_DIR": tmp_path / "work"}
+def work_dir(settings: Any, tmp_path: Path,
+    platform_settings_override: PlatformSettingsOverride) -> Path:
+    platform_settings_override(work_dir=tmp_path / "work")
     return tmp_path / "work"
 
 
 @pytest.fixture
-def model_base(settings: Any, tmp_path: Path) -> Path:
+def model_base(settings: Any, tmp_path: Path,
+    platform_settings_override: PlatformSettingsOverride) -> Path:
     """Where versions would be published, for tests that must end before the model server."""
     base = tmp_path / "models"
-    settings.PLATFORM = {**settings.PLATFORM, "MODEL_BASE_PATH": base}
+    platform_settings_override(model_base_path=base)
     return base
 
 

@@ -46,7 +46,7 @@ def test_trained_model_deploys_and_answers_like_keras_everywhere(
     results = client.get(f"/api/v1/experiments/{experiment_id}/").json()["results"]
     assert results["exported"] is True
     # Nothing of the node's file layout in what the API shows.
-    assert str(settings.PLATFORM["WORK_DIR"]) not in json.dumps(results)
+    assert str(settings.PLATFORM.work_dir) not in json.dumps(results)
     assert not {"export_path", "attempt_dir", "best_checkpoint_path"} & set(results)
 
     stranger = APIClient()
@@ -96,7 +96,7 @@ def test_trained_model_deploys_and_answers_like_keras_everywhere(
 
     grpc_client = ModelServerClient(
         grpc_target=model_server["grpc"], rest_url=model_server["rest"],
-        access_token=settings.PLATFORM["TF_SERVING_ACCESS_TOKEN"],
+        access_token=settings.PLATFORM.tf_serving_access_token,
     )
     try:
         over_grpc = grpc_client.predict(name="digits", inputs={"inputs": pixels})

@@ -13,6 +13,7 @@ from rest_framework.test import APIClient
 
 from tests.conftest import peer_data_or_skip
 from tests.factories import TeamFactory, UserFactory
+from tests.fixtures_settings import PlatformSettingsOverride
 from tests.tfplatform.modelregistry.conftest import (
     HALF_PLUS_THREE,
     HALF_PLUS_TWO,
@@ -152,9 +153,10 @@ def test_predict_answers_json_whatever_the_client_accepts(model_server: dict[str
 
 
 def test_body_over_the_cap_is_413_before_the_model_server(
-    model_server: dict[str, Any], settings: Any
+    model_server: dict[str, Any], settings: Any,
+    platform_settings_override: PlatformSettingsOverride
 ) -> None:
-    settings.PLATFORM = {**settings.PLATFORM, "MAX_PREDICT_BYTES": 1000}
+    platform_settings_override(max_predict_bytes=1000)
     client = api(UserFactory())
     register(client, "capped")
     response = predict(client, "/api/v1/models/capped:predict", {"instances": [1.0] * 1000})
@@ -195,10 +197,11 @@ def test_zip_with_traversal_or_links_is_rejected(model_server: dict[str, Any]) -
 
 
 @pytest.fixture
-def import_dir(settings: Any, tmp_path: Any) -> Any:
+def import_dir(settings: Any, tmp_path: Any,
+    platform_settings_override: PlatformSettingsOverride) -> Any:
     folder = tmp_path / "import"
     folder.mkdir()
-    settings.PLATFORM = {**settings.PLATFORM, "MODEL_IMPORT_DIR": folder}
+    platform_settings_override(model_import_dir=folder)
     return folder
 
 

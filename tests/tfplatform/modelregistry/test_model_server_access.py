@@ -41,7 +41,7 @@ def test_the_token_reaches_the_server_by_a_file_of_its_owner_never_argv_or_envir
 ) -> None:
     """Every local user can read a process's command line; a model the server runs can read its
     environment. The file is read at start, before the server confines itself."""
-    token = settings.PLATFORM["TF_SERVING_ACCESS_TOKEN"]
+    token = settings.PLATFORM.tf_serving_access_token
     assert len(token) >= 32
     process = Path(f"/proc/{model_server['pid']}")
     command_line = (process / "cmdline").read_bytes()
@@ -54,4 +54,4 @@ def test_the_token_reaches_the_server_by_a_file_of_its_owner_never_argv_or_envir
     token_file = Path(named.split(b"=", 1)[1].decode())
     assert token_file.read_text() == token
     assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
-    assert not token_file.is_relative_to(settings.PLATFORM["MODEL_BASE_PATH"])
+    assert not token_file.is_relative_to(settings.PLATFORM.model_base_path)

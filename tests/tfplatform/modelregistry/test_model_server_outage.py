@@ -16,6 +16,7 @@ from django.db import connection
 
 from tests import live
 from tests.factories import UserFactory
+from tests.fixtures_settings import PlatformSettingsOverride
 from tests.tfplatform.modelregistry.conftest import HALF_PLUS_THREE, api, predict, register
 from tfplatform.modelregistry.services.sync import model_config_ensure
 
@@ -55,15 +56,19 @@ class Server:
 
 
 @pytest.fixture
-def server(settings: Any, tmp_path: Path, model_loader: None) -> Iterator[Server]:
+def server(settings: Any, tmp_path: Path, model_loader: None,
+    platform_settings_override: PlatformSettingsOverride) -> Iterator[Server]:
     base = tmp_path / "models"
     base.mkdir()
     running = Server(base=base, grpc_port=live.free_port(), rest_port=live.free_port(),
                      log=tmp_path / "model-server.log")
-    settings.PLATFORM = {**settings.PLATFORM, "MODEL_BASE_PATH": base,
-                         "TF_SERVING_GRPC": running.grpc, "TF_SERVING_REST": running.rest}
+    platform_settings_override(
+        model_base_path=base,
+        tf_serving_grpc=running.grpc,
+        tf_serving_rest=running.rest,
+    )
     model_config_ensure()
-    headers = {"Authorization": f"Bearer {settings.PLATFORM['TF_SERVING_ACCESS_TOKEN']}"}
+    headers = {"Authorization": f"Bearer {settings.PLATFORM.tf_serving_access_token}"}
     running.start(headers=headers)
     yield running
     running.stop()
@@ -107,7 +112,7 @@ def test_while_the_model_server_is_away_predict_is_a_503_with_retry_after_and_it
         live.wait_for(lambda: seen(503, after=gone), timeout=30, what="a 503 while it is away")
         time.sleep(1)  # more requests land on the missing server
         back = time.monotonic()
-        headers = {"Authorization": f"Bearer {settings.PLATFORM['TF_SERVING_ACCESS_TOKEN']}"}
+        headers = {"Authorization": f"Bearer {settings.PLATFORM.tf_serving_access_token}"}
         server.start(headers=headers)
         live.wait_for(lambda: seen(200, after=back), timeout=90, what="answers again",
                       log=server.log)

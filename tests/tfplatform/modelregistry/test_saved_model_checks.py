@@ -24,6 +24,7 @@ from tests.crafted_models import (
     saved_model_save,
 )
 from tests.factories import UserFactory
+from tests.fixtures_settings import PlatformSettingsOverride
 from tests.tfplatform.modelregistry.conftest import saved_model_zip, version_loaded
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -82,9 +83,9 @@ def test_a_keras_model_with_every_layer_of_the_examples_publishes_and_serves(
 
 @pytest.mark.parametrize("name", ["models.config", "monitoring.config", "Models.Config"])
 def test_a_model_cannot_take_the_name_of_the_servers_own_files(
-    name: str, settings: Any, tmp_path: Path
+    name: str, settings: Any, tmp_path: Path, platform_settings_override: PlatformSettingsOverride
 ) -> None:
-    settings.PLATFORM = {**settings.PLATFORM, "MODEL_BASE_PATH": tmp_path}
+    platform_settings_override(model_base_path=tmp_path)
     client = APIClient()
     client.force_authenticate(UserFactory())
     answer = client.post("/api/v1/models/", {"model_name": name, "file": saved_model_zip(
@@ -126,10 +127,10 @@ def test_the_model_server_holds_no_platform_secret(tmp_path: Path) -> None:
 
 
 def test_an_operator_may_allow_an_operation(
-    model_server: dict[str, Any], tmp_path: Path, settings: Any
+    model_server: dict[str, Any], tmp_path: Path, settings: Any,
+    platform_settings_override: PlatformSettingsOverride
 ) -> None:
-    settings.PLATFORM = {**settings.PLATFORM,
-                         "MODEL_ALLOWED_OPS": ["InitializeTableFromTextFileV2"]}
+    platform_settings_override(model_allowed_ops=["InitializeTableFromTextFileV2"])
     client = APIClient()
     client.force_authenticate(UserFactory())
     answer = client.post("/api/v1/models/", {"model_name": "allowed",
@@ -138,12 +139,13 @@ def test_an_operator_may_allow_an_operation(
 
 
 def test_a_model_the_check_let_through_still_reads_nothing_outside_the_model_base_path(
-    model_server: dict[str, Any], tmp_path: Path, settings: Any
+    model_server: dict[str, Any], tmp_path: Path, settings: Any,
+    platform_settings_override: PlatformSettingsOverride
 ) -> None:
     """The second wall: the embedded server is confined (Landlock) to the model base path, so a
     file-reading op an operator allowed gets nothing of the platform's (here: a secret beside
     var/), while the same op reading inside the base path works."""
-    settings.PLATFORM = {**settings.PLATFORM, "MODEL_ALLOWED_OPS": ["ReadFile"]}
+    platform_settings_override(model_allowed_ops=["ReadFile"])
     secret = tmp_path / "secret_key"
     secret.write_text("the-platform-secret")
     inside = model_server["base"].parent / f"{tmp_path.name}-words.txt"

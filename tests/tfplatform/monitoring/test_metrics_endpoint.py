@@ -17,6 +17,7 @@ from tests.factories import (
     TrialFactory,
     UserFactory,
 )
+from tests.fixtures_settings import PlatformSettingsOverride
 from tfplatform.cluster.models import Allocation, Node
 from tfplatform.cluster.placement import PREEMPTED
 from tfplatform.experiments.models import Experiment, Trial
@@ -42,8 +43,8 @@ def value(found: dict, name: str, **labels: str) -> float:
 
 
 @pytest.fixture(autouse=True)
-def metrics_token(settings: object) -> str:
-    settings.PLATFORM = {**settings.PLATFORM, "METRICS_TOKEN": TOKEN}
+def metrics_token(settings: object, platform_settings_override: PlatformSettingsOverride) -> str:
+    platform_settings_override(metrics_token=TOKEN)
     return TOKEN
 
 
@@ -215,8 +216,9 @@ class TestWhoMayScrape:
             assert answer.status_code == 403
             assert b"tfplatform_" not in answer.content
 
-    def test_no_token_configured_accepts_no_token(self, client: Client, settings: object) -> None:
-        settings.PLATFORM = {**settings.PLATFORM, "METRICS_TOKEN": ""}
+    def test_no_token_configured_accepts_no_token(self, client: Client, settings: object,
+        platform_settings_override: PlatformSettingsOverride) -> None:
+        platform_settings_override(metrics_token="")
         answer = client.get("/metrics", REMOTE_ADDR="127.0.0.1")
         assert answer.status_code == 404
         answer = client.get("/metrics", HTTP_AUTHORIZATION="Bearer anything", **self.OUTSIDE)

@@ -12,6 +12,7 @@ from rest_framework.test import APIClient
 
 from tests import live
 from tests.factories import UserFactory
+from tests.fixtures_settings import PlatformSettingsOverride
 from tests.tfplatform.modelregistry.conftest import version_loaded
 from tfplatform.cluster.models import Allocation, Node
 from tfplatform.experiments.models import Metric
@@ -21,11 +22,12 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 
 @pytest.fixture
-def two_slot_node(tmp_path: Path, settings: Any) -> Iterator[Path]:
+def two_slot_node(tmp_path: Path, settings: Any,
+    platform_settings_override: PlatformSettingsOverride) -> Iterator[Path]:
     name = f"search-{tmp_path.name[-12:]}"
     log = tmp_path / "worker.log"
     work = tmp_path / "work"
-    settings.PLATFORM = {**settings.PLATFORM, "WORK_DIR": work}
+    platform_settings_override(work_dir=work)
     process = live.worker_start(node=name, log=log, cpu_slots=2, PLATFORM_WORK_DIR=str(work))
     live.wait_for(lambda: Node.objects.filter(hostname=name).exists(), timeout=60,
                   what="node registration", log=log)

@@ -15,6 +15,7 @@ from tests.factories import (
     NodeFactory,
     UserFactory,
 )
+from tests.fixtures_settings import PlatformSettingsOverride
 from tests.tfplatform.web.conftest import ARTIFACTS
 from tfplatform.cluster.models import Node, UtilizationSample
 from tfplatform.cluster.utilization import utilization_record
@@ -117,8 +118,9 @@ def test_each_node_shows_its_trial_runtime_and_a_node_without_isolation_is_flagg
 
 
 @pytest.mark.django_db
-def test_each_node_shows_its_free_work_disk_and_a_full_one_is_flagged(settings: Any) -> None:
-    settings.PLATFORM = {**settings.PLATFORM, "WORK_DISK_MIN_FREE_MB": 100}
+def test_each_node_shows_its_free_work_disk_and_a_full_one_is_flagged(settings: Any,
+    platform_settings_override: PlatformSettingsOverride) -> None:
+    platform_settings_override(work_disk_min_free_mb=100)
     roomy = NodeFactory(hostname="roomy", work_disk_free_bytes=3 * 2**30)
     crowded = NodeFactory(hostname="crowded", work_disk_free_bytes=2 * 2**20)
     html = staff().get("/cluster/").content.decode()

@@ -9,6 +9,7 @@ import pytest
 from django.test import Client
 
 from tests.factories import UserFactory
+from tests.fixtures_settings import PlatformSettingsOverride
 from tfplatform.modelregistry.models import RegisteredModel
 
 pytestmark = pytest.mark.django_db
@@ -41,13 +42,14 @@ def test_a_stranger_cannot_tell_a_private_model_from_a_missing_one() -> None:
     )
 
 
-def test_the_page_endpoint_checks_csrf_and_the_body_size(settings: object) -> None:
+def test_the_page_endpoint_checks_csrf_and_the_body_size(settings: object,
+    platform_settings_override: PlatformSettingsOverride) -> None:
     owner = UserFactory()
     model = RegisteredModel.objects.create(name="mine", owner=owner)
     client, token = session(owner)
     url = f"/models/{model.name}/predict/"
     assert client.post(url, BODY, content_type="application/json").status_code == 403
-    settings.PLATFORM = {**settings.PLATFORM, "MAX_PREDICT_BYTES": 10}  # type: ignore[attr-defined]
+    platform_settings_override(max_predict_bytes=10)  # type: ignore[attr-defined]
     too_big = client.post(url, BODY, content_type="application/json", HTTP_X_CSRFTOKEN=token)
     assert too_big.status_code == 413 and "larger than 10 bytes" in too_big.json()["error"]
     assert client.get(url).status_code == 405

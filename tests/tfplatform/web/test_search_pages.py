@@ -6,6 +6,7 @@ from django.test import Client
 
 from tests.crafted_models import saved_model_save
 from tests.factories import UserFactory
+from tests.fixtures_settings import PlatformSettingsOverride
 from tests.tfplatform.web.search_driving import search_launch, trial_train
 from tfplatform.modelregistry.models import ModelVersion
 from tfplatform.modelregistry.services.publish import experiment_export_dir
@@ -168,9 +169,9 @@ def test_search_pages_need_login_and_nav_links_them() -> None:
     assert 'href="/searches/"' in page
 
 
-def test_deploy_best_publishes_the_best_completed_trial(tmp_path: Path, settings: Any) -> None:
-    settings.PLATFORM = {**settings.PLATFORM, "WORK_DIR": tmp_path / "work",
-                         "MODEL_BASE_PATH": tmp_path / "models"}
+def test_deploy_best_publishes_the_best_completed_trial(tmp_path: Path, settings: Any,
+    platform_settings_override: PlatformSettingsOverride) -> None:
+    platform_settings_override(work_dir=tmp_path / "work", model_base_path=tmp_path / "models")
     search = search_launch(owner=UserFactory(), max_trials=2)
     worse, better = search.trials.order_by("index")
     trial_train(member=worse, values=[0.5, 0.6])
@@ -187,9 +188,9 @@ def test_deploy_best_publishes_the_best_completed_trial(tmp_path: Path, settings
     assert version.source_experiment_id == better.experiment_id
 
 
-def test_deploy_best_can_convert_to_tflite(tmp_path: Path, settings: Any) -> None:
-    settings.PLATFORM = {**settings.PLATFORM, "WORK_DIR": tmp_path / "work",
-                         "MODEL_BASE_PATH": tmp_path / "models"}
+def test_deploy_best_can_convert_to_tflite(tmp_path: Path, settings: Any,
+    platform_settings_override: PlatformSettingsOverride) -> None:
+    platform_settings_override(work_dir=tmp_path / "work", model_base_path=tmp_path / "models")
     search = search_launch(owner=UserFactory(), max_trials=1)
     (only,) = search.trials.all()
     trial_train(member=only, values=[0.8])

@@ -21,6 +21,7 @@ import requests
 from django.test import Client
 
 from tests.factories import PASSWORD, ExperimentFactory, TeamFactory, UserFactory
+from tests.fixtures_settings import PlatformSettingsOverride
 from tests.tfplatform.web.conftest import ARTIFACTS
 from tfplatform.experiments.boards import registry as boards
 from tfplatform.experiments.models import Experiment
@@ -43,10 +44,10 @@ def scalars_write(*, folder: Path, tag: str, values: list[float]) -> None:
 
 
 @pytest.fixture
-def boards_here(settings: Any, tmp_path: Path) -> Iterator[Path]:
+def boards_here(settings: Any, tmp_path: Path,
+    platform_settings_override: PlatformSettingsOverride) -> Iterator[Path]:
     """Work dirs and board records of this test's own; its boards stopped after it."""
-    settings.PLATFORM = {**settings.PLATFORM, "WORK_DIR": tmp_path / "work",
-                         "BOARD_DIR": tmp_path / "boards"}
+    platform_settings_override(work_dir=tmp_path / "work", board_dir=tmp_path / "boards")
     yield tmp_path / "work"
     boards.boards_reap(idle_seconds=0)
 

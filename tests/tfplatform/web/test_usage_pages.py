@@ -18,6 +18,7 @@ from tests.factories import (
     TeamFactory,
     UserFactory,
 )
+from tests.fixtures_settings import PlatformSettingsOverride
 from tests.tfplatform.web.conftest import ARTIFACTS
 from tfplatform.cluster.models import Allocation, Device
 from tfplatform.cluster.services import allocations_utilization_record
@@ -123,8 +124,9 @@ def test_my_usage_shows_only_my_own_experiments() -> None:
 
 
 @pytest.mark.django_db
-def test_cluster_page_flags_an_idle_measured_gpu_and_not_an_emulated_one(settings: Any) -> None:
-    settings.PLATFORM = {**settings.PLATFORM, "IDLE_GPU_MINUTES": 10}
+def test_cluster_page_flags_an_idle_measured_gpu_and_not_an_emulated_one(settings: Any,
+    platform_settings_override: PlatformSettingsOverride) -> None:
+    platform_settings_override(idle_gpu_minutes=10)
     node = NodeFactory(hostname="a100-box")
     real = DeviceFactory(node=node, kind="gpu", index=0, emulated=False, name="NVIDIA A100")
     busy = DeviceFactory(node=node, kind="gpu", index=1, emulated=False, name="NVIDIA A100")

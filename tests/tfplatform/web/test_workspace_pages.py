@@ -8,14 +8,16 @@ import pytest
 from django.test import Client
 
 from tests.factories import UserFactory
+from tests.fixtures_settings import PlatformSettingsOverride
 from tfplatform.workspaces.models import Workspace
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture(autouse=True)
-def homes(tmp_path: Path, settings: Any) -> None:
-    settings.PLATFORM = {**settings.PLATFORM, "HOME_DIR": tmp_path / "homes"}
+def homes(tmp_path: Path, settings: Any,
+    platform_settings_override: PlatformSettingsOverride) -> None:
+    platform_settings_override(home_dir=tmp_path / "homes")
 
 
 def _client(user: Any) -> Client:

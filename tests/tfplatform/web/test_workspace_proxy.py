@@ -18,6 +18,7 @@ from asgiref.testing import ApplicationCommunicator
 from django.test import Client
 
 from tests.factories import UserFactory
+from tests.fixtures_settings import PlatformSettingsOverride
 from tfplatform.accounts.tokens import api_token_issue
 from tfplatform.config.asgi import application
 from tfplatform.experiments.models import Experiment
@@ -105,11 +106,11 @@ def test_only_the_owner_from_the_platforms_origin_gets_through() -> None:
 
 
 def test_with_a_lab_origin_the_lab_answers_there_only_and_nothing_else_does(
-    settings: Any,
+    settings: Any, platform_settings_override: PlatformSettingsOverride,
 ) -> None:
     """Lab content must not share an origin with the platform's pages: it would read them
     with the user's session."""
-    settings.PLATFORM = {**settings.PLATFORM, "WORKSPACE_LAB_ORIGIN": "https://lab.test:8443"}
+    platform_settings_override(workspace_lab_origin="https://lab.test:8443")
     alice = UserFactory()
     workspace = _running_workspace(alice)
     cookie = {"cookie": _session_cookie(alice)}
@@ -120,7 +121,7 @@ def test_with_a_lab_origin_the_lab_answers_there_only_and_nothing_else_does(
         assert ask(page, headers={**cookie, "host": "lab.test:8443"}) == 404, page
     assert ask("/healthz", headers={}) == 200  # the platform's own origin is the platform's
     # A default port is the same origin, written or not.
-    settings.PLATFORM = {**settings.PLATFORM, "WORKSPACE_LAB_ORIGIN": "https://LAB.test"}
+    platform_settings_override(workspace_lab_origin="https://LAB.test")
     for host in ("lab.test", "lab.test:443"):
         assert ask(lab, headers={**cookie, "host": host}) == 503, host
     assert ask(lab, headers={**cookie, "host": "lab.test:8443"}) == 404
@@ -128,10 +129,11 @@ def test_with_a_lab_origin_the_lab_answers_there_only_and_nothing_else_does(
 
 
 @pytest.fixture
-def short_home(settings: Any) -> Iterator[Path]:
+def short_home(settings: Any,
+    platform_settings_override: PlatformSettingsOverride) -> Iterator[Path]:
     """Homes under a short path: a Unix socket's path has at most 107 bytes."""
     home = Path(tempfile.mkdtemp(prefix="wsp-"))
-    settings.PLATFORM = {**settings.PLATFORM, "HOME_DIR": home}
+    platform_settings_override(home_dir=home)
     yield home
     shutil.rmtree(home, ignore_errors=True)
 

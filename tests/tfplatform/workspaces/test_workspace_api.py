@@ -8,14 +8,16 @@ import pytest
 from rest_framework.test import APIClient
 
 from tests.factories import UserFactory
+from tests.fixtures_settings import PlatformSettingsOverride
 from tfplatform.workspaces.models import Workspace
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture(autouse=True)
-def homes(tmp_path: Path, settings: Any) -> None:
-    settings.PLATFORM = {**settings.PLATFORM, "HOME_DIR": tmp_path / "homes"}
+def homes(tmp_path: Path, settings: Any,
+    platform_settings_override: PlatformSettingsOverride) -> None:
+    platform_settings_override(home_dir=tmp_path / "homes")
 
 
 def _client(user: Any) -> APIClient:
@@ -72,13 +74,14 @@ def test_the_schema_documents_cpu_slots() -> None:
     assert "cpu_slots" in schemas["Workspace"]["properties"]
 
 
-def test_the_lab_url_names_the_lab_processs_own_origin_when_it_has_one(settings: Any) -> None:
+def test_the_lab_url_names_the_lab_processs_own_origin_when_it_has_one(settings: Any,
+    platform_settings_override: PlatformSettingsOverride) -> None:
     """`make run` (PORT+100) and compose (8443) serve the lab on its own origin: a path on the
     API's origin would be a 404 there."""
     alice = _client(UserFactory())
     answer = alice.post("/api/v1/workspaces/", {"name": "w"}, format="json")
     workspace_id = answer.json()["id"]
     assert answer.json()["lab_url"] == f"/workspaces/{workspace_id}/lab/"  # no lab origin set
-    settings.PLATFORM = {**settings.PLATFORM, "WORKSPACE_LAB_ORIGIN": "http://127.0.0.1:8100"}
+    platform_settings_override(workspace_lab_origin="http://127.0.0.1:8100")
     found = alice.get(f"/api/v1/workspaces/{workspace_id}/").json()
     assert found["lab_url"] == f"http://127.0.0.1:8100/workspaces/{workspace_id}/lab/"

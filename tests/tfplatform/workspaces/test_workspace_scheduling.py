@@ -9,6 +9,7 @@ import pytest
 from django.utils import timezone
 
 from tests.factories import DeviceFactory, ExperimentFactory, NodeFactory, UserFactory
+from tests.fixtures_settings import PlatformSettingsOverride
 from tfplatform.cluster.models import Allocation, Device, Node
 from tfplatform.cluster.services import allocations_claim_part
 from tfplatform.experiments.models import Trial
@@ -26,8 +27,9 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture(autouse=True)
-def homes(tmp_path: Path, settings: Any) -> None:
-    settings.PLATFORM = {**settings.PLATFORM, "HOME_DIR": tmp_path / "homes"}
+def homes(tmp_path: Path, settings: Any,
+    platform_settings_override: PlatformSettingsOverride) -> None:
+    platform_settings_override(home_dir=tmp_path / "homes")
 
 
 def cpu_node(*, slots: int) -> Node:

@@ -15,6 +15,7 @@ from rest_framework.test import APIClient
 
 from tests import live
 from tests.factories import ExperimentFactory, UserFactory
+from tests.fixtures_settings import PlatformSettingsOverride
 from tfplatform.accounts.models import ApiToken
 from tfplatform.cluster.models import Allocation, Node
 from tfplatform.experiments.models import Experiment
@@ -31,10 +32,11 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 
 @pytest.fixture
-def gpu_node(tmp_path: Path, settings: Any) -> Iterator[Path]:
+def gpu_node(tmp_path: Path, settings: Any,
+    platform_settings_override: PlatformSettingsOverride) -> Iterator[Path]:
     # A short folder: a Unix socket's path must fit in 108 bytes.
     homes = tmp_path / "h"
-    settings.PLATFORM = {**settings.PLATFORM, "HOME_DIR": homes}
+    platform_settings_override(home_dir=homes)
     log = tmp_path / "worker.log"
     process = live.worker_start(node=f"ws-{tmp_path.name[-6:]}", log=log, gpu_slots=1,
                                 PLATFORM_HOME_DIR=str(homes),
@@ -108,7 +110,7 @@ def test_workspace_lifecycle_home_and_ownership(gpu_node: Path) -> None:
     status, _ = _jupyter(workspace, "PUT", "/api/contents/notes.txt",
                          {"type": "file", "format": "text", "content": "kept"})
     assert status in (200, 201)
-    home = Path(settings.PLATFORM["HOME_DIR"]) / f"user-{owner.pk}"
+    home = Path(settings.PLATFORM.home_dir) / f"user-{owner.pk}"
     assert (home / "notes.txt").read_text() == "kept"
 
     assert client.post(f"/api/v1/workspaces/{workspace_id}/stop/").status_code == 200
@@ -152,7 +154,7 @@ def test_idle_workspace_is_culled_and_the_queue_gets_its_gpu(gpu_node: Path) -> 
     assert workspaces_cull() == []  # active just now
     Workspace.objects.filter(pk=workspace_id).update(
         last_activity_at=timezone.now() - timedelta(
-            minutes=settings.PLATFORM["WORKSPACE_IDLE_MINUTES"] + 1))
+            minutes=settings.PLATFORM.workspace_idle_minutes + 1))
     assert workspaces_cull() == [workspace_id]
     _stopped(workspace_id=workspace_id, log=gpu_node)
     assert Workspace.objects.get(pk=workspace_id).stop_reason == "idle"
@@ -165,12 +167,13 @@ def test_idle_workspace_is_culled_and_the_queue_gets_its_gpu(gpu_node: Path) -> 
     assert finished == Experiment.State.COMPLETED
 
 
-def test_a_session_past_its_teams_lifetime_is_stopped(settings: Any) -> None:
+def test_a_session_past_its_teams_lifetime_is_stopped(settings: Any,
+    platform_settings_override: PlatformSettingsOverride) -> None:
     from tests.factories import TeamFactory
     from tfplatform.experiments.services.transitions import experiment_transition
     from tfplatform.workspaces.services import WorkspaceRequest, workspace_create
 
-    settings.PLATFORM = {**settings.PLATFORM, "WORKSPACE_IDLE_MINUTES": 10_000}
+    platform_settings_override(workspace_idle_minutes=10_000)
     team = TeamFactory(workspace_max_hours=2)
     owner = UserFactory(team=team)
     workspace = workspace_create(owner=owner, request=WorkspaceRequest(name="long"))

@@ -13,7 +13,7 @@ from django.utils import timezone
 def plain_keys_hash(apps: Any, schema_editor: Any) -> None:
     Token = apps.get_model("authtoken", "Token")
     ApiToken = apps.get_model("accounts", "ApiToken")
-    expires = timezone.now() + timedelta(days=settings.PLATFORM["API_TOKEN_DAYS"])
+    expires = timezone.now() + timedelta(days=settings.PLATFORM.api_token_days)
     for token in Token.objects.all():
         ApiToken.objects.create(
             user_id=token.user_id, name="from before hashed tokens", prefix=token.key[:8],

@@ -12,7 +12,7 @@ Each run is an experiment's `<work_dir>/tensorboard` (written by the trial's chi
 itself reads nothing else (Landlock), so a link a trial planted inside leads nowhere.
 
 Any web process may start a board or serve one another started: the boards are recorded in
-`PLATFORM["BOARD_DIR"]` (`<key>.json`: port, token, pid, runs; written under a `<key>.lock`
+`PLATFORM.board_dir` (`<key>.json`: port, token, pid, runs; written under a `<key>.lock`
 file lock, so two processes never start the same one), and a proxied request touches the record,
 whose age is the board's idleness. A board is the child of the web process that started it, dies
 with it (its stdin is a pipe from it) and is stopped by it after `BOARD_IDLE_SECONDS` without a
@@ -114,7 +114,7 @@ def board_runs(*, experiments: list[Experiment]) -> dict[str, str]:
         work = experiment_work_dir(experiment_id=experiment.pk)
         folder = work / "tensorboard"
         real = Path(os.path.realpath(folder))
-        expected = Path(os.path.realpath(settings.PLATFORM["WORK_DIR"])) / work.name / folder.name
+        expected = Path(os.path.realpath(settings.PLATFORM.work_dir)) / work.name / folder.name
         if real == expected and real.is_dir():
             slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", experiment.name).strip("-")[:40]
             runs[f"{experiment.pk}-{slug}" if slug else str(experiment.pk)] = str(real)
@@ -159,7 +159,7 @@ def boards_reap(*, idle_seconds: float) -> list[str]:
 
 
 def _folder() -> Path:
-    folder = Path(settings.PLATFORM["BOARD_DIR"])
+    folder = Path(settings.PLATFORM.board_dir)
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     return folder
 
@@ -225,7 +225,7 @@ def _room_make() -> None:
     records = sorted(_folder().glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
     running = [board for path in records
                if (board := board_record_read(path.stem)) and board_alive(board)]
-    for board in running[max(settings.PLATFORM["BOARD_MAX"] - 1, 0):]:
+    for board in running[max(settings.PLATFORM.board_max - 1, 0):]:
         logger.info("Stopping TensorBoard %s to make room for another", board.key)
         _stop(board)
 
@@ -251,7 +251,7 @@ def _start(*, key: str, runs: dict[str, str]) -> Board:
         argv = [sys.executable, "-m", "tfplatform.experiments.boards.host", "--port", str(port),
                 "--path-prefix", f"{URL_PREFIX}/{key}",
                 *(f"--run={name}={folder}" for name, folder in shown.items())]
-        if not settings.PLATFORM["BOARD_CONFINE"]:
+        if not settings.PLATFORM.board_confine:
             argv.append("--no-confine")
         log = (_folder() / f"{key}.log").open("wb")
         child = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=log, stderr=log, env=env,
@@ -295,9 +295,9 @@ def _ready(*, board: Board, child: subprocess.Popen[bytes]) -> bool:
 
 def _reap_forever() -> None:
     while True:
-        time.sleep(min(60.0, settings.PLATFORM["BOARD_IDLE_SECONDS"] / 2))
+        time.sleep(min(60.0, settings.PLATFORM.board_idle_seconds / 2))
         try:
-            for key in boards_reap(idle_seconds=settings.PLATFORM["BOARD_IDLE_SECONDS"]):
+            for key in boards_reap(idle_seconds=settings.PLATFORM.board_idle_seconds):
                 logger.info("Stopped idle TensorBoard %s", key)
         except Exception:  # the reaper must outlive one bad record
             logger.exception("TensorBoard reaper")

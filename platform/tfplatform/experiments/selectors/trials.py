@@ -22,7 +22,7 @@ def trials_dispatch_overdue_ids() -> list[int]:
                                                     released_at__isnull=True)
     never = Q(dispatched_at__isnull=True, created_at__lt=Now() - timedelta(seconds=5))
     stale = Q(dispatched_at__lt=Now() - timedelta(
-        seconds=settings.PLATFORM["DISPATCH_RETRY_SECONDS"]))
+        seconds=settings.PLATFORM.dispatch_retry_seconds))
     return list(
         Trial.objects.filter(never | stale, state__in=(Trial.State.PENDING, Trial.State.RUNNING),
                              pk__in=waiting.values("holder_id"))

@@ -66,20 +66,20 @@ STOP_GRACE_SECONDS = 30.0
 
 def experiment_work_dir(*, experiment_id: int) -> Path:
     # Shared by every trial of the experiment, so a restart finds the last checkpoint.
-    return Path(settings.PLATFORM["WORK_DIR"]) / f"experiment-{experiment_id}"
+    return Path(settings.PLATFORM.work_dir) / f"experiment-{experiment_id}"
 
 
 def experiment_run_dir(*, experiment_id: int) -> Path:
     # The supervisor's files of each attempt; never shown to the trial (see supervisor.py).
-    return Path(settings.PLATFORM["RUN_DIR"]) / f"experiment-{experiment_id}"
+    return Path(settings.PLATFORM.run_dir) / f"experiment-{experiment_id}"
 
 
 ENGINE_URLS = {"podman": "unix:///run/podman/podman.sock", "docker": "unix:///var/run/docker.sock"}
 
 
 def node_runtime(*, node: Node | None = None) -> Runtime:
-    name = settings.PLATFORM["TRIAL_RUNTIME"]
-    limit, subnet = settings.PLATFORM["LANDLOCK_ABI"], settings.PLATFORM["GANG_SUBNET"]
+    name = settings.PLATFORM.trial_runtime
+    limit, subnet = settings.PLATFORM.landlock_abi, settings.PLATFORM.gang_subnet
     if name not in CONTAINER_RUNTIMES:
         return runtime_for(name=name, landlock_limit=limit, gang_subnet=subnet)
     return runtime_for(name=name, containers=container_settings(node=node), landlock_limit=limit,
@@ -91,19 +91,19 @@ def container_settings(*, node: Node | None) -> ContainerSettings:
     the node's memory (a hard limit) and of its cores (a weight; a quota only if configured)."""
     config = settings.PLATFORM
     slots = max(1, node.devices.count()) if node is not None else 1
-    memory = config["CONTAINER_MEMORY_MB"] * 2**20 or (
+    memory = config.container_memory_mb * 2**20 or (
         node.memory_bytes // slots if node is not None and node.memory_bytes else 0
     )
     return ContainerSettings(
-        engine_url=config["CONTAINER_ENGINE_URL"] or ENGINE_URLS[config["TRIAL_RUNTIME"]],
-        node=node.hostname if node is not None else config["NODE_NAME"],
-        node_image=config["CONTAINER_IMAGE"] or RUNTIME_IMAGE,
-        oci_runtime=config["CONTAINER_OCI_RUNTIME"],
+        engine_url=config.container_engine_url or ENGINE_URLS[config.trial_runtime],
+        node=node.hostname if node is not None else config.node_name,
+        node_image=config.container_image or RUNTIME_IMAGE,
+        oci_runtime=config.container_oci_runtime,
         memory_bytes=memory,
-        pids=config["CONTAINER_PIDS"],
-        cpus=config["CONTAINER_CPUS"],
-        gang_network=config["CONTAINER_GANG_NETWORK"],
-        workspace_network=config["CONTAINER_WORKSPACE_NETWORK"],
+        pids=config.container_pids,
+        cpus=config.container_cpus,
+        gang_network=config.container_gang_network,
+        workspace_network=config.container_workspace_network,
     )
 
 
@@ -122,7 +122,7 @@ def trial_spec_build(*, trial: Trial, grant: SessionGrant | None = None) -> Tria
         dataset=experiment.dataset_file.path if experiment.dataset_file else experiment.dataset,
         # A workspace works in its owner's home volume, which outlives the session.
         work_dir=grant.home if grant else str(experiment_work_dir(experiment_id=experiment.pk)),
-        datasets_dir=str(settings.PLATFORM["DATASETS_DIR"]),
+        datasets_dir=str(settings.PLATFORM.datasets_dir),
         label_column=label_column,
         dataset_source=_dataset_source(experiment=experiment),
         dataset_roots=dataset_mount_roots(),
@@ -139,7 +139,7 @@ def trial_spec_build(*, trial: Trial, grant: SessionGrant | None = None) -> Tria
         target_value=experiment.target_value,
         workspace={} if grant is None else {
             "jupyter_token": grant.jupyter_token, "socket": grant.socket,
-            "api_token": grant.api_token, "api_url": settings.PLATFORM["WORKSPACE_API_URL"],
+            "api_token": grant.api_token, "api_url": settings.PLATFORM.workspace_api_url,
             "base_url": grant.base_url,
         },
     )

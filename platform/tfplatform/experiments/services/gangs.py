@@ -14,7 +14,7 @@ from training.tf_config import ClusterPlan, TaskAddress
 
 
 def _port(*, offset: int, key: int) -> int:
-    base, span = settings.PLATFORM["TASK_PORT_BASE"], settings.PLATFORM["TASK_PORT_SPAN"]
+    base, span = settings.PLATFORM.task_port_base, settings.PLATFORM.task_port_span
     return base + offset * span + key % span
 
 

@@ -382,7 +382,7 @@ def _quota_block(*, experiment: Experiment, quota_gpus: dict[QuotaKey, int]) -> 
     if experiment.team is not None:
         quota, whose = experiment.team.gpu_quota, "Team quota"
     else:
-        quota, whose = settings.PLATFORM["USER_GPU_QUOTA"], "Quota of a user without a team"
+        quota, whose = settings.PLATFORM.user_gpu_quota, "Quota of a user without a team"
     if in_use + experiment.gpus_requested > quota:
         return f"{whose} of {quota} GPUs: {in_use} in use, this needs {experiment.gpus_requested}."
     return ""

@@ -23,7 +23,7 @@ def serving_health_record() -> int:
     model it reports and for each of its versions it reports, and forget samples older than
     SERVING_SAMPLES_KEEP. Returns the samples stored; raises ModelServerError when the server
     does not answer."""
-    path = settings.PLATFORM["TF_SERVING_METRICS_PATH"]
+    path = settings.PLATFORM.tf_serving_metrics_path
     if not path:
         return 0
     counts = scrape_parse(model_server_client().metrics(path=path))

@@ -84,7 +84,7 @@ def saved_model_verify(path: Path) -> dict[str, Any]:
     datasets), hide a graph or misuse the saver (serving/graph_check.py), read in a process of
     its own: it is hostile input, and reading it takes TensorFlow's protos, which the web
     process does not load. Returns its serving signatures."""
-    allowed = ",".join(settings.PLATFORM["MODEL_ALLOWED_OPS"])
+    allowed = ",".join(settings.PLATFORM.model_allowed_ops)
     try:
         done = subprocess.run(
             [sys.executable, "-m", "serving.graph_check", str(path), f"--allow={allowed}"],
@@ -278,7 +278,7 @@ def model_register_path(
 def model_import_source(*, path: str) -> Path:
     """A SavedModel directory inside PLATFORM_MODEL_IMPORT_DIR, reached without a symlink below
     it: the server's other files (database, secret key, users' data) are never a source."""
-    configured = Path(os.path.normpath(settings.PLATFORM["MODEL_IMPORT_DIR"]))
+    configured = Path(os.path.normpath(settings.PLATFORM.model_import_dir))
     if not os.path.isabs(path):
         raise InvalidInput("path must be an absolute path to a SavedModel directory.", field="path")
     normal = Path(os.path.normpath(path))

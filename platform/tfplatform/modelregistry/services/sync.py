@@ -28,7 +28,7 @@ SERVED_STATES = (ModelVersion.State.LOADING, ModelVersion.State.AVAILABLE)
 
 
 def model_base_path() -> Path:
-    return Path(settings.PLATFORM["MODEL_BASE_PATH"])
+    return Path(settings.PLATFORM.model_base_path)
 
 
 def model_config_path() -> Path:

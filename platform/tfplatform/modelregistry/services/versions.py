@@ -70,7 +70,7 @@ def model_versions_retire(*, model: RegisteredModel) -> list[int]:
     """Only the labelled and the newest PLATFORM_MODEL_VERSIONS_LOADED versions stay loaded:
     every loaded version holds the model server's memory. The others become UNLOADED (their
     files stay); returns their numbers."""
-    keep = settings.PLATFORM["MODEL_VERSIONS_LOADED"]
+    keep = settings.PLATFORM.model_versions_loaded
     served = list(model.versions.filter(state__in=SERVED_STATES).order_by("-version")
                   .values_list("version", flat=True))
     labelled = set(model.labels.values_list("version__version", flat=True))

@@ -27,7 +27,7 @@ def check_invariants() -> None:
         .values("trial__experiment__owner__username").annotate(n=Count("id"))
     )
     for row in per_loner:
-        assert row["n"] <= settings.PLATFORM["USER_GPU_QUOTA"], f"over a user's quota: {row}"
+        assert row["n"] <= settings.PLATFORM.user_gpu_quota, f"over a user's quota: {row}"
 
     live_allocation = Q(trials__allocations__released_at__isnull=True)
     experiments = Experiment.objects.annotate(

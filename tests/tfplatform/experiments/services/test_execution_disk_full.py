@@ -13,6 +13,7 @@ from rest_framework.test import APIClient
 from tests import live
 from tests.disks import disk_fill, disk_free, tmpfs_mounted
 from tests.factories import UserFactory
+from tests.fixtures_settings import PlatformSettingsOverride
 from tfplatform.cluster.models import Allocation, Node
 from tfplatform.experiments.models import Experiment
 from tfplatform.experiments.services.execution import experiment_work_dir
@@ -24,12 +25,11 @@ MIN_FREE_MB = 8
 
 
 def test_a_full_work_disk_parks_the_trial_until_space_is_freed_then_it_resumes(
-    tmp_path: Path, settings: Any
+    tmp_path: Path, settings: Any, platform_settings_override: PlatformSettingsOverride
 ) -> None:
     with tmpfs_mounted(path=tmp_path / "disk", megabytes=64) as disk:
         work, runs = disk / "work", disk / "runs"
-        settings.PLATFORM = {**settings.PLATFORM, "WORK_DIR": work, "RUN_DIR": runs,
-                             "WORK_DISK_MIN_FREE_MB": MIN_FREE_MB}
+        platform_settings_override(work_dir=work, run_dir=runs, work_disk_min_free_mb=MIN_FREE_MB)
         name, log = f"disk-{tmp_path.name[-10:]}", tmp_path / "worker.log"
         worker = live.worker_start(
             node=name, log=log, PLATFORM_WORK_DIR=str(work), PLATFORM_RUN_DIR=str(runs),

@@ -142,7 +142,7 @@ def test_the_runtime_comes_from_the_supervisor_and_the_tensorflow_version_from_a
 
 
 def test_the_platforms_lines_and_the_failure_reason_name_no_node_path(settings: Any) -> None:
-    work = settings.PLATFORM["WORK_DIR"] / "experiment-7"
+    work = settings.PLATFORM.work_dir / "experiment-7"
     traceback = (f'File "{settings.ROOT_DIR}/training/trial/callbacks.py", line 151\n'
                  f'File "{sys.prefix}/lib/python3.11/site-packages/tf_keras/engine.py"\n'
                  f"{work}/checkpoints/epoch-3.index; No space left on device")

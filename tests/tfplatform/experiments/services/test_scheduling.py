@@ -3,6 +3,7 @@ from typing import Any
 import pytest
 
 from tests.factories import DeviceFactory, ExperimentFactory, NodeFactory, TeamFactory, UserFactory
+from tests.fixtures_settings import PlatformSettingsOverride
 from tfplatform.cluster.models import Allocation
 from tfplatform.cluster.services import node_heartbeat
 from tfplatform.experiments.models import Experiment, Trial
@@ -86,8 +87,9 @@ def test_team_quota_holds() -> None:
     assert "Team quota of 2 GPUs: 2 in use" in blocked.pending_reason
 
 
-def test_a_user_without_a_team_has_a_quota_of_their_own(settings: Any) -> None:
-    settings.PLATFORM = {**settings.PLATFORM, "USER_GPU_QUOTA": 2}
+def test_a_user_without_a_team_has_a_quota_of_their_own(settings: Any,
+    platform_settings_override: PlatformSettingsOverride) -> None:
+    platform_settings_override(user_gpu_quota=2)
     node_with(gpus=4, cpus=0)
     loner, other = UserFactory(), UserFactory()
     ExperimentFactory(owner=loner, gpus_per_worker=2)
@@ -334,9 +336,9 @@ def test_long_reasons_fit_the_column() -> None:
 
 
 def test_a_node_whose_work_disk_is_full_gets_nothing_and_the_queue_says_why(
-    settings: Any,
+    settings: Any, platform_settings_override: PlatformSettingsOverride,
 ) -> None:
-    settings.PLATFORM = {**settings.PLATFORM, "WORK_DISK_MIN_FREE_MB": 100}
+    platform_settings_override(work_disk_min_free_mb=100)
     full = node_with(cpus=1, hostname="crowded", work_disk_free_bytes=5 * 2**20)
     experiment = ExperimentFactory()
     assert scheduler_pass() == 0

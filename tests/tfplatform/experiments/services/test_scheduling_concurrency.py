@@ -65,7 +65,7 @@ def random_jobs(*, rng: random.Random) -> list[Job]:
         owner = rng.choice(owners)
         gpus = rng.choice((0, 1, 1, 2, 4))
         workers = rng.choice((1, 1, 2, 3))
-        quota = owner.team.gpu_quota if owner.team else settings.PLATFORM["USER_GPU_QUOTA"]
+        quota = owner.team.gpu_quota if owner.team else settings.PLATFORM.user_gpu_quota
         while workers > 1 and workers * gpus > quota:
             workers -= 1  # every job must fit its team's quota, or it could never finish
         gpus = min(gpus, quota)

@@ -67,7 +67,7 @@ def submit_random(*, rng: random.Random) -> list[Experiment]:
         owner = rng.choice(owners)
         gpus = rng.choice((0, 0, 1, 1, 2))
         workers = rng.choice((1, 1, 1, 2))
-        quota = owner.team.gpu_quota if owner.team else settings.PLATFORM["USER_GPU_QUOTA"]
+        quota = owner.team.gpu_quota if owner.team else settings.PLATFORM.user_gpu_quota
         while workers > 1 and workers * gpus > quota:
             workers -= 1  # every job must fit its team's quota, or it could never start
         parameter_servers = 1 if workers > 1 and rng.random() < 0.3 else 0

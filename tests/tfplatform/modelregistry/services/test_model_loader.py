@@ -11,6 +11,7 @@ import pytest
 
 from tests.conftest import peer_data_or_skip
 from tests.factories import ModelVersionFactory, RegisteredModelFactory, UserFactory
+from tests.fixtures_settings import PlatformSettingsOverride
 from tests.tfplatform.modelregistry.conftest import (
     HALF_PLUS_THREE,
     HALF_PLUS_TWO,
@@ -87,9 +88,10 @@ def test_loading_an_undeployed_version_does_nothing(model_server: dict[str, Any]
 
 
 def test_only_the_labelled_and_newest_versions_stay_loaded(
-    model_server: dict[str, Any], settings: Any
+    model_server: dict[str, Any], settings: Any,
+    platform_settings_override: PlatformSettingsOverride
 ) -> None:
-    settings.PLATFORM = {**settings.PLATFORM, "MODEL_VERSIONS_LOADED": 2}
+    platform_settings_override(model_versions_loaded=2)
     client = api(UserFactory())
     for source in (HALF_PLUS_TWO, HALF_PLUS_THREE, HALF_PLUS_TWO, HALF_PLUS_THREE):
         assert register(client, "many", source)["state"] == "available"

@@ -11,6 +11,7 @@ from django.urls import reverse
 
 from serving.client import ModelServerError
 from tests.factories import UserFactory
+from tests.fixtures_settings import PlatformSettingsOverride
 from tests.tfplatform.modelregistry.conftest import HALF_PLUS_THREE, api, predict, register
 from tfplatform.experiments.signals import scheduler_passed
 from tfplatform.modelregistry.models import ServingSample
@@ -26,8 +27,9 @@ def scheduler_pass() -> None:
         assert not isinstance(result, Exception), result
 
 
-def test_health_after_known_traffic(model_server: dict[str, Any], settings: Any) -> None:
-    settings.PLATFORM = {**settings.PLATFORM, "SERVING_HEALTH_SAMPLE_SECONDS": 0.0}
+def test_health_after_known_traffic(model_server: dict[str, Any], settings: Any,
+    platform_settings_override: PlatformSettingsOverride) -> None:
+    platform_settings_override(serving_health_sample_seconds=0.0)
     owner_user = UserFactory()
     owner = api(owner_user)
     register(owner, "health-a")
@@ -106,9 +108,12 @@ def test_health_waits_for_two_samples(model_server: dict[str, Any]) -> None:
     assert 'id="health-none"' in page and "needs two samples" in page
 
 
-def test_an_unreachable_model_server_does_not_break_the_scheduler_pass(settings: Any) -> None:
-    settings.PLATFORM = {**settings.PLATFORM, "SERVING_HEALTH_SAMPLE_SECONDS": 0.0,
-                         "TF_SERVING_REST": "http://127.0.0.1:9"}
+def test_an_unreachable_model_server_does_not_break_the_scheduler_pass(settings: Any,
+    platform_settings_override: PlatformSettingsOverride) -> None:
+    platform_settings_override(
+        serving_health_sample_seconds=0.0,
+        tf_serving_rest="http://127.0.0.1:9",
+    )
     with pytest.raises(ModelServerError):
         serving_health_record()
     scheduler_pass()  # the receiver logs it and the pass goes on

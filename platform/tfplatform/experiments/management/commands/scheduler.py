@@ -26,7 +26,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
-            "--interval", type=float, default=settings.PLATFORM["SCHEDULER_INTERVAL_SECONDS"]
+            "--interval", type=float, default=settings.PLATFORM.scheduler_interval_seconds
         )
         parser.add_argument("--once", action="store_true", help="Run one pass and exit.")
 
@@ -66,7 +66,7 @@ class Command(BaseCommand):
             except DATABASE_ERRORS:
                 logger.warning("The database is unavailable; the scheduler waits for it")
                 database_connection_reset()
-                judge_nodes_after = time.monotonic() + settings.PLATFORM["NODE_LOST_SECONDS"]
+                judge_nodes_after = time.monotonic() + settings.PLATFORM.node_lost_seconds
             except Exception:
                 # One bad pass must not end the loop.
                 logger.exception("Scheduler pass failed")

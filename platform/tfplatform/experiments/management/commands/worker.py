@@ -36,11 +36,11 @@ class Command(BaseCommand):
     help = "Start this machine's worker node: register it and its devices, heartbeat, run Celery."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--node", default=settings.PLATFORM["NODE_NAME"])
+        parser.add_argument("--node", default=settings.PLATFORM.node_name)
         parser.add_argument(
             "--gpu-slots",
             type=int,
-            default=settings.PLATFORM["DECLARED_GPU_SLOTS"],
+            default=settings.PLATFORM.declared_gpu_slots,
             help="Accelerator slots to declare when NVML finds no GPU.",
         )
         parser.add_argument(
@@ -50,12 +50,12 @@ class Command(BaseCommand):
         parser.add_argument(
             "--warm-processes",
             type=int,
-            default=settings.PLATFORM["WARM_TRIAL_PROCESSES"],
+            default=settings.PLATFORM.warm_trial_processes,
             help="Task processes kept ready with TensorFlow imported; 0 starts every task cold.",
         )
         parser.add_argument(
             "--address",
-            default=settings.PLATFORM["NODE_ADDRESS"],
+            default=settings.PLATFORM.node_address,
             help="Host name or IP other nodes reach this node's TF tasks at.",
         )
         parser.add_argument(
@@ -76,7 +76,7 @@ class Command(BaseCommand):
             cpu_count=os.cpu_count() or 1,
             memory_bytes=memory_total_bytes(),
             devices=devices,
-            trial_runtime=settings.PLATFORM["TRIAL_RUNTIME"],
+            trial_runtime=settings.PLATFORM.trial_runtime,
             address=options["address"],
             work_disk_free_bytes=work_disk_free_bytes(),
         )
@@ -127,7 +127,7 @@ class Command(BaseCommand):
             runtime=runtime,
             env=task_base_environment(),
             exposure=_warm_exposure(),
-            log_dir=settings.PLATFORM["RUN_DIR"] / "warm" / hostname,
+            log_dir=settings.PLATFORM.run_dir / "warm" / hostname,
         )
         try:
             app.worker_main(argv)
@@ -157,9 +157,9 @@ def celery_worker_argv(
 
 def _warm_exposure() -> Exposure:
     """What a warm sandbox shows before its trial is known; its order narrows it (confine.py)."""
-    work = Path(settings.PLATFORM["WORK_DIR"])
-    read = [Path(settings.MEDIA_ROOT), settings.PLATFORM["DATASETS_DIR"],
-            settings.PLATFORM["SHARED_DIR"], *settings.PLATFORM["DATASET_ROOTS"]]
+    work = Path(settings.PLATFORM.work_dir)
+    read = [Path(settings.MEDIA_ROOT), settings.PLATFORM.datasets_dir,
+            settings.PLATFORM.shared_dir, *settings.PLATFORM.dataset_roots]
     # A sandbox mounts only what exists when it starts: an uploads folder made by the first
     # upload would stay invisible to every host started before it.
     for path in (work, *read):
@@ -168,7 +168,7 @@ def _warm_exposure() -> Exposure:
 
 
 def _heartbeat_loop(*, hostname: str, stop: threading.Event) -> None:
-    interval = settings.PLATFORM["HEARTBEAT_SECONDS"]
+    interval = settings.PLATFORM.heartbeat_seconds
     while not stop.wait(interval):
         try:
             node_heartbeat(hostname=hostname, work_disk_free_bytes=work_disk_free_bytes(),

@@ -20,8 +20,8 @@ class Command(BaseCommand):
         config = model_config_ensure()
         argv = serve_models_argv(config=config)
         self.stdout.write(
-            f"Model server: gRPC {settings.PLATFORM['TF_SERVING_GRPC']}, REST "
-            f"{settings.PLATFORM['TF_SERVING_REST']}, config {config}"
+            f"Model server: gRPC {settings.PLATFORM.tf_serving_grpc}, REST "
+            f"{settings.PLATFORM.tf_serving_rest}, config {config}"
         )
         sys.stdout.flush()
         # Replace this process so signals from the process manager reach the server directly.
@@ -35,7 +35,7 @@ def serve_models_env() -> dict[str, str]:
     environment (the server's models could read /proc/self/environ)."""
     token_file = Path(settings.VAR_DIR) / "model-server-token"
     access_token_file_write(path=str(token_file),
-                            token=settings.PLATFORM["TF_SERVING_ACCESS_TOKEN"])
+                            token=settings.PLATFORM.tf_serving_access_token)
     return model_process_env(extra={TOKEN_FILE_ENV: str(token_file)})
 
 
@@ -43,9 +43,9 @@ def serve_models_argv(*, config: Path) -> list[str]:
     """The embedded server's command line, from the platform's settings. Writes its monitoring
     config beside `config`: Prometheus on at TF_SERVING_METRICS_PATH, which the scheduler
     scrapes (with the access token, which the endpoint requires like every other path)."""
-    grpc_port = settings.PLATFORM["TF_SERVING_GRPC"].rsplit(":", 1)[1]
-    rest_port = urlparse(settings.PLATFORM["TF_SERVING_REST"]).port or 8501
-    max_message = settings.PLATFORM["TF_SERVING_GRPC_MAX_MESSAGE_BYTES"]
+    grpc_port = settings.PLATFORM.tf_serving_grpc.rsplit(":", 1)[1]
+    rest_port = urlparse(settings.PLATFORM.tf_serving_rest).port or 8501
+    max_message = settings.PLATFORM.tf_serving_grpc_max_message_bytes
     argv = [
         sys.executable,
         "-m",
@@ -63,23 +63,23 @@ def serve_models_argv(*, config: Path) -> list[str]:
         # `tflite`), and such a version is served by it.
         "--prefer_tflite_model",
     ]
-    if settings.PLATFORM["MODEL_SERVER_CONFINE"]:
+    if settings.PLATFORM.model_server_confine:
         # A model is a program: it gets the models, never var/ (database, secret key, uploads).
-        argv.append(f"--confine_read_paths={settings.PLATFORM['MODEL_BASE_PATH']}")
-    metrics_path = settings.PLATFORM["TF_SERVING_METRICS_PATH"]
+        argv.append(f"--confine_read_paths={settings.PLATFORM.model_base_path}")
+    metrics_path = settings.PLATFORM.tf_serving_metrics_path
     if metrics_path:
         monitoring = config.with_name("monitoring.config")
         monitoring_config_write(path=monitoring, metrics_path=metrics_path)
         argv.append(f"--monitoring_config_file={monitoring}")
-    profiles = settings.PLATFORM["TF_SERVING_PROFILER_DIR"]
+    profiles = settings.PLATFORM.tf_serving_profiler_dir
     # Profile writes where its request says: only ever below this directory, and nowhere at all
     # without one (a confined server could not write it anyway).
     argv.append(f"--profiler_write_root={profiles}" if profiles else "--enable_profiler=false")
-    batching = settings.PLATFORM["TF_SERVING_BATCHING_PARAMETERS_FILE"]
+    batching = settings.PLATFORM.tf_serving_batching_parameters_file
     if batching:
         argv.append(f"--batching_parameters_file={batching}")
-    intra = settings.PLATFORM["TF_SERVING_INTRA_OP_PARALLELISM"]
-    inter = settings.PLATFORM["TF_SERVING_INTER_OP_PARALLELISM"]
+    intra = settings.PLATFORM.tf_serving_intra_op_parallelism
+    inter = settings.PLATFORM.tf_serving_inter_op_parallelism
     if intra or inter:
         argv += [f"--tensorflow_intra_op_parallelism={intra}",
                  f"--tensorflow_inter_op_parallelism={inter}"]

@@ -1,11 +1,11 @@
 """`manage.py serve_models`: the embedded server's command line follows the platform's settings."""
 
 from pathlib import Path
-from typing import Any
 
 from serving.flags import options_from_args
 from serving.flags import parser as flag_parser
 from serving.server import ServerOptions
+from tests.fixtures_settings import PlatformSettingsOverride
 from tfplatform.modelregistry.management.commands.serve_models import serve_models_argv
 
 
@@ -14,16 +14,15 @@ def _options(argv: list[str]) -> ServerOptions:
     return options_from_args(flag_parser().parse_args(argv[3:]))[0]
 
 
-def _platform(settings: Any, **values: object) -> None:
-    settings.PLATFORM = {**settings.PLATFORM, "TF_SERVING_GRPC": "127.0.0.1:9500",
-                         "TF_SERVING_REST": "http://127.0.0.1:9501", **values}
+def _platform(override: PlatformSettingsOverride, **values: object) -> None:
+    override(tf_serving_grpc="127.0.0.1:9500", tf_serving_rest="http://127.0.0.1:9501", **values)
 
 
 def test_defaults_leave_the_session_thread_pools_to_tensorflow(
-    settings: Any, tmp_path: Path
+    platform_settings_override: PlatformSettingsOverride, tmp_path: Path
 ) -> None:
-    _platform(settings, TF_SERVING_BATCHING_PARAMETERS_FILE="",
-              TF_SERVING_INTRA_OP_PARALLELISM=0, TF_SERVING_INTER_OP_PARALLELISM=0)
+    _platform(platform_settings_override, tf_serving_batching_parameters_file="",
+              tf_serving_intra_op_parallelism=0, tf_serving_inter_op_parallelism=0)
     options = _options(serve_models_argv(config=tmp_path / "models.config"))
     assert (options.grpc_port, options.rest_api_port, options.host) == (9500, 9501, "127.0.0.1")
     assert options.batching is not None  # --enable_batching with TF Serving's default parameters
@@ -31,20 +30,22 @@ def test_defaults_leave_the_session_thread_pools_to_tensorflow(
 
 
 def test_batching_file_and_session_threads_reach_the_server(
-    settings: Any, tmp_path: Path
+    platform_settings_override: PlatformSettingsOverride, tmp_path: Path
 ) -> None:
     batching = tmp_path / "batching.config"
     batching.write_text("max_batch_size { value: 8 }\nnum_batch_threads { value: 3 }\n")
-    _platform(settings, TF_SERVING_BATCHING_PARAMETERS_FILE=str(batching),
-              TF_SERVING_INTRA_OP_PARALLELISM=1, TF_SERVING_INTER_OP_PARALLELISM=-1)
+    _platform(platform_settings_override, tf_serving_batching_parameters_file=str(batching),
+              tf_serving_intra_op_parallelism=1, tf_serving_inter_op_parallelism=-1)
     options = _options(serve_models_argv(config=tmp_path / "models.config"))
     assert options.batching is not None
     assert (options.batching.max_batch_size, options.batching.num_batch_threads) == (8, 3)
     assert (options.intra_op_parallelism, options.inter_op_parallelism) == (1, -1)
 
 
-def test_monitoring_and_warmup_are_on_by_default(settings: Any, tmp_path: Path) -> None:
-    _platform(settings, TF_SERVING_METRICS_PATH="/monitoring/prometheus/metrics")
+def test_monitoring_and_warmup_are_on_by_default(
+    platform_settings_override: PlatformSettingsOverride, tmp_path: Path
+) -> None:
+    _platform(platform_settings_override, tf_serving_metrics_path="/monitoring/prometheus/metrics")
     options = _options(serve_models_argv(config=tmp_path / "models.config"))
     assert options.monitoring.prometheus
     assert options.monitoring.path == "/monitoring/prometheus/metrics"
@@ -52,19 +53,23 @@ def test_monitoring_and_warmup_are_on_by_default(settings: Any, tmp_path: Path) 
     assert (tmp_path / "monitoring.config").is_file()
 
 
-def test_no_metrics_path_no_monitoring(settings: Any, tmp_path: Path) -> None:
-    _platform(settings, TF_SERVING_METRICS_PATH="")
+def test_no_metrics_path_no_monitoring(
+    platform_settings_override: PlatformSettingsOverride, tmp_path: Path
+) -> None:
+    _platform(platform_settings_override, tf_serving_metrics_path="")
     argv = serve_models_argv(config=tmp_path / "models.config")
     assert not any(flag.startswith("--monitoring_config_file") for flag in argv)
     assert not _options(argv).monitoring.prometheus
 
 
-def test_profiler_and_tflite_follow_the_settings(settings: Any, tmp_path: Path) -> None:
-    _platform(settings, TF_SERVING_PROFILER_DIR="")
+def test_profiler_and_tflite_follow_the_settings(
+    platform_settings_override: PlatformSettingsOverride, tmp_path: Path
+) -> None:
+    _platform(platform_settings_override, tf_serving_profiler_dir="")
     options = _options(serve_models_argv(config=tmp_path / "models.config"))
     assert not options.enable_profiler
     assert options.prefer_tflite_model  # only the platform's converter writes a model.tflite
-    _platform(settings, TF_SERVING_PROFILER_DIR=str(tmp_path / "profiles"))
+    _platform(platform_settings_override, tf_serving_profiler_dir=str(tmp_path / "profiles"))
     options = _options(serve_models_argv(config=tmp_path / "models.config"))
     assert options.enable_profiler
     assert options.profiler_write_root == str(tmp_path / "profiles")

@@ -1,0 +1,67 @@
+"""The platform's settings object: built from the environment, frozen, and documented by a
+generated table that must match it (a setting added without its row fails here)."""
+
+import dataclasses
+from pathlib import Path
+
+import environ
+import pytest
+from django.conf import settings
+
+from tests.fixtures_settings import PlatformSettingsOverride
+from tfplatform.config.platform_settings import (
+    PlatformSettings,
+    platform_settings_from_env,
+    settings_table_render,
+)
+
+ROOT = Path(__file__).resolve().parents[3]
+TABLE = ROOT / "docs" / "operations" / "configuration-table.md"
+
+
+def test_the_committed_configuration_table_matches_the_settings() -> None:
+    assert TABLE.read_text() == settings_table_render(), (
+        "docs/operations/configuration-table.md is out of date: run `manage.py settings_table`")
+
+
+def test_every_setting_has_a_variable_doc_and_group() -> None:
+    for field in dataclasses.fields(PlatformSettings):
+        assert field.metadata["doc"], field.name
+        assert field.metadata["group"], field.name
+        if field.metadata["env"] is None:
+            assert field.default is not dataclasses.MISSING, field.name
+
+
+def test_built_from_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for name, value in {"PLATFORM_TRIAL_RUNTIME": "process", "PLATFORM_LANDLOCK_ABI": "3",
+                        "PLATFORM_DATASET_ROOTS": "/srv/a,/srv/b", "PLATFORM_BOARD_MAX": "2",
+                        "PLATFORM_TENSORBOARD_CONFINE": "false",
+                        "PLATFORM_MODEL_ALLOWED_OPS": "ReadFile,WriteFile",
+                        "TF_SERVING_ACCESS_TOKEN": ""}.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("PLATFORM_WORK_DIR", raising=False)
+    built = platform_settings_from_env(env=environ.Env(), var_dir=tmp_path, secret_key="k" * 50)
+    assert built.trial_runtime == "process"
+    assert built.landlock_abi == 3
+    assert built.dataset_roots == (Path("/srv/a"), Path("/srv/b"))
+    assert built.board_confine is False
+    assert built.model_allowed_ops == ("ReadFile", "WriteFile")
+    assert built.work_dir == tmp_path / "work"
+    assert built.tf_serving_access_token  # empty: derived from the secret key
+    assert built.task_port_span == 5000
+
+
+def test_frozen_and_a_misspelt_field_is_refused() -> None:
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        settings.PLATFORM.work_dir = Path("/")  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        dataclasses.replace(settings.PLATFORM, wrok_dir=Path("/"))
+
+
+def test_the_override_fixture_changes_one_field_for_one_test(
+    platform_settings_override: PlatformSettingsOverride, tmp_path: Path
+) -> None:
+    before = settings.PLATFORM
+    platform_settings_override(work_dir=tmp_path)
+    assert settings.PLATFORM.work_dir == tmp_path
+    assert settings.PLATFORM.run_dir == before.run_dir
