@@ -1,1 +1,2 @@
-"""data: see training/__init__.py."""
+"""A trial's input as tf.data: arrays, a module's build_dataset, registered sharded datasets.
+Loads TensorFlow, so the platform never imports it."""

@@ -1,1 +1,1 @@
-"""workspace: see training/__init__.py."""
+"""A workspace: JupyterLab run as a task, and the kernel it starts."""
