@@ -53,7 +53,7 @@ lint: install
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet --site-dir var/docs-site
 
 typecheck: install
-	$(VENV)/bin/mypy platform/tfplatform platform/tfplatform_cli training serving bench manage.py
+	$(VENV)/bin/mypy platform/tfplatform platform/tfplatform_cli confinement training serving bench manage.py
 
 pytest: install browser sandbox containers
 	$(VENV)/bin/pytest

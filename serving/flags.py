@@ -14,9 +14,9 @@ import time
 from pathlib import Path
 from types import FrameType
 
+from confinement import confined_fork
 from serving.access import access_token_from_env
 from serving.config import BatchingOptions, parse_batching_parameters, single_model_config
-from serving.confine import confined_fork
 from serving.errors import ServingError
 from serving.monitoring import MonitoringOptions, monitoring_config_read
 from serving.server import ModelServer, ServerOptions

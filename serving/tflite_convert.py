@@ -32,7 +32,8 @@ def tflite_convert(*, saved_model: Path, output: Path) -> None:
 
 
 def _confined_convert(*, saved_model: Path, output: Path, scratch: str) -> int:
-    from serving.confine import confined_fork, server_confine
+    from confinement import confined_fork
+    from serving.confine import server_confine
 
     # The converter works in temporary files: a scratch directory is the one it may use.
     os.environ["TMPDIR"] = scratch

@@ -27,10 +27,10 @@ its order comes (mounts.py), through the container's pid.
 Images: an image labelled `tfplatform.python=host` (the node's own, built by
 `runtime_image_ensure` from an empty root filesystem) runs the node's Python runtime, mounted
 read-only under its own paths, as a sandbox does. Any other image brings its own Python and the
-harness: a derived image has `training/` baked in at /opt/tfplatform (images.py), the
-platform's own image has it at /app. Nothing of the node's files but the trial's own data is
-mounted then, so a worker node that is itself a container can start them (data paths the same
-on the host and in the worker).
+harness: a derived image has `training/` and `confinement/` baked in at /opt/tfplatform
+(images.py), the platform's own image has them at /app. Nothing of the node's files but the
+trial's own data is mounted then, so a worker node that is itself a container can start them
+(data paths the same on the host and in the worker).
 """
 
 from __future__ import annotations

@@ -5,8 +5,8 @@ and the environment's pinned packages, built once per node as a derived image.
     python = image_derive(settings=..., base=..., packages=[...], key=key, log_path=...)
     python.image   # localhost/tfplatform-env:<key>
 
-The harness (`training/`, baked into the image at /opt/tfplatform, so nothing of the node's
-files is mounted but the trial's data) needs tf-keras matching the image's TensorFlow,
+The harness (`training/` and `confinement/`, baked into the image at /opt/tfplatform, so nothing
+of the node's files is mounted but the trial's data) needs tf-keras matching the image's TensorFlow,
 landlockpy to confine itself, and scikit-learn for the built-in datasets; the build adds
 whichever of them the image lacks (a stock `tensorflow/tensorflow` image has none). Like
 the venvs of the sandbox, packages come as wheels only (`--only-binary=:all:`): the build runs
@@ -14,8 +14,8 @@ pip and no package's own code; and as there, the closure is resolved first and i
 (pip_lock.py, run in the build by the image's own Python), its lock kept in the image at
 /opt/tfplatform-env/requirements.lock. pip reaches the index with the node's own CA bundle and index
 URL, copied into the build. The key hashes the base image's id, what the harness needs,
-`training/` and the packages, so a re-pulled base, a new pin or a platform upgrade builds again,
-and equal environments share one image.
+`training/`, `confinement/` and the packages, so a re-pulled base, a new pin or a platform
+upgrade builds again, and equal environments share one image.
 """
 
 from __future__ import annotations
@@ -45,7 +45,8 @@ HARNESS = {
     "sklearn": "scikit-learn==1.9.1",
 }
 BUILD_DIR = "/tmp/tfplatform-build"  # noqa: S108 - inside the build container only
-HARNESS_DIR = "/opt/tfplatform"  # training/ is baked in here, on the image's PYTHONPATH
+# training/ and confinement/ are baked in here, on the image's PYTHONPATH
+HARNESS_DIR = "/opt/tfplatform"
 LOG_TAIL_CHARS = 2000
 LOCK_DIR = "/opt/tfplatform-env"  # the installed closure's lock stays in the image, for an audit
 # Runs in the base image, beside pip_lock.py and errors.py (training/ as a namespace package):
@@ -160,12 +161,14 @@ def image_derive(*, settings: ContainerSettings, base: str, packages: Sequence[s
 
 
 def _harness_files() -> dict[str, bytes]:
-    """`training/` as this node runs it: a trial in the image runs the same harness. With it,
-    the platform's REST client, which a workspace's `tfp` runs (its layout as on the node)."""
+    """`training/` as this node runs it: a trial in the image runs the same harness, and
+    confines itself with the same `confinement/`. With them, the platform's REST client, which
+    a workspace's `tfp` runs (its layout as on the node)."""
     package = Path(__file__).resolve().parents[1]
     client = client_dir()
-    files = {f"harness/training/{path.relative_to(package)}": path.read_bytes()
-             for path in sorted(package.rglob("*.py"))}
+    files = {f"harness/{folder.name}/{path.relative_to(folder)}": path.read_bytes()
+             for folder in (package, package.parent / "confinement")
+             for path in sorted(folder.rglob("*.py"))}
     files.update({f"harness/platform/tfplatform_cli/{path.relative_to(client)}": path.read_bytes()
                   for path in sorted(client.rglob("*.py"))})
     return files

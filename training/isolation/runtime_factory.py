@@ -2,15 +2,15 @@
 
     runtime = runtime_for(name="sandbox", landlock_limit=None, gang_subnet="100.64.0.0/16")
 
-It sits above runtime.py, containers.py and landlock.py so that none of them needs another's
+It sits above runtime.py and containers.py so that none of them needs another's
 function at import time (the engine check lives with the containers, the ABI with Landlock).
 """
 
 from __future__ import annotations
 
+from confinement import abi_probe
 from training.errors import InvalidInput
 from training.isolation.containers import ContainerSettings, engine_check
-from training.isolation.landlock import landlock_abi
 from training.isolation.runtime import (
     CONTAINER_RUNTIMES,
     DEFAULT_GANG_SUBNET,
@@ -35,5 +35,5 @@ def runtime_for(*, name: str, containers: ContainerSettings | None = None,
         engine_check(settings=containers)
     return Runtime(name=name, isolated=name != "process",
                    containers=containers if name in CONTAINER_RUNTIMES else None,
-                   landlock_abi=landlock_abi(limit=landlock_limit) if name != "process" else 0,
+                   landlock_abi=abi_probe(limit=landlock_limit) if name != "process" else 0,
                    gang_subnet=gang_subnet)

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from confinement import Confinement
 from training.errors import InvalidInput
 from training.isolation.dataset_mounts import local_roots_checked
-from training.isolation.landlock import DEVICES, NVIDIA_SHARED_DEVICES, Confinement
 from training.isolation.runtime import BWRAP, TaskPython, client_dir, node_privileged, repo_root
 from training.shard_schema import ShardedSource, local_roots
 from training.spec import TrialSpec
@@ -44,6 +44,11 @@ SANDBOX_UID = 1000
 PRIVATE_TMP = "/tmp"  # noqa: S108
 SCRATCH = "/tmp/.trial"  # noqa: S108
 SHARED_MEMORY = "/dev/shm"  # noqa: S108 - the sandbox's own /dev
+# Device nodes every task may read and write; GPUs are added per task.
+DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty")
+NVIDIA_SHARED_DEVICES = (
+    "/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset",
+)
 # Where a task's network comes from (sandbox_command). NETWORK_GANG: its own, which the node's
 # other tasks of its gang join (netns_ref).
 NETWORK_OWN, NETWORK_GANG, NETWORK_HOST = "none", "gang", "host"
@@ -74,9 +79,10 @@ def _under(path: str, roots: tuple[str, ...]) -> bool:
 
 
 def runtime_paths(*, python: TaskPython) -> tuple[str, ...]:
-    """The node's interpreter, its venv, the environment's venv, `training/` and `tfp`."""
+    """The node's interpreter, its venv, the environment's venv, `training/`, `confinement/`
+    and `tfp`."""
     paths = [sys.base_prefix, sys.prefix, *python.paths, str(repo_root() / "training"),
-             str(client_dir())]
+             str(repo_root() / "confinement"), str(client_dir())]
     return tuple(dict.fromkeys(paths))
 
 

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from confinement import TCP_PORTS_ABI
 from training import catalog
 from training.errors import InvalidInput, no_space
 from training.events import EventTail, LineTail
@@ -44,7 +45,6 @@ from training.isolation.gang_network import (
     gang_network_remove,
     node_ipv4,
 )
-from training.isolation.landlock import TCP_PORTS_ABI
 from training.isolation.private_files import private_write_text
 from training.isolation.runtime import (
     DEFAULT_RUNTIME,

@@ -5,7 +5,7 @@
 
 The order (supervisor/hosts.py sends it) is one JSON message with the task's events and log files
 passed as descriptors: the host points stdout/stderr at the log, takes the task's environment and
-working directory, confines itself (isolation/landlock.py) and runs the task. EOF instead of an
+working directory, confines itself (`confinement/`) and runs the task. EOF instead of an
 order (the pool closed, or the node died) ends it quietly. A host serves one task of one trial,
 never more. It runs inside the sandbox, so it lives with the trial code; the pool that keeps such
 hosts ready is supervisor/warm.py.
@@ -26,6 +26,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import confinement
+from confinement import Confinement, confine_apply, confined_fork
 from training.isolation.runtime import client_dir
 
 ORDER_MAX_BYTES = 4 * 1024 * 1024
@@ -90,44 +92,20 @@ def _serve(*, channel_fd: int | None = None, channel_dir: str | None = None) -> 
         # cover: the task runs in a fork, this process' only thread, and this one stays its
         # namespace's pid 1 (outside the task's work dir), forwarding signals and handing back
         # its exit code.
-        _task_fork()
+        # pid 1 of a namespace gets only the signals it handles: the task decides what they mean.
+        confined_fork(forwarded=(signal.SIGTERM, signal.SIGINT, signal.SIGHUP), reap_orphans=True)
     os.chdir(order["cwd"])
     if order.get("confine"):
-        from training.isolation.landlock import Confinement, confine_apply
-
-        confinement = Confinement.from_dict(order["confine"])
+        rules = Confinement.from_dict(order["confine"])
         # An image's own Python lives where its image put it.
         runtime = (sys.base_prefix, sys.prefix, str(Path(training.trial.tfenv.__file__).parents[1]),
-                   str(client_dir()))
-        confine_apply(confinement=replace(confinement, read=confinement.read + runtime))
+                   str(Path(confinement.__file__).parent), str(client_dir()))
+        confine_apply(confinement=replace(rules, read=rules.read + runtime))
     from training.trial.worker import task_main
 
     return task_main(spec_json=order["spec"], cluster_json=order["cluster"],
                      task_type=order["task_type"], task_index=int(order["task_index"]),
                      events_fd=events_fd)
-
-
-def _task_fork() -> None:
-    """Returns in the child; the parent waits for it and exits as it did, never returning."""
-    child = os.fork()
-    if child == 0:
-        return
-    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        # pid 1 of a namespace gets only the signals it handles; the task decides what they mean.
-        signal.signal(signum, lambda number, _frame: _kill_quietly(child, number))
-    while True:
-        try:
-            pid, status = os.wait()  # orphans of the task are reparented here: reap them too
-        except ChildProcessError:
-            os._exit(1)
-        if pid == child:
-            code = os.waitstatus_to_exitcode(status)
-            os._exit(code if code >= 0 else 128 - code)
-
-
-def _kill_quietly(pid: int, signum: int) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signum)
 
 
 def _main() -> None:

@@ -8,10 +8,11 @@ TensorFlow's stub instead of TensorFlow: no import of TF, a small process) on 12
   TFPLATFORM_BOARD_TOKEN variable it was started with, never on its command line): another
   process of the host that finds the port gets 403, so the platform's proxy, which checks who may
   see the experiments, is the one way in;
-- confines itself with Landlock (`serving/confine.py`, as the embedded model server) before any
-  thread starts: it reads only the runs' folders and the Python runtime, writes nothing, binds
-  only its port and connects nowhere. The event files were written by user code: a link planted
-  in a run folder, or a projector config naming another file, leads nowhere readable;
+- confines itself with Landlock (`serving/confine.py`, over `confinement/`, as the embedded
+  model server) before any thread starts: it reads only the runs' folders and the Python
+  runtime, writes nothing, binds only its port and connects nowhere. The event files were
+  written by user code: a link planted in a run folder, or a projector config naming another
+  file, leads nowhere readable;
 - shows the trials' profiler traces in its Profile tab (`boards/profile.py`: these runs' traces
   only; no capture, no other folder);
 - ends when the process that started it ends (its stdin, a pipe from it, reaches EOF) or on
@@ -88,7 +89,8 @@ def main(argv: list[str]) -> None:
         "--window_title", "TensorBoard",
     ])
     if args.confine:
-        from serving.confine import confined_fork, server_confine
+        from confinement import confined_fork
+        from serving.confine import server_confine
 
         confined_fork()  # Landlock binds only the calling thread: confine the only one
         server_confine(read=tuple(runs.values()), ports=(args.port,))

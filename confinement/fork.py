@@ -1,0 +1,36 @@
+"""Fork before confining: Landlock binds only the calling thread, and an import (TensorFlow,
+OpenBLAS, gRPC) leaves threads behind that it would not cover."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+
+FORWARDED = (signal.SIGTERM, signal.SIGINT)
+
+
+def confined_fork(*, forwarded: tuple[signal.Signals, ...] = FORWARDED,
+                  reap_orphans: bool = False) -> None:
+    """Returns in a child, single-threaded; the parent stays behind, forwarding `forwarded`
+    signals to it, and exits as the child did, never returning. `reap_orphans`: for a
+    namespace's pid 1, to which the child's orphans are reparented."""
+    child = os.fork()
+    if child == 0:
+        return
+    for signum in forwarded:
+        # pid 1 of a namespace gets only the signals it handles; the child decides what they mean.
+        signal.signal(signum, lambda number, _frame: _forward(child, number))
+    while True:
+        try:
+            pid, status = os.wait() if reap_orphans else os.waitpid(child, 0)
+        except ChildProcessError:
+            os._exit(1)
+        if pid == child:
+            code = os.waitstatus_to_exitcode(status)
+            os._exit(code if code >= 0 else 128 - code)
+
+
+def _forward(pid: int, signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signum)
