@@ -9,7 +9,7 @@ one's loopback-only network namespace. A gang across nodes gets, where all nodes
 (compose), an internal network of its own, each node's tasks reached there by the node's address;
 where they do not (nodes on several machines), under podman on a node run as root, the gang's
 network namespace on this node (gang_network.py, as a sandbox's), else the host's network,
-narrowed to its own ports by Landlock (confine.py), which a container applies at hand-off like a
+narrowed to its own ports by Landlock (`confinement/`), which a container applies at hand-off like a
 sandbox does.
 
 The order reaches a running container through its channel: a directory the node mounts at

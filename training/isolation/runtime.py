@@ -8,7 +8,7 @@ then wait for one order (see trial/host.py). Under "sandbox" each host is a bubb
 pid, ipc, uts, user and cgroup namespaces; a read-only view of the Python runtime and `training/`,
 nothing else of the repository or var/), and the order it is handed narrows it further with
 Landlock before any user code runs: write access to its own work dir only, read access to its own
-uploads and dataset, TCP only on its own gang's ports (confine.py). The wall itself is made of
+uploads and dataset, TCP only on its own gang's ports (`confinement/`). The wall itself is made of
 namespaces (a network of its own; across nodes, its gang's, which reaches only its peers, where the
 node runs as root: gang_network.py) and a seccomp filter (seccomp.py), which hold on kernels
 without Landlock too.

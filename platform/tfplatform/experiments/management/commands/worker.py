@@ -156,7 +156,8 @@ def celery_worker_argv(
 
 
 def _warm_exposure() -> Exposure:
-    """What a warm sandbox shows before its trial is known; its order narrows it (confine.py)."""
+    """What a warm sandbox shows before its trial is known; its order narrows it (Landlock,
+    `confinement/`)."""
     work = Path(settings.PLATFORM.work_dir)
     read = [Path(settings.MEDIA_ROOT), settings.PLATFORM.datasets_dir,
             settings.PLATFORM.shared_dir, *settings.PLATFORM.dataset_roots]
