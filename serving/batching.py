@@ -21,7 +21,7 @@ import numpy as np
 
 from serving.config import BatchingOptions
 from serving.errors import Code, ServingError, invalid_argument
-from serving.monitoring import ServingMetrics
+from serving.metrics import ServingMetrics
 from serving.servable import Servable
 
 

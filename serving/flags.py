@@ -18,7 +18,7 @@ from confinement import confined_fork
 from serving.access import access_token_from_env
 from serving.config import BatchingOptions, parse_batching_parameters, single_model_config
 from serving.errors import ServingError
-from serving.monitoring import MonitoringOptions, monitoring_config_read
+from serving.metrics import MonitoringOptions, monitoring_config_read
 from serving.server import ModelServer, ServerOptions
 
 log = logging.getLogger("serving")

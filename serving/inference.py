@@ -28,7 +28,7 @@ from serving.batching import BatchingRunner, Runner
 from serving.classify_regress import Classes, classifications, regressions, serialized_examples
 from serving.errors import Code, ServingError, invalid_argument
 from serving.manager import ModelManager
-from serving.monitoring import ServingMetrics, since_us
+from serving.metrics import ServingMetrics, since_us
 from serving.servable import Servable
 
 DEFAULT_SIGNATURE = "serving_default"

@@ -22,7 +22,7 @@ from tensorflow_serving.config import model_server_config_pb2
 from serving import layout
 from serving.config import aspired_versions
 from serving.errors import Code, ServingError, invalid_argument
-from serving.monitoring import served_version_set
+from serving.metrics import served_version_set
 from serving.servable import Servable
 
 log = logging.getLogger(__name__)

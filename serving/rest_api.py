@@ -22,7 +22,7 @@ from tensorflow_serving.apis import get_model_metadata_pb2, get_model_status_pb2
 from serving import json_request, json_response, rjson
 from serving.errors import Code, ServingError, invalid_argument
 from serving.inference import DEFAULT_SIGNATURE, SIGNATURE_DEF_FIELD, Inference, PredictPlan
-from serving.monitoring import ServingMetrics, served_version, served_version_set, since_us
+from serving.metrics import ServingMetrics, served_version, served_version_set, since_us
 from serving.servable import Servable
 
 log = logging.getLogger(__name__)

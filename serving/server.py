@@ -24,7 +24,7 @@ from serving.grpc_api import create_grpc_server
 from serving.http_server import RestServer
 from serving.inference import Inference
 from serving.manager import ModelManager
-from serving.monitoring import MetricsInterceptor, MonitoringOptions, ServingMetrics
+from serving.metrics import MetricsInterceptor, MonitoringOptions, ServingMetrics
 from serving.profiler import ProfilerService
 from serving.rest_api import RestApi
 from serving.servable import DEFAULT_TAGS, Servable, session_config

@@ -16,7 +16,7 @@ from tensorflow_serving.apis import prediction_log_pb2
 
 from serving.errors import Code, ServingError, invalid_argument
 from serving.inference import Inference
-from serving.monitoring import ServingMetrics, since_us
+from serving.metrics import ServingMetrics, since_us
 from serving.servable import Servable
 
 log = logging.getLogger(__name__)

@@ -21,7 +21,7 @@ from tensorflow_serving.apis import (
 
 from serving.config import single_model_config
 from serving.errors import ServingError
-from serving.monitoring import DEFAULT_PATH, MonitoringOptions
+from serving.metrics import DEFAULT_PATH, MonitoringOptions
 from serving.server import ModelServer
 from serving.tensors import to_proto
 from serving.warmup import MAX_RECORDS

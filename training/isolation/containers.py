@@ -52,6 +52,11 @@ from typing import TYPE_CHECKING, Any
 
 from training.errors import InvalidInput
 from training.isolation.container_create import BindMount, ContainerRequest, container_create
+from training.isolation.container_settings import (
+    GANG_NETWORK_PREFIX,
+    RUNTIME_IMAGE,
+    ContainerSettings,
+)
 from training.isolation.dataset_mounts import mounts_open
 from training.isolation.mounts import mount_stage, mount_unstage
 from training.isolation.private_files import private_write_text
@@ -68,7 +73,6 @@ from training.isolation.seccomp import seccomp_profile_write
 from training.tf_config import ClusterPlan
 
 if TYPE_CHECKING:
-    from docker import DockerClient
     from docker.models.containers import Container
 
 LABEL_NODE = "tfplatform.node"
@@ -76,55 +80,12 @@ LABEL_TRIAL = "tfplatform.trial"
 LABEL_TASK = "tfplatform.task"
 LABEL_PYTHON = "tfplatform.python"
 CHANNEL = "/run/tfplatform"
-RUNTIME_IMAGE = "localhost/tfplatform-runtime:host"
 EVENTS_FILE, LOG_FILE, ORDER_FILE = "events.jsonl", "task.log", "order.json"
 TMP_SIZE = "2g"
 MOUNT_POINTS_SIZE = "1m"
 CPU_SHARES_PER_SLOT = 1024
 EXIT_WATCH_SECONDS = 0.1
 EXIT_POLL_SECONDS = 0.5
-ENGINE_TIMEOUT_SECONDS = 120
-GANG_NETWORKS = ("host", "gang")
-WORKSPACE_RELAY = "relay"
-GANG_NETWORK_PREFIX = "tfplatform-gang-"
-
-
-@dataclass(frozen=True)
-class ContainerSettings:
-    """A node's engine and the limits of every task container it starts."""
-
-    engine_url: str
-    node: str
-    # What warm containers and trials without an environment run: the node's own runtime
-    # (built from an empty root filesystem) on a bare node; the platform's image in compose.
-    node_image: str = RUNTIME_IMAGE
-    oci_runtime: str = ""  # e.g. "runc" where the engine's default cannot run here
-    memory_bytes: int = 0  # 0: no limit
-    pids: int = 4096
-    cpus: float = 0.0  # a hard quota per slot; 0: none, only the slots' weight
-    # How a gang across nodes reaches itself: "host" (nodes on several machines: the host's
-    # network, narrowed by Landlock) or "gang" (every node starts containers on this one engine:
-    # an internal network per gang, nothing else on it).
-    gang_network: str = "host"
-    # Where a workspace container reaches the platform's API for its `tfp`: "relay" (no
-    # network; the node's relay socket, api_relay.py), "host" (narrowed by Landlock to the API's
-    # port) or an existing network on which only the web app answers.
-    workspace_network: str = WORKSPACE_RELAY
-
-    def __post_init__(self) -> None:
-        if self.gang_network not in GANG_NETWORKS:
-            raise InvalidInput(f"Unknown gang network {self.gang_network!r} (PLATFORM_CONTAINER_"
-                               f"GANG_NETWORK): choose one of {', '.join(GANG_NETWORKS)}.")
-        if self.workspace_network in ("", "none") or self.workspace_network.startswith(
-                ("container:", GANG_NETWORK_PREFIX)):
-            raise InvalidInput(f"PLATFORM_CONTAINER_WORKSPACE_NETWORK {self.workspace_network!r}"
-                               " must be 'relay', 'host' or the name of a network the web app "
-                               "is on.")
-
-    def client(self) -> DockerClient:
-        import docker
-
-        return docker.DockerClient(base_url=self.engine_url, timeout=ENGINE_TIMEOUT_SECONDS)
 
 
 def engine_check(*, settings: ContainerSettings) -> str:

@@ -27,7 +27,7 @@ from training.errors import InvalidInput
 from training.isolation.gang_network import gang_network_check
 
 if TYPE_CHECKING:
-    from training.isolation.containers import ContainerSettings
+    from training.isolation.container_settings import ContainerSettings
 
 RUNTIMES = ("sandbox", "docker", "podman", "process")
 CONTAINER_RUNTIMES = ("docker", "podman")

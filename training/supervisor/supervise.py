@@ -33,10 +33,10 @@ from training.errors import InvalidInput, no_space
 from training.events import EventTail, LineTail
 from training.exit_codes import EXIT_NO_SPACE, EXIT_OK, EXIT_USER_ERROR, NO_SPACE_HINT
 from training.isolation.container_create import NETNS_PATH_PREFIX
+from training.isolation.container_settings import WORKSPACE_RELAY
 from training.isolation.containers import (
     LABEL_TASK,
     LABEL_TRIAL,
-    WORKSPACE_RELAY,
     gang_network_name,
 )
 from training.isolation.gang_network import (

@@ -12,7 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 REQUEST_COUNT = ":tensorflow:serving:request_count"
 REQUEST_LATENCY = ":tensorflow:serving:request_latency"
-# The embedded model server's per-version repeats of the two (serving/monitoring.py).
+# The embedded model server's per-version repeats of the two (serving/metrics.py).
 VERSION_REQUEST_COUNT = ":tfplatform:serving:request_count"
 VERSION_REQUEST_LATENCY = ":tfplatform:serving:request_latency"
 # The key of a whole model's counts, beside its versions'.

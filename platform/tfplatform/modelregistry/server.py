@@ -7,7 +7,7 @@ from django.conf import settings
 from google.protobuf import text_format
 
 from serving.client import ModelEntry, ModelServerClient, model_server_config
-from serving.monitoring import MonitoringOptions, monitoring_config_text
+from serving.metrics import MonitoringOptions, monitoring_config_text
 
 LOAD_TIMEOUT_SECONDS = 120.0
 

@@ -17,7 +17,7 @@ from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 from serving.config import BatchingOptions, single_model_config
 from serving.flags import options_from_args
 from serving.flags import parser as flag_parser
-from serving.monitoring import DEFAULT_PATH, MonitoringOptions, monitoring_config_parse
+from serving.metrics import DEFAULT_PATH, MonitoringOptions, monitoring_config_parse
 from serving.server import ModelServer
 from serving.tensors import to_proto
 
