@@ -8,8 +8,34 @@ import pytest
 from django.core.cache import cache
 from rest_framework.test import APIClient
 
+# Live processes (a worker node, the model server): one per session, for every folder's tests.
+pytest_plugins = ["tests.plugins.live"]
+
 ROOT = Path(__file__).resolve().parents[1]
 PEER_DATA = ROOT.parent / "shared" / "peer-data"
+
+# Under xdist (`make test`), tests that share something of the machine's beyond what each worker
+# has of its own (its database, var folder, broker and cache keys) run on one worker, one after
+# the other: those named here by fixture, others by their module's `xdist_group` mark. The
+# podman engine's storage is the machine's: the images the tests build (the node's runtime
+# image, the Python image from debootstrap) and its networks.
+XDIST_GROUPS_BY_FIXTURE = {"podman_engine": "podman"}
+# The benchmarks' tests measure (timings, a Redis database of their own, BENCH_REDIS_URL).
+XDIST_GROUPS_BY_FOLDER = {ROOT / "tests" / "bench": "bench"}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # tryfirst: xdist reads the marks (--dist loadgroup) in its own hook of the same name.
+    for item in items:
+        if item.get_closest_marker("xdist_group"):
+            continue
+        groups = [group for fixture, group in XDIST_GROUPS_BY_FIXTURE.items()
+                  if fixture in getattr(item, "fixturenames", ())]
+        groups += [group for folder, group in XDIST_GROUPS_BY_FOLDER.items()
+                   if item.path.is_relative_to(folder)]
+        if groups:
+            item.add_marker(pytest.mark.xdist_group(groups[0]))
 
 
 def peer_data_or_skip() -> Path:
@@ -28,11 +54,26 @@ def _clear_cache() -> Iterator[None]:
     from tfplatform.accounts.authentication import token_cache_clear
     from tfplatform.modelregistry.selectors import model_route_cache_clear
 
-    for clear in (cache.clear, token_cache_clear, model_route_cache_clear):
+    for clear in (cache_clear, token_cache_clear, model_route_cache_clear):
         clear()
     yield
-    for clear in (cache.clear, token_cache_clear, model_route_cache_clear):
+    for clear in (cache_clear, token_cache_clear, model_route_cache_clear):
         clear()
+
+
+def cache_clear() -> None:
+    """This process's cache keys. Django's clear() of a Redis cache empties the whole database,
+    which xdist's workers share (each with its own KEY_PREFIX): another worker's test would
+    lose its throttle counters halfway; so under a prefix only the keys under it go."""
+    prefix = cache.key_prefix
+    client_of = getattr(getattr(cache, "_cache", None), "get_client", None)
+    if not prefix or client_of is None:
+        cache.clear()
+        return
+    client = client_of(write=True)
+    keys = list(client.scan_iter(match=f"{prefix}:*", count=1000))
+    if keys:
+        client.delete(*keys)
 
 
 @pytest.fixture

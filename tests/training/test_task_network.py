@@ -24,6 +24,9 @@ from training.runtime import repo_root, runtime_for
 from training.spec import Resources
 from training.supervisor import trial_supervise
 
+# Host-wide network namespaces (tfp-*), nftables and fixed ports: one worker runs these, in turn.
+pytestmark = pytest.mark.xdist_group("netns")
+
 # Each task writes its network namespace's identity where the test can read it.
 NETNS_MODULE = """
 import os, tf_keras as keras

@@ -1,4 +1,8 @@
-"""Fixtures for tests that need live processes: a worker node, the embedded model server."""
+"""Fixtures for tests that need live processes: a worker node, the embedded model server.
+
+A plugin (tests/conftest.py's pytest_plugins) so that every folder's tests share them: each
+process is started once per session (per xdist worker, each with its own database, var folder
+and broker keys), not once per module. Each test still finds them as if fresh."""
 
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,13 +17,14 @@ from tfplatform.cluster.models import Device, Node
 from tfplatform.modelregistry.server import _client
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def worker_node_process(
     tmp_path_factory: pytest.TempPathFactory, django_db_setup: None, django_db_blocker: Any
 ) -> Iterator[dict[str, Any]]:
-    """One worker node per module: starting one (Django, Celery, a warm TF host) and stopping
+    """One worker node per session: starting one (Django, Celery, a warm TF host) and stopping
     it cost more than many of the tests that use it. What it registered is kept to be put back
-    after each test's flush (`worker_node`); each test's trials run on it as on a fresh one."""
+    after each test's flush (`worker_node`); each test's trials run on it as on a fresh one.
+    Stopped before the test database is dropped (it depends on django_db_setup)."""
     home = tmp_path_factory.mktemp("worker-node")
     name = f"pipeline-{home.name[-12:]}"
     log = home / "worker.log"
@@ -61,9 +66,9 @@ def worker_node(
                   what="this test's trial tasks to end", log=log)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def model_server_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    """One server per module, started as `manage.py serve_models` starts it (its flags, its
+    """One server per session, started as `manage.py serve_models` starts it (its flags, its
     access token in the environment); each test sends it its own complete model list anyway."""
     from django.conf import settings
     from django.test import override_settings
@@ -102,15 +107,30 @@ def model_server_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[d
 def model_loader() -> Iterator[None]:
     """A real Celery worker on the models queue, in a thread of this process (so it sees this
     test's settings: its model base path and model server), as `manage.py model_loader` runs."""
+    import threading
+
     from celery.contrib.testing.worker import start_worker
+    from celery.signals import task_postrun
+    from django.db import connections
 
     from tfplatform.config.celery import app
     from tfplatform.modelregistry import tasks  # noqa: F401 - registers the task
     from tfplatform.modelregistry.dispatch import MODELS_QUEUE
 
-    with start_worker(app, pool="solo", perform_ping_check=False, queues=[MODELS_QUEUE],
-                      shutdown_timeout=30):
-        yield
+    def connections_close(**_: Any) -> None:
+        # The worker thread's own connection, as `celery worker` closes it after each task
+        # (its Django fixup, which an embedded worker does not install): left open when the
+        # thread ends, it keeps the test database from being dropped at the end of the run.
+        if threading.current_thread() is not threading.main_thread():
+            connections.close_all()
+
+    task_postrun.connect(connections_close, weak=False)
+    try:
+        with start_worker(app, pool="solo", perform_ping_check=False, queues=[MODELS_QUEUE],
+                          shutdown_timeout=30):
+            yield
+    finally:
+        task_postrun.disconnect(connections_close)
 
 
 @pytest.fixture
