@@ -76,3 +76,15 @@ def browser(chromium_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Iterator
         # Closes the contexts this test made (each page of new_page has its own) and
         # disconnects; the session's Chromium goes on for the next test.
         instance.close()
+        # The test ran in the context Playwright's loop left current, where Django's
+        # connections are not the ones it closes before dropping the test database: closed
+        # here, or the session ends on "test_... is being accessed by other users".
+        connections_close()
+
+
+def connections_close() -> None:
+    from django.db import connections
+
+    for connection in connections.all(initialized_only=True):
+        if not connection.in_atomic_block:  # a `db` test's transaction is rolled back later
+            connection.close()
