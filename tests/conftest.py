@@ -1,5 +1,7 @@
 """Shared fixtures. Tests use the real database, broker and processes, never mocks of ours."""
 
+import hashlib
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -107,7 +109,12 @@ def podman_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     service.wait(timeout=30)
 
 
-TEST_PYTHON_IMAGE = "localhost/tfplatform-test-python:bookworm"
+# What the Python image is made of; its tag is their hash, so the engine keeps one image per
+# recipe: built once (the first run on a machine), then found by every session, on any worker.
+TEST_PYTHON_ROOTFS = ["debootstrap", "--variant=minbase", "--include=python3,python3-pip",
+                      "bookworm"]
+TEST_PYTHON_IMAGE = "localhost/tfplatform-test-python:" + hashlib.sha256(
+    json.dumps(TEST_PYTHON_ROOTFS).encode()).hexdigest()[:12]
 
 
 @pytest.fixture(scope="session")
@@ -126,8 +133,7 @@ def python_image(podman_engine: str, tmp_path_factory: pytest.TempPathFactory) -
         pytest.skip("debootstrap is not installed (`make containers` installs it)")
     root = tmp_path_factory.mktemp("python-rootfs")
     subprocess.run(
-        ["debootstrap", "--variant=minbase", "--include=python3,python3-pip", "bookworm",
-         str(root), "http://deb.debian.org/debian"],
+        [*TEST_PYTHON_ROOTFS, str(root), "http://deb.debian.org/debian"],
         check=True, capture_output=True, timeout=900,
     )
     tar = subprocess.Popen(["tar", "-C", str(root), "-c", "."], stdout=subprocess.PIPE)
