@@ -107,30 +107,15 @@ def model_server_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[d
 def model_loader() -> Iterator[None]:
     """A real Celery worker on the models queue, in a thread of this process (so it sees this
     test's settings: its model base path and model server), as `manage.py model_loader` runs."""
-    import threading
-
     from celery.contrib.testing.worker import start_worker
-    from celery.signals import task_postrun
-    from django.db import connections
 
     from tfplatform.config.celery import app
     from tfplatform.modelregistry import tasks  # noqa: F401 - registers the task
     from tfplatform.modelregistry.dispatch import MODELS_QUEUE
 
-    def connections_close(**_: Any) -> None:
-        # The worker thread's own connection, as `celery worker` closes it after each task
-        # (its Django fixup, which an embedded worker does not install): left open when the
-        # thread ends, it keeps the test database from being dropped at the end of the run.
-        if threading.current_thread() is not threading.main_thread():
-            connections.close_all()
-
-    task_postrun.connect(connections_close, weak=False)
-    try:
-        with start_worker(app, pool="solo", perform_ping_check=False, queues=[MODELS_QUEUE],
-                          shutdown_timeout=30):
-            yield
-    finally:
-        task_postrun.disconnect(connections_close)
+    with start_worker(app, pool="solo", perform_ping_check=False, queues=[MODELS_QUEUE],
+                      shutdown_timeout=30):
+        yield
 
 
 @pytest.fixture
