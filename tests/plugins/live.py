@@ -1,8 +1,9 @@
 """Fixtures for tests that need live processes: a worker node, the embedded model server.
 
-A plugin (tests/conftest.py's pytest_plugins) so that every folder's tests share them: each
-process is started once per session (per xdist worker, each with its own database, var folder
-and broker keys), not once per module. Each test still finds them as if fresh."""
+A plugin (tests/conftest.py's pytest_plugins) so that every folder's tests share one definition.
+The model server is started once per session (per xdist worker, each with its own database,
+var folder and broker keys); a worker node once per module (see worker_node_process). Each test
+still finds them as if fresh."""
 
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,14 +18,16 @@ from tfplatform.cluster.models import Device, Node
 from tfplatform.modelregistry.server import _client
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def worker_node_process(
     tmp_path_factory: pytest.TempPathFactory, django_db_setup: None, django_db_blocker: Any
 ) -> Iterator[dict[str, Any]]:
-    """One worker node per session: starting one (Django, Celery, a warm TF host) and stopping
+    """One worker node per module: starting one (Django, Celery, a warm TF host) and stopping
     it cost more than many of the tests that use it. What it registered is kept to be put back
     after each test's flush (`worker_node`); each test's trials run on it as on a fresh one.
-    Stopped before the test database is dropped (it depends on django_db_setup)."""
+    Not one per session: a node also takes the platform queue's tasks (scheduler wake-ups,
+    search steps), and would take them from the nodes and schedulers that later modules'
+    tests start with settings of their own."""
     home = tmp_path_factory.mktemp("worker-node")
     name = f"pipeline-{home.name[-12:]}"
     log = home / "worker.log"

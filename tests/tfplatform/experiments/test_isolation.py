@@ -35,7 +35,10 @@ from training.runtime import TaskPython
 from training.sandbox import runtime_paths, trial_paths
 from training.spec import TrialSpec
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+# One xdist worker runs every variant, in turn, with the podman engine's other tests: their
+# abstract Unix socket names are host-wide, and one variant runs under podman.
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow,
+              pytest.mark.xdist_group("podman")]
 
 ROOT = Path(__file__).resolve().parents[3]
 CANARY = "canary-7f3a9c"
