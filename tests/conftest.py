@@ -26,18 +26,32 @@ XDIST_GROUPS_BY_FIXTURE = {"podman_engine": "podman"}
 XDIST_GROUPS_BY_FOLDER = {ROOT / "tests" / "bench": "bench"}
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    # tryfirst: xdist reads the marks (--dist loadgroup) in its own hook of the same name.
+def pytest_itemcollected(item: pytest.Item) -> None:
+    if item.get_closest_marker("xdist_group"):
+        return
+    groups = [group for fixture, group in XDIST_GROUPS_BY_FIXTURE.items()
+              if fixture in getattr(item, "fixturenames", ())]
+    groups += [group for folder, group in XDIST_GROUPS_BY_FOLDER.items()
+               if item.path.is_relative_to(folder)]
+    if groups:
+        item.add_marker(pytest.mark.xdist_group(groups[0]))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # --dist loadgroup sends the tests whose ids end in the same "@group" to one worker.
+    # pytest-xdist 3.8 appends it to item._nodeid, which pytest 9 no longer reads (an item's
+    # id is item._id): appended here, where xdist has not already.
+    if not getattr(config.option, "loadgroup", False):
+        return
+    from _pytest.nodeid import coerce_node_id
+
     for item in items:
-        if item.get_closest_marker("xdist_group"):
-            continue
-        groups = [group for fixture, group in XDIST_GROUPS_BY_FIXTURE.items()
-                  if fixture in getattr(item, "fixturenames", ())]
-        groups += [group for folder, group in XDIST_GROUPS_BY_FOLDER.items()
-                   if item.path.is_relative_to(folder)]
-        if groups:
-            item.add_marker(pytest.mark.xdist_group(groups[0]))
+        names = sorted({str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+                        for mark in item.iter_markers("xdist_group")})
+        suffix = "@" + "_".join(names)
+        if names and hasattr(item, "_id") and not item.nodeid.endswith(suffix):
+            item._id = coerce_node_id(item.nodeid + suffix)
 
 
 def peer_data_or_skip() -> Path:
