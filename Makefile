@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat requirements.txt pyproject.toml | sha1sum | cut -c1-12)
 
-.PHONY: run test lint typecheck pytest bench install browser sandbox containers clean-var
+.PHONY: run test test-fast lint typecheck pytest bench install browser sandbox containers clean-var
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -55,8 +55,19 @@ lint: install
 typecheck: install
 	$(VENV)/bin/mypy platform/tfplatform platform/tfplatform_cli confinement training serving bench manage.py
 
+# pytest-xdist: the suite waits on the processes it starts more than it computes, so it runs
+# more workers than cores (twice the cores, at least 4). Each worker has its own test database,
+# var folder, broker and cache keys; tests that share something of the machine's run on one
+# worker (--dist loadgroup; tests/conftest.py). PYTEST_WORKERS=0 runs it in one process.
+PYTEST_WORKERS ?= $(shell n=$$(nproc); echo $$(( n * 2 > 4 ? n * 2 : 4 )))
+PYTEST_XDIST := -n $(PYTEST_WORKERS) --dist loadgroup
+
 pytest: install browser sandbox containers
-	$(VENV)/bin/pytest
+	$(VENV)/bin/pytest $(PYTEST_XDIST)
+
+# The local loop: what trains no real model, starts no real process and drives no browser.
+test-fast: install
+	$(VENV)/bin/pytest $(PYTEST_XDIST) -m "not slow and not browser"
 
 test: lint typecheck pytest
 

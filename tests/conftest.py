@@ -1,5 +1,7 @@
 """Shared fixtures. Tests use the real database, broker and processes, never mocks of ours."""
 
+import hashlib
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -8,9 +10,49 @@ import pytest
 from django.core.cache import cache
 from rest_framework.test import APIClient
 
+# Live processes (a worker node, the model server) for every folder's tests, and the one way a
+# test overrides the platform's settings.
+pytest_plugins = ["tests.plugins.live", "tests.fixtures_settings"]
+
 ROOT = Path(__file__).resolve().parents[1]
 PEER_DATA = ROOT.parent / "shared" / "peer-data"
-pytest_plugins = ["tests.fixtures_settings"]
+
+# Under xdist (`make test`), tests that share something of the machine's beyond what each worker
+# has of its own (its database, var folder, broker and cache keys) run on one worker, one after
+# the other: those named here by fixture, others by their module's `xdist_group` mark. The
+# podman engine's storage is the machine's: the images the tests build (the node's runtime
+# image, the Python image from debootstrap) and its networks.
+XDIST_GROUPS_BY_FIXTURE = {"podman_engine": "podman"}
+# The benchmarks' tests measure (timings, a Redis database of their own, BENCH_REDIS_URL).
+XDIST_GROUPS_BY_FOLDER = {ROOT / "tests" / "bench": "bench"}
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    if item.get_closest_marker("xdist_group"):
+        return
+    groups = [group for fixture, group in XDIST_GROUPS_BY_FIXTURE.items()
+              if fixture in getattr(item, "fixturenames", ())]
+    groups += [group for folder, group in XDIST_GROUPS_BY_FOLDER.items()
+               if item.path.is_relative_to(folder)]
+    if groups:
+        item.add_marker(pytest.mark.xdist_group(groups[0]))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # --dist loadgroup sends the tests whose ids end in the same "@group" to one worker.
+    # pytest-xdist 3.8 appends it to item._nodeid, which pytest 9 no longer reads (an item's
+    # id is item._id): appended here, where xdist has not already.
+    if not getattr(config.option, "loadgroup", False):
+        return
+    from _pytest.nodeid import coerce_node_id
+
+    for item in items:
+        names = sorted({str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+                        for mark in item.iter_markers("xdist_group")})
+        suffix = "@" + "_".join(names)
+        if names and hasattr(item, "_id") and not item.nodeid.endswith(suffix):
+            item._id = coerce_node_id(item.nodeid + suffix)
 
 
 def peer_data_or_skip() -> Path:
@@ -29,11 +71,26 @@ def _clear_cache() -> Iterator[None]:
     from tfplatform.accounts.token_cache import token_cache_clear
     from tfplatform.modelregistry.selectors import model_route_cache_clear
 
-    for clear in (cache.clear, token_cache_clear, model_route_cache_clear):
+    for clear in (cache_clear, token_cache_clear, model_route_cache_clear):
         clear()
     yield
-    for clear in (cache.clear, token_cache_clear, model_route_cache_clear):
+    for clear in (cache_clear, token_cache_clear, model_route_cache_clear):
         clear()
+
+
+def cache_clear() -> None:
+    """This process's cache keys. Django's clear() of a Redis cache empties the whole database,
+    which xdist's workers share (each with its own KEY_PREFIX): another worker's test would
+    lose its throttle counters halfway; so under a prefix only the keys under it go."""
+    prefix = cache.key_prefix
+    client_of = getattr(getattr(cache, "_cache", None), "get_client", None)
+    if not prefix or client_of is None:
+        cache.clear()
+        return
+    client = client_of(write=True)
+    keys = list(client.scan_iter(match=f"{prefix}:*", count=1000))
+    if keys:
+        client.delete(*keys)
 
 
 @pytest.fixture
@@ -67,7 +124,12 @@ def podman_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     service.wait(timeout=30)
 
 
-TEST_PYTHON_IMAGE = "localhost/tfplatform-test-python:bookworm"
+# What the Python image is made of; its tag is their hash, so the engine keeps one image per
+# recipe: built once (the first run on a machine), then found by every session, on any worker.
+TEST_PYTHON_ROOTFS = ["debootstrap", "--variant=minbase", "--include=python3,python3-pip",
+                      "bookworm"]
+TEST_PYTHON_IMAGE = "localhost/tfplatform-test-python:" + hashlib.sha256(
+    json.dumps(TEST_PYTHON_ROOTFS).encode()).hexdigest()[:12]
 
 
 @pytest.fixture(scope="session")
@@ -86,8 +148,7 @@ def python_image(podman_engine: str, tmp_path_factory: pytest.TempPathFactory) -
         pytest.skip("debootstrap is not installed (`make containers` installs it)")
     root = tmp_path_factory.mktemp("python-rootfs")
     subprocess.run(
-        ["debootstrap", "--variant=minbase", "--include=python3,python3-pip", "bookworm",
-         str(root), "http://deb.debian.org/debian"],
+        [*TEST_PYTHON_ROOTFS, str(root), "http://deb.debian.org/debian"],
         check=True, capture_output=True, timeout=900,
     )
     tar = subprocess.Popen(["tar", "-C", str(root), "-c", "."], stdout=subprocess.PIPE)

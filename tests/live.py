@@ -141,6 +141,11 @@ def work_dir_pids(work: Path) -> list[str]:
     return _task_pids(lambda cwd: cwd.startswith(f"{work}/experiment-"))
 
 
+# Where this test process' own nodes work (its pytest folder, its var folder): under xdist every
+# worker numbers experiments from the same range, so a work dir is this worker's only below these.
+OWN_ROOTS: list[str] = []
+
+
 def _task_pids(matches: Callable[[str], bool]) -> list[str]:
     alive = []
     for proc in Path("/proc").iterdir():
@@ -151,7 +156,8 @@ def _task_pids(matches: Callable[[str], bool]) -> list[str]:
             state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue  # gone meanwhile
-        if matches(cwd + "/") and "/runs/" not in cwd and state != "Z":
+        own = not OWN_ROOTS or any(cwd.startswith(root) for root in OWN_ROOTS)
+        if own and matches(cwd + "/") and "/runs/" not in cwd and state != "Z":
             alive.append(proc.name)
     return alive
 

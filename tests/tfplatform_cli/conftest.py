@@ -8,14 +8,6 @@ from pathlib import Path
 
 import pytest
 
-# The live-process fixtures live with the platform's tests; this folder uses them as they are.
-from tests.tfplatform.conftest import (  # noqa: F401
-    model_loader,
-    model_server,
-    model_server_process,
-    worker_node,
-)
-
 TFP = Path(sys.executable).parent / "tfp"
 TIMEOUT = 300
 

@@ -159,6 +159,10 @@ PROMETHEUS_EXPORT_MIGRATIONS = False
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 CACHES = {"default": env.cache("CACHE_URL", default="locmemcache://")}
+# Processes that share one cache server but must not see each other's keys (the test suite's
+# xdist workers) each get a prefix of their own.
+if _cache_prefix := env.str("PLATFORM_CACHE_KEY_PREFIX", default=""):
+    CACHES["default"]["KEY_PREFIX"] = _cache_prefix
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
@@ -293,6 +297,10 @@ elif CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
     if _restore := env.int("PLATFORM_BROKER_RESTORE_SECONDS", default=0):
         CELERY_BROKER_TRANSPORT_OPTIONS |= {"unacked_restore_interval": _restore,
                                             "unacked_restore_throttle": 1}
+    # Platforms that share one Redis but must not take each other's tasks (the test suite's
+    # xdist workers) each get a prefix of their own for every key and channel.
+    if _broker_prefix := env.str("PLATFORM_BROKER_KEY_PREFIX", default=""):
+        CELERY_BROKER_TRANSPORT_OPTIONS["global_keyprefix"] = f"{_broker_prefix}:"
 CELERY_TASK_ACKS_LATE = False
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_DEFAULT_QUEUE = "platform"

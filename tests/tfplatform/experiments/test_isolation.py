@@ -35,7 +35,10 @@ from training.isolation.runtime import TaskPython
 from training.isolation.sandbox import runtime_paths, trial_paths
 from training.spec import TrialSpec
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+# One xdist worker runs every variant, in turn, with the podman engine's other tests: their
+# abstract Unix socket names are host-wide, and one variant runs under podman.
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow,
+              pytest.mark.xdist_group("podman")]
 
 ROOT = Path(__file__).resolve().parents[3]
 CANARY = "canary-7f3a9c"
@@ -254,7 +257,7 @@ def _datagrams(udp: socket.socket) -> list[bytes]:
 def host_unix_sockets(tmp_path: Path) -> Iterator[dict[str, str]]:
     """The host's Unix sockets: PostgreSQL's, one in the platform's var dir, an abstract one."""
     path = Path(settings.VAR_DIR) / f"isolation-{tmp_path.name[-12:]}.sock"
-    abstract = f"\0tfplatform-isolation-{tmp_path.name[-12:]}"
+    abstract = f"\0tfplatform-isolation-{os.getpid()}-{tmp_path.name[-12:]}"  # host-wide names
     with socket.socket(socket.AF_UNIX) as named, socket.socket(socket.AF_UNIX) as hidden:
         named.bind(str(path))
         named.listen(8)

@@ -24,6 +24,9 @@ from training.isolation.runtime import repo_root
 from training.spec import Resources
 from training.tf_config import ClusterPlan, TaskAddress
 
+# Host-wide network namespaces (tfp-*), nftables and fixed ports: one worker runs these, in turn.
+pytestmark = pytest.mark.xdist_group("netns")
+
 LINK = "10.231.0"
 ADDRESSES = {"a": f"{LINK}.1", "b": f"{LINK}.2", "c": f"{LINK}.3"}
 GANG_PORTS = {"a": 41001, "b": 41002}

@@ -25,6 +25,9 @@ from training.spec import Resources
 from training.supervisor.supervise import trial_supervise
 from training.tf_config import ClusterPlan, TaskAddress
 
+# Host-wide network namespaces (tfp-*), nftables and fixed ports: one worker runs these, in turn.
+pytestmark = pytest.mark.xdist_group("netns")
+
 # Each task writes its network namespace's identity where the test can read it.
 NETNS_MODULE = """
 import os, tf_keras as keras

@@ -1,4 +1,9 @@
-"""Fixtures for tests that need live processes: a worker node, the embedded model server."""
+"""Fixtures for tests that need live processes: a worker node, the embedded model server.
+
+A plugin (tests/conftest.py's pytest_plugins) so that every folder's tests share one definition.
+The model server is started once per session (per xdist worker, each with its own database,
+var folder and broker keys); a worker node once per module (see worker_node_process). Each test
+still finds them as if fresh."""
 
 import dataclasses
 from collections.abc import Iterator
@@ -15,13 +20,24 @@ from tfplatform.cluster.models import Device, Node
 from tfplatform.modelregistry.server import _client
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _own_task_roots(tmp_path_factory: pytest.TempPathFactory) -> None:
+    from django.conf import settings
+
+    live.OWN_ROOTS[:] = [f"{tmp_path_factory.getbasetemp().resolve()}/",
+                         f"{Path(settings.VAR_DIR).resolve()}/"]
+
+
 @pytest.fixture(scope="module")
 def worker_node_process(
     tmp_path_factory: pytest.TempPathFactory, django_db_setup: None, django_db_blocker: Any
 ) -> Iterator[dict[str, Any]]:
     """One worker node per module: starting one (Django, Celery, a warm TF host) and stopping
     it cost more than many of the tests that use it. What it registered is kept to be put back
-    after each test's flush (`worker_node`); each test's trials run on it as on a fresh one."""
+    after each test's flush (`worker_node`); each test's trials run on it as on a fresh one.
+    Not one per session: a node also takes the platform queue's tasks (scheduler wake-ups,
+    search steps), and would take them from the nodes and schedulers that later modules'
+    tests start with settings of their own."""
     home = tmp_path_factory.mktemp("worker-node")
     name = f"pipeline-{home.name[-12:]}"
     log = home / "worker.log"
@@ -64,9 +80,9 @@ def worker_node(
                   what="this test's trial tasks to end", log=log)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def model_server_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    """One server per module, started as `manage.py serve_models` starts it (its flags, its
+    """One server per session, started as `manage.py serve_models` starts it (its flags, its
     access token in the environment); each test sends it its own complete model list anyway."""
     from django.conf import settings
     from django.test import override_settings
