@@ -10,7 +10,10 @@ TRIAL_HOLDER = ("experiments", "trial")
 
 
 def trial_holder_type() -> ContentType:
-    return ContentType.objects.get_by_natural_key(*TRIAL_HOLDER)
+    # Read, not taken from ContentType's cache: a long-lived process (a node, the scheduler)
+    # would keep an id that a restored or flushed database no longer has.
+    app_label, model = TRIAL_HOLDER
+    return ContentType.objects.get(app_label=app_label, model=model)
 
 
 class Node(models.Model):

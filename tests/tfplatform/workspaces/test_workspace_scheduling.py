@@ -1,7 +1,7 @@
 """Workspace sessions in the scheduling pass, on factory nodes (no worker process): a session
 without GPUs holds as many CPU slots as it asked for, all on one node."""
 
-from datetime import timedelta
+from datetime import UTC, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -66,7 +66,9 @@ def test_a_session_waits_for_its_cpu_slots_on_one_node_then_holds_them_all() -> 
     # Showback counts each slot: two allocations, twice the slot-time of one.
     allocations_claim_part(trial_id=trial.pk, node_id=node.pk)
     later = timezone.now() + timedelta(hours=1)
-    (row,) = usage_report(viewer=owner, query=usage_query(), now=later)
+    # The report's days end at `later`'s (one hour on may be tomorrow, UTC).
+    (row,) = usage_report(viewer=owner, query=usage_query(today=later.astimezone(UTC).date()),
+                          now=later)
     assert row.allocations == 2 and row.gpu_seconds == 0
     assert row.cpu_slot_hours == pytest.approx(2.0, abs=0.01)
 

@@ -13,8 +13,8 @@ from training.catalog import hyperparameters_resolve
 
 @pytest.fixture(scope="module")
 def tf_modules() -> tuple[Any, Any]:
-    from training.data.inputs import array_pipelines as datasets
-    from training.trial.run import zoo
+    from training.data import array_pipelines as datasets
+    from training.trial import zoo
 
     return datasets, zoo
 

@@ -14,7 +14,7 @@ import pytest
 
 pytestmark = pytest.mark.slow
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 # Two named inputs and two named outputs from a tf.data pipeline: a class and a value per row.
 MULTI_OUTPUT_MODULE = '''
 import numpy as np

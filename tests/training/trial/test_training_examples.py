@@ -12,7 +12,7 @@ import yaml
 
 from training.spec import Resources
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
 pytestmark = pytest.mark.slow
 

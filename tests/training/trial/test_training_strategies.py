@@ -87,7 +87,7 @@ def test_same_module_trains_under_every_strategy(case: str, trained: Callable[[s
 def test_the_chief_alone_leaves_tensorboard_scalars_under_every_strategy(
     case: str, trained: Callable[[str], Any]
 ) -> None:
-    from tests.training.test_training_board import board_scalars
+    from tests.training.trial.test_training_board import board_scalars
 
     work = Path(trained(case).outcome.export_path).parent
     assert set(board_scalars(work / "tensorboard" / "train")["epoch_loss"]) == {0, 1, 2, 3}

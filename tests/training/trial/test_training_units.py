@@ -200,7 +200,7 @@ def test_trial_task_stops_when_its_supervisor_dies(tmp_path: Path) -> None:
         "print(child.pid, flush=True)\n"
         "time.sleep(60)\n"
     )
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     parent = subprocess.Popen(
         [sys.executable, str(script)],
         stdout=subprocess.PIPE,

@@ -5,6 +5,7 @@ import time
 from typing import Any
 
 from django.conf import settings
+from django.contrib.contenttypes.models import ContentType
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import close_old_connections
 
@@ -47,6 +48,7 @@ class Command(BaseCommand):
                     if lost:
                         logger.warning("Marked %d node(s) lost", len(lost))
                 nodes_finish_draining()
+                ContentType.objects.clear_cache()  # see config/celery.py
                 scheduler_passing.send(sender=self.__class__)
                 scheduled = scheduler_pass()
                 if scheduled:
