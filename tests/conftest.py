@@ -157,3 +157,15 @@ def python_image(podman_engine: str, tmp_path_factory: pytest.TempPathFactory) -
     tar.wait()
     shutil.rmtree(root, ignore_errors=True)
     return TEST_PYTHON_IMAGE
+
+
+@pytest.fixture
+def short_dir() -> Iterator[Path]:
+    """A folder with a short path, for Unix sockets (108 bytes at most): tmp_path is too deep
+    under xdist (`…/pytest-51/popen-gw0/test_a_long_name_0/`)."""
+    import shutil
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="tfp-", dir="/tmp"))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)

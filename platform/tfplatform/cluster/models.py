@@ -10,10 +10,9 @@ TRIAL_HOLDER = ("experiments", "trial")
 
 
 def trial_holder_type() -> ContentType:
-    # Read, not taken from ContentType's cache: a long-lived process (a node, the scheduler)
-    # would keep an id that a restored or flushed database no longer has.
-    app_label, model = TRIAL_HOLDER
-    return ContentType.objects.get(app_label=app_label, model=model)
+    # From ContentType's cache, which long-lived processes empty before each task and each
+    # scheduler pass (config/celery.py): a flushed or restored database renumbers the types.
+    return ContentType.objects.get_by_natural_key(*TRIAL_HOLDER)
 
 
 class Node(models.Model):

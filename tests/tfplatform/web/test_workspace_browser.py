@@ -86,10 +86,11 @@ def _wait_output(page: Any, text: str) -> None:
 
 
 @pytest.fixture(params=["sandbox", "podman"])
-def platform(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[str, Any]]:
+def platform(request: pytest.FixtureRequest, tmp_path: Path,
+             short_dir: Path) -> Iterator[dict[str, Any]]:
     """A worker node with two GPU slots, the scheduler, the ASGI web app, and the same app again
     on the lab's own origin (a second port), as `make run` runs them."""
-    homes = tmp_path / "h"
+    homes = short_dir / "h"  # a Unix socket's path must fit in 108 bytes
     port, lab_port = live.free_port(), live.free_port()
     lab = f"http://127.0.0.1:{lab_port}"
     env = {"PLATFORM_HOME_DIR": str(homes), "PLATFORM_WORK_DIR": str(tmp_path / "work"),

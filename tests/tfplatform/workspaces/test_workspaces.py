@@ -32,10 +32,10 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 
 @pytest.fixture
-def gpu_node(tmp_path: Path, settings: Any,
+def gpu_node(tmp_path: Path, settings: Any, short_dir: Path,
     platform_settings_override: PlatformSettingsOverride) -> Iterator[Path]:
     # A short folder: a Unix socket's path must fit in 108 bytes.
-    homes = tmp_path / "h"
+    homes = short_dir / "h"
     platform_settings_override(home_dir=homes)
     log = tmp_path / "worker.log"
     process = live.worker_start(node=f"ws-{tmp_path.name[-6:]}", log=log, gpu_slots=1,
