@@ -19,7 +19,7 @@ from pathlib import Path
 from bench.machine import machine_describe, versions_describe
 from bench.plots import bar_chart_write
 from bench.report import Section, report_markdown, section_text
-from training.isolation.containers import RUNTIME_IMAGE
+from training.isolation.container_settings import RUNTIME_IMAGE
 from training.isolation.runtime import CONTAINER_RUNTIMES
 
 RESULTS = Path(__file__).resolve().parent / "results"

@@ -21,7 +21,8 @@ from tfplatform.experiments.models import Environment, EnvironmentBuild, Experim
 from tfplatform.experiments.services.transitions import experiment_set_pending_reason
 from training import errors as training_errors
 from training.isolation import images, venvs
-from training.isolation.containers import ContainerSettings, image_runs_host_python
+from training.isolation.container_settings import ContainerSettings
+from training.isolation.containers import image_runs_host_python
 from training.isolation.runtime import Runtime, TaskPython
 
 Build = EnvironmentBuild.State

@@ -51,7 +51,7 @@ from tfplatform.experiments.sessions import (
 )
 from tfplatform.experiments.validation import registered_source
 from training.catalog import BUILTIN_DATASETS, DIAGNOSTIC_JOBS
-from training.isolation.containers import RUNTIME_IMAGE, ContainerSettings
+from training.isolation.container_settings import RUNTIME_IMAGE, ContainerSettings
 from training.isolation.runtime import CONTAINER_RUNTIMES, Runtime
 from training.isolation.runtime_factory import runtime_for
 from training.spec import Resources, TrialOutcome, TrialSpec

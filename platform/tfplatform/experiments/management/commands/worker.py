@@ -22,7 +22,8 @@ from tfplatform.cluster.services import (
 from tfplatform.config.celery import app
 from tfplatform.core.database import DATABASE_ERRORS, database_connection_reset
 from tfplatform.experiments.services.execution import node_restart_recover, node_runtime
-from training.isolation.containers import RUNTIME_IMAGE, containers_reap, runtime_image_ensure
+from training.isolation.container_settings import RUNTIME_IMAGE
+from training.isolation.containers import containers_reap, runtime_image_ensure
 from training.isolation.gang_network import gang_networks_reap
 from training.isolation.runtime import node_privileged
 from training.isolation.sandbox import Exposure
