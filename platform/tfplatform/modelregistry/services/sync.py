@@ -4,6 +4,7 @@ import contextlib
 from pathlib import Path
 
 from django.conf import settings
+from django.db import connection, transaction
 
 from serving import layout
 from serving.client import ModelEntry, ModelServerError
@@ -22,6 +23,8 @@ from tfplatform.modelregistry.server import (
 )
 
 EMPTY_MODEL_CONFIG = "model_config_list {\n}\n"
+# Not the scheduler's key (experiments.services.scheduling): syncs wait only for each other.
+SYNC_LOCK_KEY = 7_305_002
 
 
 SERVED_STATES = (ModelVersion.State.LOADING, ModelVersion.State.AVAILABLE)
@@ -73,12 +76,20 @@ def model_server_entries() -> list[ModelEntry]:
 def model_server_sync() -> None:
     """After every change of versions or labels: the server and this process's routes follow."""
     model_route_cache_clear()
-    entries = model_server_entries()
-    model_config_write(entries=entries, path=model_config_ensure())
-    try:
-        model_server_client().reload_config(models=entries, timeout=LOAD_TIMEOUT_SECONDS)
-    except (ModelServerError, TimeoutError) as error:
-        raise Unavailable(f"The model server did not accept the new model list: {error}") from error
+    # Two syncs (the loader's, a label moved in a request) never interleave: each reads the
+    # list after the one before it has written and sent its own, so a stale list never lands
+    # last. SQLite serializes its writers already.
+    with transaction.atomic():
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_xact_lock(%s)", [SYNC_LOCK_KEY])
+        entries = model_server_entries()
+        model_config_write(entries=entries, path=model_config_ensure())
+        try:
+            model_server_client().reload_config(models=entries, timeout=LOAD_TIMEOUT_SECONDS)
+        except (ModelServerError, TimeoutError) as error:
+            raise Unavailable(
+                f"The model server did not accept the new model list: {error}") from error
 
 
 def model_server_sync_quietly() -> None:

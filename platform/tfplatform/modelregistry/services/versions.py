@@ -52,16 +52,18 @@ def model_version_load(*, version_id: int) -> ModelVersion | None:
         model_server_sync_quietly()  # a failed version leaves the list
         version.refresh_from_db()
         return version
-    # One transaction: no reader may see the first version available yet without `stable`.
+    # One transaction: no reader may see the first version available yet without `stable`,
+    # nor the new version available beside one it retires.
     with transaction.atomic():
         ModelVersion.objects.filter(pk=version.pk, state=ModelVersion.State.LOADING).update(
             state=ModelVersion.State.AVAILABLE)
         version.refresh_from_db()
-        labelled = False
+        labelled = retired = False
         if version.state == ModelVersion.State.AVAILABLE:
             _, labelled = ModelLabel.objects.get_or_create(
                 model=version.model, label=ModelLabel.Name.STABLE, defaults={"version": version})
-    if model_versions_retire(model=version.model) or labelled:
+            retired = bool(model_versions_retire(model=version.model))
+    if retired or labelled:
         model_server_sync_quietly()
     return version
 
