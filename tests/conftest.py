@@ -69,7 +69,7 @@ def _clear_cache() -> Iterator[None]:
     # Throttle counters live in the cache, checked tokens and model routes in per-process
     # caches; each test starts with a clean slate.
     from tfplatform.accounts.token_cache import token_cache_clear
-    from tfplatform.modelregistry.selectors import model_route_cache_clear
+    from tfplatform.modelregistry.selectors.routes import model_route_cache_clear
 
     for clear in (cache_clear, token_cache_clear, model_route_cache_clear):
         clear()

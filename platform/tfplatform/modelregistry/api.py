@@ -17,10 +17,18 @@ from tfplatform.core.negotiation import JsonOnlyNegotiation
 from tfplatform.core.serializers import StrictInputSerializer
 from tfplatform.core.throttling import ScopedWindowRateThrottle
 from tfplatform.experiments.selectors.experiments import experiment_get
-from tfplatform.modelregistry import selectors
 from tfplatform.modelregistry.health import WHOLE_MODEL
 from tfplatform.modelregistry.inference import inference_predict
 from tfplatform.modelregistry.models import ModelVersion, RegisteredModel
+from tfplatform.modelregistry.selectors.health import model_versions_serving_health
+from tfplatform.modelregistry.selectors.models import (
+    model_get,
+    model_get_for_change,
+    model_label_versions,
+    model_version_get,
+    model_version_list,
+)
+from tfplatform.modelregistry.selectors.routes import model_route_get
 from tfplatform.modelregistry.services.labels import (
     LABELS,
     model_label_remove,
@@ -69,7 +77,7 @@ class RegisteredModelSerializer(serializers.ModelSerializer):
         fields = ["name", "owner", "public", "canary_percent", "labels", "versions", "created_at"]
 
     def get_labels(self, model: RegisteredModel) -> dict[str, int]:
-        return selectors.model_label_versions(model=model)
+        return model_label_versions(model=model)
 
     def get_versions(self, model: RegisteredModel) -> list[dict[str, Any]]:
         return [
@@ -105,7 +113,7 @@ class ModelVersionListApi(generics.ListAPIView):
     parser_classes = [JSONParser, MultiPartParser]
 
     def get_queryset(self) -> QuerySet[ModelVersion]:
-        return selectors.model_version_list(user=self.request.user)
+        return model_version_list(user=self.request.user)
 
     @extend_schema(request=RegisterSerializer, responses={202: ModelVersionSerializer})
     def post(self, request: Request) -> Response:
@@ -143,12 +151,12 @@ class ModelSettingsSerializer(StrictInputSerializer):
 class ModelDetailApi(APIView):
     @extend_schema(responses=RegisteredModelSerializer)
     def get(self, request: Request, name: str) -> Response:
-        model = selectors.model_get(user=request.user, name=name)
+        model = model_get(user=request.user, name=name)
         return Response(RegisteredModelSerializer(model).data)
 
     @extend_schema(request=ModelSettingsSerializer, responses=RegisteredModelSerializer)
     def patch(self, request: Request, name: str) -> Response:
-        model = selectors.model_get_for_change(user=request.user, name=name)
+        model = model_get_for_change(user=request.user, name=name)
         serializer = ModelSettingsSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         model = model_settings_update(model=model, **serializer.validated_data)
@@ -186,8 +194,8 @@ class ModelHealthApi(APIView):
 
     @extend_schema(responses=ModelHealthSerializer)
     def get(self, request: Request, name: str) -> Response:
-        model = selectors.model_get(user=request.user, name=name)
-        figures = selectors.model_versions_serving_health(model=model)
+        model = model_get(user=request.user, name=name)
+        figures = model_versions_serving_health(model=model)
         whole = figures.pop(WHOLE_MODEL, None)
         return Response(ModelHealthSerializer({
             "model": model.name,
@@ -207,10 +215,10 @@ class ModelLabelApi(APIView):
     @extend_schema(request=LabelSerializer, responses=RegisteredModelSerializer)
     def post(self, request: Request, name: str) -> Response:
         """Promote or roll back: point a label at a version."""
-        model = selectors.model_get_for_change(user=request.user, name=name)
+        model = model_get_for_change(user=request.user, name=name)
         serializer = LabelSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        version = selectors.model_version_get(
+        version = model_version_get(
             model=model, version=serializer.validated_data["version"]
         )
         model_label_set(
@@ -222,7 +230,7 @@ class ModelLabelApi(APIView):
 class ModelLabelDeleteApi(APIView):
     @extend_schema(request=None, responses={204: None})
     def delete(self, request: Request, name: str, label: str) -> Response:
-        model = selectors.model_get_for_change(user=request.user, name=name)
+        model = model_get_for_change(user=request.user, name=name)
         model_label_remove(model=model, label=label)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
@@ -230,8 +238,8 @@ class ModelLabelDeleteApi(APIView):
 class ModelVersionUndeployApi(APIView):
     @extend_schema(request=None, responses=ModelVersionSerializer)
     def delete(self, request: Request, name: str, version: int) -> Response:
-        model = selectors.model_get_for_change(user=request.user, name=name)
-        found = selectors.model_version_get(model=model, version=version)
+        model = model_get_for_change(user=request.user, name=name)
+        found = model_version_get(model=model, version=version)
         return Response(ModelVersionSerializer(model_version_undeploy(version=found)).data)
 
 
@@ -281,7 +289,7 @@ class PredictApi(APIView):
             raise PayloadTooLarge(
                 f"Request body is larger than {settings.PLATFORM.max_predict_bytes} bytes."
             )
-        model = selectors.model_route_get(user=request.user, name=name)
+        model = model_route_get(user=request.user, name=name)
         answer = inference_predict(model=model, version=version, label=label, body=request.body)
         response = HttpResponse(answer.body, status=answer.status, content_type="application/json")
         if answer.version is not None:

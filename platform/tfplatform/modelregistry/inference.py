@@ -8,7 +8,7 @@ from django.conf import settings
 from serving.client import ModelServerError
 from tfplatform.core.errors import PayloadTooLarge, Unavailable
 from tfplatform.modelregistry.models import ModelLabel
-from tfplatform.modelregistry.selectors import ModelRoute
+from tfplatform.modelregistry.selectors.routes import ModelRoute
 from tfplatform.modelregistry.server import model_server_client
 
 

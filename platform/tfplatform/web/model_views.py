@@ -13,10 +13,20 @@ from django.views.decorators.http import require_POST
 
 from tfplatform.core.errors import InvalidInput, PayloadTooLarge, PlatformError
 from tfplatform.core.throttling import ScopedWindowRateThrottle
-from tfplatform.modelregistry import selectors as model_selectors
 from tfplatform.modelregistry.health import WHOLE_MODEL, Health
 from tfplatform.modelregistry.inference import inference_predict
 from tfplatform.modelregistry.models import ModelLabel
+from tfplatform.modelregistry.selectors.health import model_versions_serving_health
+from tfplatform.modelregistry.selectors.models import (
+    model_get,
+    model_get_for_change,
+    model_label_versions,
+    model_list,
+    model_loading,
+    model_signature_version,
+    model_version_get,
+)
+from tfplatform.modelregistry.selectors.routes import model_route_get
 from tfplatform.modelregistry.services.labels import model_label_set, model_settings_update
 from tfplatform.modelregistry.services.publish import model_can_change
 from tfplatform.modelregistry.services.versions import model_version_undeploy
@@ -24,14 +34,14 @@ from tfplatform.modelregistry.services.versions import model_version_undeploy
 
 @login_required
 def model_list_page(request: HttpRequest) -> HttpResponse:
-    models = model_selectors.model_list(user=request.user).prefetch_related("versions", "labels")
+    models = model_list(user=request.user).prefetch_related("versions", "labels")
     return render(request, "models/list.html", {"models": models})
 
 
 @login_required
 def model_detail_page(request: HttpRequest, name: str) -> HttpResponse:
-    model = model_selectors.model_get(user=request.user, name=name)
-    labels = model_selectors.model_label_versions(model=model)
+    model = model_get(user=request.user, name=name)
+    labels = model_label_versions(model=model)
     versions = [
         {"version": v, "labels": [label for label, n in labels.items() if n == v.version]}
         for v in model.versions.order_by("-version")
@@ -41,9 +51,9 @@ def model_detail_page(request: HttpRequest, name: str) -> HttpResponse:
         "versions": versions,
         "labels": labels,
         "can_change": model_can_change(user=request.user, model=model),  # type: ignore[arg-type]
-        "loading": model_selectors.model_loading(model=model),
-        "signature_version": model_selectors.model_signature_version(model=model),
-        **_health_views(model_selectors.model_versions_serving_health(model=model)),
+        "loading": model_loading(model=model),
+        "signature_version": model_signature_version(model=model),
+        **_health_views(model_versions_serving_health(model=model)),
         "health_sample_seconds": settings.PLATFORM.serving_health_sample_seconds,
         "health_scraped": bool(settings.PLATFORM.tf_serving_metrics_path),
     }
@@ -72,10 +82,10 @@ def _health_view(health: Health) -> dict[str, Any]:
 @require_POST
 def model_action(request: HttpRequest, name: str) -> HttpResponse:
     """Promote, roll back, set the canary share or undeploy, from the model page's buttons."""
-    model = model_selectors.model_get_for_change(user=request.user, name=name)
+    model = model_get_for_change(user=request.user, name=name)
     action = request.POST.get("action", "")
     if action in ("promote", "canary"):
-        version = model_selectors.model_version_get(
+        version = model_version_get(
             model=model, version=_posted_number(request, "version"))
         label = ModelLabel.Name.STABLE if action == "promote" else ModelLabel.Name.CANARY
         model_label_set(model=model, label=label, version=version)
@@ -85,7 +95,7 @@ def model_action(request: HttpRequest, name: str) -> HttpResponse:
             model=model, canary_percent=_posted_number(request, "canary_percent"))
         messages.success(request, "Canary share saved.")
     elif action == "undeploy":
-        version = model_selectors.model_version_get(
+        version = model_version_get(
             model=model, version=_posted_number(request, "version"))
         model_version_undeploy(version=version)
         messages.success(request, f"Version {version.version} undeployed.")
@@ -125,7 +135,7 @@ def model_predict_action(request: HttpRequest, name: str) -> HttpResponse:
             raise PayloadTooLarge(
                 f"Request body is larger than {settings.PLATFORM.max_predict_bytes} bytes."
             )
-        model = model_selectors.model_route_get(user=request.user, name=name)
+        model = model_route_get(user=request.user, name=name)
         answer = inference_predict(model=model, version=None, label=None, body=request.body)
     except PlatformError as error:
         return JsonResponse(

@@ -12,7 +12,7 @@ from tfplatform.modelregistry.models import (
     ModelVersion,
     RegisteredModel,
 )
-from tfplatform.modelregistry.selectors import model_route_cache_clear
+from tfplatform.modelregistry.selectors.routes import model_route_cache_clear
 from tfplatform.modelregistry.services.sync import model_server_sync
 from tfplatform.modelregistry.services.versions import model_versions_retire
 

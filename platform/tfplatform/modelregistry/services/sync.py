@@ -15,7 +15,7 @@ from tfplatform.modelregistry.models import (
     ModelVersion,
     RegisteredModel,
 )
-from tfplatform.modelregistry.selectors import model_route_cache_clear
+from tfplatform.modelregistry.selectors.routes import model_route_cache_clear
 from tfplatform.modelregistry.server import (
     LOAD_TIMEOUT_SECONDS,
     model_config_write,
