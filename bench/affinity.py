@@ -45,7 +45,8 @@ def container_pids() -> list[int]:
     they are not in the platform's process tree (the stack's worker names the same engine)."""
     if os.environ.get("PLATFORM_TRIAL_RUNTIME") not in CONTAINER_RUNTIMES:
         return []
-    from training.isolation.containers import LABEL_NODE, ContainerSettings
+    from training.isolation.container_settings import ContainerSettings
+    from training.isolation.containers import LABEL_NODE
 
     url = os.environ.get("PLATFORM_CONTAINER_ENGINE_URL", "unix:///run/podman/podman.sock")
     client = ContainerSettings(engine_url=url, node="").client()

@@ -23,7 +23,8 @@ from tfplatform.experiments.environments import (
 )
 from tfplatform.experiments.models import Environment, EnvironmentBuild, Experiment
 from tfplatform.experiments.services.transitions import experiment_transition
-from training.isolation.containers import RUNTIME_IMAGE, ContainerSettings, runtime_image_ensure
+from training.isolation.container_settings import RUNTIME_IMAGE, ContainerSettings
+from training.isolation.containers import runtime_image_ensure
 from training.isolation.images import DERIVED_REPOSITORY, image_key
 from training.isolation.runtime import TaskPython
 from training.isolation.runtime_factory import runtime_for

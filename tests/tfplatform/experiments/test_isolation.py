@@ -30,7 +30,7 @@ from tests import live
 from tests.factories import EnvironmentFactory, UserFactory
 from tfplatform.cluster.models import Node
 from tfplatform.experiments.models import Experiment, Metric
-from training.isolation.containers import RUNTIME_IMAGE
+from training.isolation.container_settings import RUNTIME_IMAGE
 from training.isolation.runtime import TaskPython
 from training.isolation.sandbox import runtime_paths, trial_paths
 from training.spec import TrialSpec

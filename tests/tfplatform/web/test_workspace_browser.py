@@ -21,7 +21,8 @@ from tests.tfplatform.web.test_browser import login
 from tfplatform.cluster.models import Node
 from tfplatform.experiments.models import Experiment
 from tfplatform.workspaces.models import Workspace
-from training.isolation.containers import LABEL_TRIAL, RUNTIME_IMAGE, ContainerSettings
+from training.isolation.container_settings import RUNTIME_IMAGE, ContainerSettings
+from training.isolation.containers import LABEL_TRIAL
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser, pytest.mark.slow]
 

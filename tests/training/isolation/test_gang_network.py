@@ -88,7 +88,7 @@ NODE = """
 import json, sys
 from dataclasses import replace
 from training.tf_config import ClusterPlan
-from training.isolation.containers import ContainerSettings
+from training.isolation.container_settings import ContainerSettings
 from training.isolation.runtime_factory import runtime_for
 from training.spec import TrialSpec
 from training.supervisor.supervise import trial_supervise

@@ -12,7 +12,8 @@ from docker.errors import NotFound
 from docker.types import Ulimit
 
 from training.errors import EnvironmentBuildFailed
-from training.isolation.containers import ContainerSettings, containers_reap
+from training.isolation.container_settings import ContainerSettings
+from training.isolation.containers import containers_reap
 from training.isolation.images import (
     DERIVED_REPOSITORY,
     LABEL_ENVIRONMENT,

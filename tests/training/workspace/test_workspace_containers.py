@@ -18,7 +18,8 @@ from websockets.sync.client import unix_connect
 from tests import live
 from tests.training.conftest import OWN_PYTHON_PACKAGES
 from training.catalog import WORKSPACE_JOB
-from training.isolation.containers import LABEL_TRIAL, ContainerSettings, containers_reap
+from training.isolation.container_settings import ContainerSettings
+from training.isolation.containers import LABEL_TRIAL, containers_reap
 from training.isolation.images import image_derive, image_key
 from training.isolation.runtime import Runtime
 from training.isolation.runtime_factory import runtime_for

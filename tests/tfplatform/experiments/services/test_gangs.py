@@ -10,7 +10,7 @@ from tests import live
 from tests.factories import EnvironmentFactory, UserFactory
 from tfplatform.cluster.models import Allocation, Node
 from tfplatform.experiments.models import Experiment
-from training.isolation.containers import RUNTIME_IMAGE
+from training.isolation.container_settings import RUNTIME_IMAGE
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
