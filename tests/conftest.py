@@ -10,16 +10,17 @@ import pytest
 from django.core.cache import cache
 from rest_framework.test import APIClient
 
-# Live processes (a worker node, the model server) for every folder's tests, and the one way a
-# test overrides the platform's settings.
-pytest_plugins = ["tests.plugins.live", "tests.fixtures_settings"]
+# Live processes (a worker node, the model server) for every folder's tests, how xdist spreads
+# them, and the one way a test overrides the platform's settings.
+pytest_plugins = ["tests.plugins.live", "tests.plugins.xdist_modules", "tests.fixtures_settings"]
 
 ROOT = Path(__file__).resolve().parents[1]
 PEER_DATA = ROOT.parent / "shared" / "peer-data"
 
 # Under xdist (`make test`), tests that share something of the machine's beyond what each worker
 # has of its own (its database, var folder, broker and cache keys) run on one worker, one after
-# the other: those named here by fixture, others by their module's `xdist_group` mark. The
+# the other: those named here by fixture, others by their module's `xdist_group` mark
+# (every other test goes with its module: tests/plugins/xdist_modules.py). The
 # podman engine's storage is the machine's: the images the tests build (the node's runtime
 # image, the Python image from debootstrap) and its networks.
 XDIST_GROUPS_BY_FIXTURE = {"podman_engine": "podman"}
