@@ -79,6 +79,23 @@ def _clear_cache() -> Iterator[None]:
         clear()
 
 
+@pytest.fixture(autouse=True)
+def _seeded_rows(request: pytest.FixtureRequest) -> None:
+    """A test in a transaction sees the database as migrations left it, seeded rows included
+    (the default environments), whichever tests ran on its worker before: a transactional
+    test's flush removes them. Transactional tests make what they need themselves."""
+    marker = request.node.get_closest_marker("django_db")
+    if marker is None or marker.kwargs.get("transaction") or (marker.args and marker.args[0]):
+        return
+    request.getfixturevalue("db")
+    import importlib
+
+    seeded = importlib.import_module("tfplatform.experiments.migrations.0002_default_environments")
+    from django.apps import apps
+
+    seeded.create_defaults(apps, None)
+
+
 def cache_clear() -> None:
     """This process's cache keys. Django's clear() of a Redis cache empties the whole database,
     which xdist's workers share (each with its own KEY_PREFIX): another worker's test would

@@ -74,7 +74,10 @@ class RegisteredModelSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = RegisteredModel
-        fields = ["name", "owner", "public", "canary_percent", "labels", "versions", "created_at"]
+        # Versions are read before labels (fields are read in this order, each its own query):
+        # a version becomes AVAILABLE with its `stable` label in one transaction, so an answer
+        # that shows it available shows its label too.
+        fields = ["name", "owner", "public", "canary_percent", "versions", "labels", "created_at"]
 
     def get_labels(self, model: RegisteredModel) -> dict[str, int]:
         return model_label_versions(model=model)
