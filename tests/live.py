@@ -115,10 +115,26 @@ def experiment_state(experiment_id: int) -> str:
 def experiment_wait_finished(
     experiment_id: int, *, timeout: float, log: Path, what: str = "the experiment to finish"
 ) -> str:
-    wait_for(
-        lambda: experiment_state(experiment_id) in FINISHED, timeout=timeout, what=what, log=log
-    )
+    try:
+        wait_for(lambda: experiment_state(experiment_id) in FINISHED, timeout=timeout,
+                 what=what, log=log)
+    except AssertionError as error:
+        raise AssertionError(f"{error}\n{experiment_where(experiment_id)}") from None
     return experiment_state(experiment_id)
+
+
+def experiment_where(experiment_id: int) -> str:
+    """Where a stuck experiment stands: why it waits (the last pass's reason), its trials and
+    the nodes they hold, for a timeout's message."""
+    from tfplatform.cluster.models import Allocation, Node
+    from tfplatform.experiments.models import Experiment
+
+    experiment = Experiment.objects.get(pk=experiment_id)
+    trials = list(experiment.trials.values_list("pk", "state"))
+    held = list(Allocation.objects.values_list("node__hostname", "holder_id"))
+    nodes = list(Node.objects.values_list("hostname", "state", "last_heartbeat"))
+    return (f"experiment {experiment_id}: {experiment.state}, waiting because: "
+            f"{experiment.pending_reason!r}; trials {trials}; allocations {held}; nodes {nodes}")
 
 
 def metric_epochs(client: object, experiment_id: int, name: str = "val_accuracy") -> list[int]:
