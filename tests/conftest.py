@@ -1,12 +1,14 @@
 """Shared fixtures. Tests use the real database, broker and processes, never mocks of ours."""
 
 import hashlib
+import importlib
 import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from django.apps import apps
 from django.core.cache import cache
 from rest_framework.test import APIClient
 
@@ -15,6 +17,9 @@ from rest_framework.test import APIClient
 pytest_plugins = ["tests.plugins.live", "tests.plugins.xdist_modules", "tests.fixtures_settings"]
 
 ROOT = Path(__file__).resolve().parents[1]
+# The migration that seeds rows (the default environments): _seeded_rows puts them back.
+SEEDING_MIGRATION = importlib.import_module(
+    "tfplatform.experiments.migrations.0002_default_environments")
 PEER_DATA = ROOT.parent / "shared" / "peer-data"
 
 # Under xdist (`make test`), tests that share something of the machine's beyond what each worker
@@ -88,12 +93,7 @@ def _seeded_rows(request: pytest.FixtureRequest) -> None:
     if marker is None or marker.kwargs.get("transaction") or (marker.args and marker.args[0]):
         return
     request.getfixturevalue("db")
-    import importlib
-
-    seeded = importlib.import_module("tfplatform.experiments.migrations.0002_default_environments")
-    from django.apps import apps
-
-    seeded.create_defaults(apps, None)
+    SEEDING_MIGRATION.create_defaults(apps, None)
 
 
 def cache_clear() -> None:
