@@ -26,9 +26,13 @@ PEER_DATA = ROOT.parent / "shared" / "peer-data"
 # has of its own (its database, var folder, broker and cache keys) run on one worker, one after
 # the other: those named here by fixture, others by their module's `xdist_group` mark
 # (every other test goes with its module: tests/plugins/xdist_modules.py). The
-# podman engine's storage is the machine's: the images the tests build (the node's runtime
-# image, the Python image from debootstrap) and its networks.
-XDIST_GROUPS_BY_FIXTURE = {"podman_engine": "podman"}
+# podman engine's storage is the machine's, so its tests run in two groups that touch
+# different parts of it: `podman_images` builds the Python image from debootstrap and the
+# images derived from it (one build each, shared by the group's tests, a long first run on
+# a fresh machine); `podman` runs trials in containers on the node's runtime image (a build
+# either group may make: the same tiny image) and their gang networks (a node prunes only
+# old unused ones). The first fixture named here that a test uses picks its group.
+XDIST_GROUPS_BY_FIXTURE = {"python_image": "podman_images", "podman_engine": "podman"}
 # The benchmarks' tests measure (timings, a Redis database of their own, BENCH_REDIS_URL).
 XDIST_GROUPS_BY_FOLDER = {ROOT / "tests" / "bench": "bench"}
 

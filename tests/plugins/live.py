@@ -30,9 +30,10 @@ def _own_task_roots(tmp_path_factory: pytest.TempPathFactory) -> None:
 
 @pytest.fixture(scope="module")
 def worker_node_process(
-    tmp_path_factory: pytest.TempPathFactory, django_db_setup: None, django_db_blocker: Any
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
+    django_db_setup: None, django_db_blocker: Any
 ) -> Iterator[dict[str, Any]]:
-    """One worker node per module: starting one (Django, Celery, a warm TF host) and stopping
+    """One worker node per module: starting one (Django, Celery, maybe a warm TF host) and stopping
     it cost more than many of the tests that use it. What it registered is kept to be put back
     after each test's flush (`worker_node`); each test's trials run on it as on a fresh one.
     Not one per session: a node also takes the platform queue's tasks (scheduler wake-ups,
@@ -44,7 +45,11 @@ def worker_node_process(
     # The web process and the nodes share the work dir (one volume in docker-compose.yml):
     # deploy reads an experiment's export from there.
     work = home / "work"
-    process = live.worker_start(node=name, log=log, PLATFORM_WORK_DIR=str(work))
+    # The suite's nodes start every task cold (pyproject.toml); a module whose trials should
+    # also run the way a deployed node runs them, from warm hosts, sets WORKER_NODE_WARM_PROCESSES.
+    warm = getattr(request.module, "WORKER_NODE_WARM_PROCESSES", None)
+    env = {} if warm is None else {"PLATFORM_WARM_TRIAL_PROCESSES": str(warm)}
+    process = live.worker_start(node=name, log=log, PLATFORM_WORK_DIR=str(work), **env)
     with django_db_blocker.unblock():
         live.wait_for(
             lambda: Node.objects.filter(hostname=name).exists(),

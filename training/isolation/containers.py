@@ -151,6 +151,10 @@ def image_runs_host_python(*, settings: ContainerSettings, image: str) -> bool:
     return labels.get(LABEL_PYTHON) == "host"
 
 
+# An unused gang network younger than this is left to a later reap (podman's `until` filter).
+GANG_NETWORK_PRUNE_AGE = "10m"
+
+
 def containers_reap(*, settings: ContainerSettings) -> int:
     """Removes every container this node started (a restarted node supervises none of them),
     and gang networks nothing uses any more."""
@@ -160,7 +164,9 @@ def containers_reap(*, settings: ContainerSettings) -> int:
         with contextlib.suppress(Exception):
             container.remove(force=True)
     with contextlib.suppress(Exception):
-        client.networks.prune(filters={"label": LABEL_TRIAL})
+        # Nodes share an engine: a gang network another node made a moment ago has no
+        # container yet, and pruning it would fail that gang's start. Old unused ones only.
+        client.networks.prune(filters={"label": LABEL_TRIAL, "until": GANG_NETWORK_PRUNE_AGE})
     return len(found)
 
 

@@ -35,10 +35,7 @@ from training.isolation.runtime import TaskPython
 from training.isolation.sandbox import runtime_paths, trial_paths
 from training.spec import TrialSpec
 
-# One xdist worker runs every variant, in turn, with the podman engine's other tests: their
-# abstract Unix socket names are host-wide, and one variant runs under podman.
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow,
-              pytest.mark.xdist_group("podman")]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[3]
 CANARY = "canary-7f3a9c"
@@ -403,7 +400,10 @@ def _heartbeat_stopped(path: Path) -> bool:
     return path.stat().st_mtime == before
 
 
-@pytest.fixture(params=["sandbox", "sandbox-without-landlock", "podman"])
+# The podman variant runs with the engine's other tests (tests/conftest.py); the sandbox
+# variants with their module. Their abstract socket's name is the test process's own.
+@pytest.fixture(params=["sandbox", "sandbox-without-landlock",
+                        pytest.param("podman", marks=pytest.mark.xdist_group("podman"))])
 def runtime(request: pytest.FixtureRequest) -> dict[str, str]:
     """The worker node's settings for each isolating runtime, and the environment to pick."""
     if request.param == "sandbox":
@@ -450,6 +450,8 @@ def test_a_hostile_module_trains_and_reaches_nothing(
         PLATFORM_ADMIN_PASSWORD=CANARY, PLATFORM_CANARY_SECRET=CANARY,
         TF_SERVING_GRPC=model_server["grpc"], TF_SERVING_REST=model_server["rest"],
         MODEL_BASE_PATH=str(model_server["base"]), **runtime,
+        # As deployed: a task may become a warm host, made before its trial was known.
+        PLATFORM_WARM_TRIAL_PROCESSES="1",
     )
     watch = None
     try:
