@@ -24,7 +24,6 @@ from optuna.distributions import (
 from optuna.pruners import SuccessiveHalvingPruner
 from optuna.samplers import RandomSampler
 from optuna.trial import TrialState, create_trial
-from sklearn.model_selection import ParameterGrid
 
 from tfplatform.core.errors import InvalidInput
 
@@ -155,8 +154,16 @@ def _dimension_parse(*, name: str, entry: Any) -> Dimension:
                      log=log, step=step)
 
 
+def _grid(*, dimensions: list[Dimension]) -> Any:
+    # Imported here: scikit-learn costs every process that loads the apps (web, nodes, the
+    # scheduler) over a second of CPU at start, and only a grid search needs it.
+    from sklearn.model_selection import ParameterGrid
+
+    return ParameterGrid({d.name: d.grid_values() for d in dimensions})
+
+
 def grid_size(*, dimensions: list[Dimension]) -> int:
-    return len(ParameterGrid({d.name: d.grid_values() for d in dimensions}))
+    return len(_grid(dimensions=dimensions))
 
 
 def configuration_sample(
@@ -166,7 +173,7 @@ def configuration_sample(
     product, in a fixed order; random and adaptive: Optuna's random sampler, seeded by the
     search's seed and the index, so the same search asks the same configurations again."""
     if searcher == "grid":
-        grid = ParameterGrid({d.name: d.grid_values() for d in dimensions})
+        grid = _grid(dimensions=dimensions)
         if index >= len(grid):
             raise InvalidInput("The grid has no more points.")
         point = grid[index]
