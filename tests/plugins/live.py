@@ -19,6 +19,29 @@ from tests.fixtures_settings import PlatformSettingsOverride
 from tfplatform.cluster.models import Device, Node
 from tfplatform.modelregistry.server import _client
 
+FLUSH_ATTEMPTS = 3
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A transactional test's flush (TRUNCATE of every table) may meet a live process's last
+    writes: a node's thread still recording a trial that the test saw finish, the scheduling
+    pass its end woke. PostgreSQL then ends one of the two as a deadlock's victim; when that is
+    the flush, nothing of it was done, and flushing again is what the test's teardown needs."""
+    from django.core.management.base import CommandError
+    from django.test.testcases import TransactionTestCase
+
+    flush = TransactionTestCase._fixture_teardown
+
+    def flush_retrying_deadlocks(self: TransactionTestCase) -> None:
+        for attempt in range(1, FLUSH_ATTEMPTS + 1):
+            try:
+                return flush(self)
+            except CommandError as error:
+                if attempt == FLUSH_ATTEMPTS or "deadlock detected" not in str(error.__cause__):
+                    raise
+
+    TransactionTestCase._fixture_teardown = flush_retrying_deadlocks  # type: ignore[method-assign]
+
 
 @pytest.fixture(scope="session", autouse=True)
 def _own_task_roots(tmp_path_factory: pytest.TempPathFactory) -> None:
