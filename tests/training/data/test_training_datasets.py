@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
-from training.arrays import ArrayData, digits_load, synthetic_images_load
+from training.arrays import ArrayData, digits_load, digits_table, synthetic_images_load
 from training.catalog import hyperparameters_resolve
+
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(scope="module")
@@ -17,6 +22,22 @@ def tf_modules() -> tuple[Any, Any]:
     from training.trial import zoo
 
     return datasets, zoo
+
+
+def test_the_digits_read_from_scikit_learns_file_are_what_its_loader_gives() -> None:
+    from sklearn.datasets import load_digits
+
+    bunch = load_digits()
+    table = digits_table()
+    np.testing.assert_array_equal(table[:, :-1], bunch.data)
+    np.testing.assert_array_equal(table[:, -1].astype(np.int64), bunch.target)
+    # Read from the file, not through the loader: a trial that loads the digits never imports
+    # scikit-learn (the test process has by now; a fresh one shows it).
+    code = ("import sys; from training.arrays import digits_load; data = digits_load(); "
+            "print(len(data.x_train) + len(data.x_test), 'sklearn' in sys.modules)")
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                            text=True, timeout=120, check=True)
+    assert result.stdout.split() == ["1797", "False"]
 
 
 def test_training_pipeline_keeps_raw_inputs_and_fixed_batches(tf_modules: tuple[Any, Any]) -> None:
