@@ -19,7 +19,9 @@ from training.isolation.containers import (
     RUNTIME_IMAGE,
     ContainerSettings,
     containers_reap,
+    gang_network_ensure,
     gang_network_name,
+    gang_network_release,
     runtime_image_ensure,
 )
 from training.isolation.runtime import Runtime
@@ -227,6 +229,22 @@ def test_a_restarted_node_reaps_what_it_left_running(
     host.wait(timeout=30)  # its supervisor learns that it is gone
     assert host.poll() is not None
     assert _node_containers(podman) == []
+
+
+def test_a_reap_leaves_the_gang_network_another_node_has_just_made(
+    podman: Runtime, tmp_path: Path
+) -> None:
+    # Nodes share one engine: this one restarts (and reaps) while another has made its gang's
+    # network and not yet started the gang's first container in it.
+    assert podman.containers is not None
+    name = gang_network_ensure(settings=podman.containers, name=f"tfplatform-gang-{tmp_path.name}",
+                               trial_id="8")
+    try:
+        containers_reap(settings=podman.containers)
+        assert podman.containers.client().networks.list(names=[name]) != []
+    finally:
+        gang_network_release(settings=podman.containers, name=name)
+    assert podman.containers.client().networks.list(names=[name]) == []
 
 
 def test_a_trial_trains_in_an_image_that_brings_its_own_python(
