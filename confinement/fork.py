@@ -15,12 +15,26 @@ def confined_fork(*, forwarded: tuple[signal.Signals, ...] = FORWARDED,
     """Returns in a child, single-threaded; the parent stays behind, forwarding `forwarded`
     signals to it, and exits as the child did, never returning. `reap_orphans`: for a
     namespace's pid 1, to which the child's orphans are reparented."""
+    # The handlers are set before the fork: a signal that came between the fork and setting
+    # them would end the parent (whichever of its threads took it), the child left running.
+    # One that comes before the child exists is kept and sent once it does.
+    child, early = 0, []
+
+    def forward(number: int, _frame: object) -> None:
+        if child:
+            _forward(child, number)
+        else:
+            early.append(number)
+
+    # pid 1 of a namespace gets only the signals it handles; the child decides what they mean.
+    previous = {signum: signal.signal(signum, forward) for signum in forwarded}
     child = os.fork()
     if child == 0:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
         return
-    for signum in forwarded:
-        # pid 1 of a namespace gets only the signals it handles; the child decides what they mean.
-        signal.signal(signum, lambda number, _frame: _forward(child, number))
+    for number in early:
+        _forward(child, number)
     while True:
         try:
             pid, status = os.wait() if reap_orphans else os.waitpid(child, 0)

@@ -82,6 +82,11 @@ def worker_node_process(
         )
         node = Node.objects.get(hostname=name)
         devices = list(Device.objects.filter(node=node))
+    # Registered is not started: the node still reads the database (what it held before a
+    # restart) before it consumes, and a test's flush meanwhile empties the content types
+    # under it. Celery's "ready." comes after all of that.
+    live.wait_for(lambda: " ready." in log.read_text(errors="replace"), timeout=60,
+                  what="the node to consume", log=log)
     yield {"name": name, "log": log, "work": work, "process": process, "node": node,
            "devices": devices}
     live.stop(process)
