@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from tests.training.conftest import OWN_PYTHON_PACKAGES
+from training.isolation.container_settings import GANG_NETWORK_PREFIX
 from training.isolation.containers import (
     LABEL_NODE,
     LABEL_TASK,
@@ -237,8 +238,8 @@ def test_a_reap_leaves_the_gang_network_another_node_has_just_made(
     # Nodes share one engine: this one restarts (and reaps) while another has made its gang's
     # network and not yet started the gang's first container in it.
     assert podman.containers is not None
-    name = gang_network_ensure(settings=podman.containers, name=f"tfplatform-gang-{tmp_path.name}",
-                               trial_id="8")
+    name = gang_network_ensure(settings=podman.containers,
+                               name=f"{GANG_NETWORK_PREFIX}{tmp_path.name}", trial_id="8")
     try:
         containers_reap(settings=podman.containers)
         assert podman.containers.client().networks.list(names=[name]) != []
