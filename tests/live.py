@@ -134,7 +134,36 @@ def experiment_where(experiment_id: int) -> str:
     held = list(Allocation.objects.values_list("node__hostname", "holder_id"))
     nodes = list(Node.objects.values_list("hostname", "state", "last_heartbeat"))
     return (f"experiment {experiment_id}: {experiment.state}, waiting because: "
-            f"{experiment.pending_reason!r}; trials {trials}; allocations {held}; nodes {nodes}")
+            f"{experiment.pending_reason!r}; trials {trials}; allocations {held}; nodes {nodes}; "
+            f"broker {broker_backlog()}")
+
+
+def broker_backlog() -> dict[str, int]:
+    """What waits in this worker's Redis broker: each queue's messages and those taken but not
+    acknowledged. Tells a wake-up never sent (an empty queue) from one never taken."""
+    from django.conf import settings
+
+    if not settings.CELERY_BROKER_URL.startswith("redis://"):
+        return {}
+    import redis
+
+    prefix = settings.CELERY_BROKER_TRANSPORT_OPTIONS.get("global_keyprefix", "")
+    client = redis.Redis.from_url(settings.CELERY_BROKER_URL)
+    backlog = {}
+    for key in client.scan_iter(match=f"{prefix}*", count=500):
+        kind = client.type(key)
+        if kind in (b"list", b"hash"):
+            backlog[key.decode()] = int(client.llen(key) if kind == b"list" else client.hlen(key))
+    return backlog
+
+
+def platform_queue_purge() -> int:
+    """Drops what waits in the platform queue (scheduling wake-ups, search steps): messages of
+    tests that have ended, which no node of theirs is left to take; the next module's node
+    would otherwise start on a burst of them."""
+    from celery import current_app
+
+    return int(current_app.control.purge())
 
 
 def metric_epochs(client: object, experiment_id: int, name: str = "val_accuracy") -> list[int]:
