@@ -3,14 +3,17 @@ a raw Redis round trip (LPUSH to a list a consumer thread BRPOPs and answers), b
 the same run against the same Redis.
 """
 
+import contextlib
 import statistics
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import redis
-from celery import Celery
+from celery import Celery, current_app
+from celery import _state as celery_state
 from celery.contrib.testing.worker import start_worker
 
 from bench.report import Section, Table, number
@@ -50,11 +53,24 @@ def _raw_redis_round_trips(*, url: str, count: int) -> list[float]:
     return samples
 
 
+@contextlib.contextmanager
+def _process_apps_kept() -> Iterator[None]:
+    """Celery's test worker makes its app this process's current and default one. Left so, the
+    process's sends by task name (`current_app.send_task`: the platform's wake-ups, from any
+    thread) would go to this app's broker and queue, where nothing takes them."""
+    current, default = current_app._get_current_object(), celery_state.default_app
+    try:
+        yield
+    finally:
+        current.set_current()
+        celery_state.set_default_app(default)
+
+
 def dispatch_measure(*, broker_url: str, redis_url: str, count: int = 300) -> DispatchResult:
     # No Django fixup: this app needs no Django, and the fixup's django.setup() would reconfigure
     # this process's logging, closing every handler there is (absl's closes its stream, which
     # under pytest is the capture file).
-    app = Celery("bench", broker=broker_url, backend=redis_url, fixups=[])
+    app = Celery("bench", broker=broker_url, backend=redis_url, fixups=[], set_as_current=False)
     app.conf.update(task_acks_late=True, worker_prefetch_multiplier=1, result_expires=60)
 
     @app.task(name="bench.noop")
@@ -64,7 +80,7 @@ def dispatch_measure(*, broker_url: str, redis_url: str, count: int = 300) -> Di
     queue = f"bench-{uuid.uuid4().hex[:8]}"
     app.conf.task_default_queue = queue
     samples = []
-    with start_worker(
+    with _process_apps_kept(), start_worker(
         app, pool="solo", perform_ping_check=False, queues=[queue], loglevel="WARNING"
     ):
         noop.delay().get(timeout=30)  # warm: connections and queues exist before timing

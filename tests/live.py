@@ -157,15 +157,6 @@ def broker_backlog() -> dict[str, int]:
     return backlog
 
 
-def platform_queue_purge() -> int:
-    """Drops what waits in the platform queue (scheduling wake-ups, search steps): messages of
-    tests that have ended, which no node of theirs is left to take; the next module's node
-    would otherwise start on a burst of them."""
-    from celery import current_app
-
-    return int(current_app.control.purge())
-
-
 def metric_epochs(client: object, experiment_id: int, name: str = "val_accuracy") -> list[int]:
     """The epochs of one metric as the public API reports them."""
     url = f"/api/v1/experiments/{experiment_id}/metrics/?name={name}"

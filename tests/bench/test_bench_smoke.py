@@ -3,10 +3,12 @@
 import io
 import logging
 import os
+import threading
 from pathlib import Path
 
 import pytest
 import redis
+from celery import current_app
 
 from bench.__main__ import main
 from bench.dispatch import dispatch_measure
@@ -65,3 +67,19 @@ def test_dispatch_leaves_the_process_logging_alone() -> None:
     assert len(result.celery_ms) == 3
     assert not stream.closed
     handler.close()
+
+
+@pytest.mark.usefixtures("redis_or_skip")
+@pytest.mark.filterwarnings("ignore:Call to deprecated setex")
+@pytest.mark.filterwarnings("ignore:Task name 'bench.noop' is already registered")
+def test_dispatch_leaves_the_process_celery_app_alone() -> None:
+    # The benchmark's app had stayed current (and default, for other threads): every wake-up a
+    # later test in the same process sent went to the benchmark's queue, and its node idled.
+    platform_app = current_app._get_current_object()
+    seen_by_a_thread = []
+    dispatch_measure(broker_url=REDIS_URL, redis_url=REDIS_URL, count=1)
+    thread = threading.Thread(target=lambda: seen_by_a_thread.append(current_app.main))
+    thread.start()
+    thread.join()
+    assert current_app._get_current_object() is platform_app
+    assert seen_by_a_thread == [platform_app.main]

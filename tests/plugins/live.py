@@ -72,7 +72,6 @@ def worker_node_process(
     # also run the way a deployed node runs them, from warm hosts, sets WORKER_NODE_WARM_PROCESSES.
     warm = getattr(request.module, "WORKER_NODE_WARM_PROCESSES", None)
     env = {} if warm is None else {"PLATFORM_WARM_TRIAL_PROCESSES": str(warm)}
-    live.platform_queue_purge()
     process = live.worker_start(node=name, log=log, PLATFORM_WORK_DIR=str(work), **env)
     with django_db_blocker.unblock():
         live.wait_for(
