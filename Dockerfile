@@ -14,6 +14,9 @@ RUN useradd --create-home --uid 1000 platform
 COPY requirements.txt .
 RUN pip install --no-cache-dir -r requirements.txt
 COPY . .
+# The image runs with PYTHONDONTWRITEBYTECODE (and as a user who may not write /app): compiled
+# here, or every process and trial task would compile the platform from source as it starts.
+RUN python -m compileall -q platform training confinement serving
 RUN DJANGO_SECRET_KEY=build-only-collectstatic-key-not-used-at-run-time-0123456789 \
     PLATFORM_VAR_DIR=/var/lib/tfplatform python manage.py collectstatic --noinput \
     && chown -R platform /var/lib/tfplatform
