@@ -166,6 +166,16 @@ def test_app_image_puts_platform_folder_on_the_path() -> None:
     assert "PYTHONPATH=/app/platform:/app" in dockerfile
 
 
+def test_app_image_compiles_the_platform_it_copies() -> None:
+    # It runs with PYTHONDONTWRITEBYTECODE, as a user who cannot write /app: what is not compiled
+    # at build is compiled again by every process and trial task that starts.
+    lines = (ROOT / "Dockerfile").read_text().splitlines()
+    copied = lines.index("COPY . .")
+    compiled = next(i for i, line in enumerate(lines) if "-m compileall" in line)
+    assert compiled > copied
+    assert set(lines[compiled].split()) >= {"platform", "training", "confinement", "serving"}
+
+
 class _ComposeLoader(yaml.SafeLoader):
     """Compose's own `!reset` tag (an override clearing the base file's value)."""
 
