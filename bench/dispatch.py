@@ -55,9 +55,10 @@ def _raw_redis_round_trips(*, url: str, count: int) -> list[float]:
 
 @contextlib.contextmanager
 def _process_apps_kept() -> Iterator[None]:
-    """Celery's test worker makes its app this process's current and default one. Left so, the
-    process's sends by task name (`current_app.send_task`: the platform's wake-ups, from any
-    thread) would go to this app's broker and queue, where nothing takes them."""
+    """A new Celery app makes itself this process's current one, and Celery's test worker makes
+    its app the default too. Left so, the process's sends by task name (`current_app.send_task`:
+    the platform's wake-ups, from any thread) would go to this app's broker and queue, where
+    nothing takes them."""
     current, default = current_app._get_current_object(), celery_state.default_app
     try:
         yield
@@ -67,10 +68,15 @@ def _process_apps_kept() -> Iterator[None]:
 
 
 def dispatch_measure(*, broker_url: str, redis_url: str, count: int = 300) -> DispatchResult:
+    with _process_apps_kept():
+        return _dispatch_measured(broker_url=broker_url, redis_url=redis_url, count=count)
+
+
+def _dispatch_measured(*, broker_url: str, redis_url: str, count: int) -> DispatchResult:
     # No Django fixup: this app needs no Django, and the fixup's django.setup() would reconfigure
     # this process's logging, closing every handler there is (absl's closes its stream, which
     # under pytest is the capture file).
-    app = Celery("bench", broker=broker_url, backend=redis_url, fixups=[], set_as_current=False)
+    app = Celery("bench", broker=broker_url, backend=redis_url, fixups=[])
     app.conf.update(task_acks_late=True, worker_prefetch_multiplier=1, result_expires=60)
 
     @app.task(name="bench.noop")
@@ -80,7 +86,7 @@ def dispatch_measure(*, broker_url: str, redis_url: str, count: int = 300) -> Di
     queue = f"bench-{uuid.uuid4().hex[:8]}"
     app.conf.task_default_queue = queue
     samples = []
-    with _process_apps_kept(), start_worker(
+    with start_worker(
         app, pool="solo", perform_ping_check=False, queues=[queue], loglevel="WARNING"
     ):
         noop.delay().get(timeout=30)  # warm: connections and queues exist before timing

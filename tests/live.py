@@ -12,6 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import redis
+from django.conf import settings
 from django.db import connection
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -19,14 +21,14 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def database_url() -> str:
     """The URL of the database this test runs against, for child processes."""
-    settings = connection.settings_dict
+    database = connection.settings_dict
     if connection.vendor == "sqlite":
-        return f"sqlite:///{settings['NAME']}"
-    user = settings.get("USER") or ""
-    password = f":{settings['PASSWORD']}" if settings.get("PASSWORD") else ""
-    host = settings.get("HOST") or "127.0.0.1"
-    port = settings.get("PORT") or 5432
-    return f"postgres://{user}{password}@{host}:{port}/{settings['NAME']}"
+        return f"sqlite:///{database['NAME']}"
+    user = database.get("USER") or ""
+    password = f":{database['PASSWORD']}" if database.get("PASSWORD") else ""
+    host = database.get("HOST") or "127.0.0.1"
+    port = database.get("PORT") or 5432
+    return f"postgres://{user}{password}@{host}:{port}/{database['NAME']}"
 
 
 def child_env(**extra: str) -> dict[str, str]:
@@ -141,12 +143,8 @@ def experiment_where(experiment_id: int) -> str:
 def broker_backlog() -> dict[str, int]:
     """What waits in this worker's Redis broker: each queue's messages and those taken but not
     acknowledged. Tells a wake-up never sent (an empty queue) from one never taken."""
-    from django.conf import settings
-
     if not settings.CELERY_BROKER_URL.startswith("redis://"):
         return {}
-    import redis
-
     prefix = settings.CELERY_BROKER_TRANSPORT_OPTIONS.get("global_keyprefix", "")
     client = redis.Redis.from_url(settings.CELERY_BROKER_URL, socket_timeout=5)
     backlog: dict[str, int] = {}
