@@ -68,10 +68,12 @@ def worker_node_process(
     # The web process and the nodes share the work dir (one volume in docker-compose.yml):
     # deploy reads an experiment's export from there.
     work = home / "work"
-    # The suite's nodes start every task cold (pyproject.toml); a module whose trials should
-    # also run the way a deployed node runs them, from warm hosts, sets WORKER_NODE_WARM_PROCESSES.
+    # The suite's nodes fork their tasks from a fork server, as a deployed root node does; a
+    # module whose trials should run from warm hosts instead, as a node without one does, sets
+    # WORKER_NODE_WARM_PROCESSES (elsewhere the suite starts no warm hosts: pyproject.toml).
     warm = getattr(request.module, "WORKER_NODE_WARM_PROCESSES", None)
-    env = {} if warm is None else {"PLATFORM_WARM_TRIAL_PROCESSES": str(warm)}
+    env = {} if warm is None else {"PLATFORM_WARM_TRIAL_PROCESSES": str(warm),
+                                   "PLATFORM_TASK_FORK_SERVER": "0"}
     process = live.worker_start(node=name, log=log, PLATFORM_WORK_DIR=str(work), **env)
     with django_db_blocker.unblock():
         live.wait_for(

@@ -42,7 +42,8 @@ def _minimal_env() -> dict[str, str]:
 
 def test_the_entry_points_are_found() -> None:
     # The scan itself must see the ones the node and the model registry start.
-    assert {"training.trial.host", "training.trial.worker", "serving.graph_check"} <= set(
+    assert {"training.trial.host", "training.trial.holder", "training.trial.forkserver",
+            "training.trial.worker", "serving.graph_check"} <= set(
         entry_points())
 
 

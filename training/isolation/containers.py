@@ -218,6 +218,7 @@ class ContainerHost:
     """The TaskHost interface (hosts.py) over one container."""
 
     sandboxed = True
+    forked = False
 
     def __init__(self, *, container: Container, settings: ContainerSettings, channel: Path,
                  python: TaskPython, exposure: Exposure, network: str, log: Path) -> None:

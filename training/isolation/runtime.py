@@ -66,6 +66,9 @@ class Runtime:
     # The Landlock ABI tasks are confined with (0: none; namespaces and seccomp still hold).
     landlock_abi: int = 0
     gang_subnet: str = DEFAULT_GANG_SUBNET
+    # The sandbox's tasks forked from one process that imported TensorFlow (supervisor/forks.py)
+    # rather than each importing it, where the node can join a sandbox (root).
+    fork_server: bool = False
 
     @property
     def in_containers(self) -> bool:

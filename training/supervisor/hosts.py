@@ -45,9 +45,12 @@ from training.isolation.sandbox import (
     sandbox_command,
 )
 from training.isolation.seccomp import seccomp_memfd
+from training.supervisor.forks import ForkServer, fork_server
 
 
 class TaskHost:
+    forked = False
+
     def __init__(self, *, process: subprocess.Popen[bytes], channel: socket.socket,
                  python: TaskPython, sandboxed: bool, exposure: Exposure, network: str) -> None:
         self.process, self.channel, self.python = process, channel, python
@@ -153,6 +156,61 @@ class TaskHost:
                 os.killpg(self.process.pid, signal.SIGKILL)  # its session: user code's children
 
 
+class ForkedHost(TaskHost):
+    """A sandbox around trial/holder.py whose task the fork server makes at `hand`."""
+
+    forked = True
+
+    def __init__(self, *, server: ForkServer, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.server = server
+
+    def hand(self, *, order: dict[str, Any], events: Path, log: Path) -> bool:
+        fds = [_open_for_task(events), _open_for_task(log)]
+        try:
+            with self._lock:
+                try:
+                    return self._fork(order=order, fds=fds)
+                finally:
+                    self.channel.close()  # the holder exits on its own if nothing was sent
+        finally:
+            for fd in fds:
+                os.close(fd)
+
+    def _fork(self, *, order: dict[str, Any], fds: list[int]) -> bool:
+        self.channel.settimeout(HOLDER_READY_SECONDS)
+        try:
+            ready = self.channel.recv(16)
+        except OSError:
+            ready = b""
+        # Only once the holder runs is the sandbox whole (bubblewrap execs it last): joined any
+        # sooner, its mounts could still be the node's.
+        pid = self.task_pid() if ready == b"ready" else None
+        if pid is None or self.process.poll() is not None:
+            return False
+        try:
+            pidfd = os.pidfd_open(pid)
+        except OSError:
+            return False
+        try:
+            # The descriptor is the holder's only if the pid is still bubblewrap's child now.
+            if self.process.poll() is not None or not _child_of(parent=self.process.pid,
+                                                               pid=pid):
+                return False
+            return self.server.fork(order=order, holder_pid=pid,
+                                    fds=[pidfd, self.channel.fileno(), *fds])
+        finally:
+            os.close(pidfd)
+
+
+def _child_of(*, parent: int, pid: int) -> bool:
+    path = Path(f"/proc/{parent}/task/{parent}/children")
+    with contextlib.suppress(OSError):
+        return str(pid) in path.read_text().split()
+    return False
+
+
+HOLDER_READY_SECONDS = 30.0
 NETNS_WAIT_SECONDS = 10.0
 NS_GET_USERNS = 0xB701  # ioctl(2) on a namespace: a descriptor of the user namespace owning it
 
@@ -202,6 +260,7 @@ class Host(Protocol):
     python: TaskPython
     exposure: Exposure
     sandboxed: bool
+    forked: bool  # its task made by the fork server (forks.py)
 
     @property
     def pid(self) -> int: ...
@@ -221,12 +280,14 @@ class Host(Protocol):
 def host_start(*, runtime: Runtime, python: TaskPython, env: dict[str, str], exposure: Exposure,
                log: Path, cwd: Path, network: str = "none", network_alias: str = "",
                labels: dict[str, str] | None = None, gpus: tuple[int, ...] = (),
-               slots: int = 1, mount_points: tuple[str, ...] = ()) -> Host:
+               slots: int = 1, mount_points: tuple[str, ...] = (), forked: bool = True) -> Host:
     """A task host. `network`: "none" (one of its own), "host" (the node's: a gang across
     nodes), or another task's `network_ref`. `labels`, `gpus` and `slots` (the node's slots it
     holds, which size its memory and CPU weight) matter to containers only (a sandbox sees GPUs
     as device nodes and has no per-task limits). `mount_points`: where a warm container's root,
-    read-only, has empty folders for its task's to be mounted onto (a sandbox needs none)."""
+    read-only, has empty folders for its task's to be mounted onto (a sandbox needs none).
+    `forked`: the task forked from this process' fork server (forks.py) where there is one;
+    False for a cold host always (the pool's warm hosts, a retry after the server failed)."""
     if runtime.containers is not None:
 
         channel = log.parent / f"{log.stem}.{uuid.uuid4().hex[:12]}.channel"
@@ -241,8 +302,13 @@ def host_start(*, runtime: Runtime, python: TaskPython, env: dict[str, str], exp
     # A dataset's folders, opened now with no link followed (InvalidInput if one became a link).
     pins = mounts_open(paths=exposure.pinned, roots=exposure.pin_roots) if runtime.isolated \
         else {}
+    server = fork_server(runtime=runtime, python=python, env=env) if forked else None
     parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     entry = [python.executable, "-m", "training.trial.host", "--channel-fd", str(child.fileno())]
+    if server is not None:
+        # `-S`: the holder needs the standard library alone, and starts in milliseconds.
+        entry = [python.executable, "-S", "-P", "-m", "training.trial.holder",
+                 "--channel-fd", str(child.fileno())]
     passed = [child.fileno(), *pins.values()]
     argv = entry
     seccomp = seccomp_memfd() if runtime.isolated else -1
@@ -268,5 +334,8 @@ def host_start(*, runtime: Runtime, python: TaskPython, env: dict[str, str], exp
             os.close(fd)
         if runtime.isolated:
             os.close(seccomp)
+    if server is not None:
+        return ForkedHost(server=server, process=process, channel=parent, python=python,
+                          sandboxed=True, exposure=exposure, network=network)
     return TaskHost(process=process, channel=parent, python=python, sandboxed=runtime.isolated,
                     exposure=exposure, network=network)

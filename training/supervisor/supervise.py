@@ -20,6 +20,7 @@ gang_network.py, removed when the gang stops).
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import os
 import time
@@ -200,12 +201,18 @@ def _launch(*, spec: TrialSpec, plan: ClusterPlan, task: TaskAddress, attempt: P
     warm = host is not None
     if host is None or not host.hand(order=order, events=events_path, log=log_path):
         warm = False
-        host = host_start(runtime=runtime, python=python, env=task_base_environment(python=python),
-                          exposure=replace(exposure, read=read), log=host_log_path,
-                          cwd=attempt, network=network, network_alias=network_alias, gpus=gpus,
-                          slots=slots,
-                          labels={LABEL_TRIAL: spec.trial_id, LABEL_TASK: task.name})
-        host.hand(order=order, events=events_path, log=log_path)
+        start = functools.partial(
+            host_start, runtime=runtime, python=python, env=task_base_environment(python=python),
+            exposure=replace(exposure, read=read), log=host_log_path, cwd=attempt,
+            network=network, network_alias=network_alias, gpus=gpus, slots=slots,
+            labels={LABEL_TRIAL: spec.trial_id, LABEL_TASK: task.name})
+        # Forked from the node's fork server where it has one; a cold host if that failed.
+        host = start()
+        if not host.hand(order=order, events=events_path, log=log_path) and host.forked:
+            host.kill()
+            host.wait()
+            host = start(forked=False)
+            host.hand(order=order, events=events_path, log=log_path)
     return _Task(task, host, EventTail(path=str(events_path), task=task.name,
                                        trial_id=spec.trial_id),
                  LineTail(path=str(log_path), max_line=OUTPUT_LINE_CHARS), log_path, host_log_path,
@@ -372,7 +379,8 @@ def trial_supervise(
                                       runtime=runtime, python=python, network=network,
                                       network_alias=local_host))
         gang.notice("status", phase="launched", tasks=[
-            {"task": t.address.name, "host": t.host.pid, "warm": t.warm} for t in gang.tasks
+            {"task": t.address.name, "host": t.host.pid, "warm": t.warm, "forked": t.host.forked}
+            for t in gang.tasks
         ])
         return _watch(gang=gang, plan=plan, should_cancel=_asked_at_most_every(
                           seconds=cancel_check_seconds, check=should_cancel),

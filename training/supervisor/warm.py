@@ -87,7 +87,7 @@ class WarmPool:
                 host = host_start(runtime=self.runtime, python=python, env=self.env,
                                   exposure=self.exposure, cwd=self.log_dir,
                                   log=self.log_dir / f"warm-{number % 10}.log",
-                                  mount_points=self.mount_points)
+                                  mount_points=self.mount_points, forked=False)
             except OSError:  # an engine's refusal too (docker-py's errors are OSErrors)
                 continue  # the next take starts cold; the node stays usable
             with self._lock:

@@ -58,7 +58,7 @@ def _order_from_directory(*, channel_dir: str) -> tuple[dict[str, Any], int, int
 
 
 def _serve(*, channel_fd: int | None = None, channel_dir: str | None = None) -> int:
-    import training.trial.tfenv  # the whole point: pay for the import before the order
+    import training.trial.tfenv  # noqa: F401 - the whole point: pay for the import before the order
 
     received = (_order_from_socket(channel_fd=channel_fd) if channel_fd is not None
                 else _order_from_directory(channel_dir=str(channel_dir)))
@@ -69,6 +69,19 @@ def _serve(*, channel_fd: int | None = None, channel_dir: str | None = None) -> 
         sys.stderr.flush()
         os._exit(0)
     order, events_fd, log_fd = received
+    # The import left threads behind (OpenBLAS' pool, TensorFlow's) that Landlock would not
+    # cover: the task runs in a fork, this process' only thread, and this one stays its
+    # namespace's pid 1 (outside the task's work dir), forwarding signals and handing back its
+    # exit code.
+    return task_become(order=order, events_fd=events_fd, log_fd=log_fd,
+                       fork_first=bool(order.get("confine")))
+
+
+def task_become(*, order: dict[str, Any], events_fd: int, log_fd: int, fork_first: bool) -> int:
+    """This process becomes the order's task: its log, environment, working directory and
+    Landlock rules, then the task itself. `fork_first`: the task runs in a single-threaded fork
+    while this process stays behind as the namespace's pid 1 (a fork server's task is already
+    single-threaded, and its sandbox's pid 1 is training/trial/holder.py)."""
     sys.stdout.flush()
     sys.stderr.flush()
     devnull = os.open(os.devnull, os.O_RDONLY)
@@ -87,18 +100,14 @@ def _serve(*, channel_fd: int | None = None, channel_dir: str | None = None) -> 
     tempfile.tempdir = None
     if scratch := order["env"].get("TMPDIR"):
         os.makedirs(scratch, mode=0o700, exist_ok=True)  # a container's /tmp starts empty
-    if order.get("confine"):
-        # The import left threads behind (OpenBLAS' pool, TensorFlow's) that Landlock would not
-        # cover: the task runs in a fork, this process' only thread, and this one stays its
-        # namespace's pid 1 (outside the task's work dir), forwarding signals and handing back
-        # its exit code.
+    if fork_first:
         # pid 1 of a namespace gets only the signals it handles: the task decides what they mean.
         confined_fork(forwarded=(signal.SIGTERM, signal.SIGINT, signal.SIGHUP), reap_orphans=True)
     os.chdir(order["cwd"])
     if order.get("confine"):
         rules = Confinement.from_dict(order["confine"])
         # An image's own Python lives where its image put it.
-        runtime = (sys.base_prefix, sys.prefix, str(Path(training.trial.tfenv.__file__).parents[1]),
+        runtime = (sys.base_prefix, sys.prefix, str(Path(__file__).parents[1]),
                    str(Path(confinement.__file__).parent), str(client_dir()))
         confine_apply(confinement=replace(rules, read=rules.read + runtime))
     from training.trial.worker import task_main

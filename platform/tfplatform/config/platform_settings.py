@@ -96,6 +96,9 @@ class PlatformSettings:
     landlock_abi: int | None = _setting(
         env="PLATFORM_LANDLOCK_ABI", group="Trials and isolation", default=None,
         doc="The highest Landlock ABI tasks are confined with (unset: the kernel's; 0: off).")
+    task_fork_server: bool = _setting(
+        env="PLATFORM_TASK_FORK_SERVER", group="Trials and isolation", default=True,
+        doc="Fork sandboxed tasks from one process that imported TensorFlow (a root node's).")
     gang_subnet: str = _setting(
         env="PLATFORM_GANG_SUBNET", group="Trials and isolation", default="100.64.0.0/16",
         doc="Pool of the per-gang networks of a root node (sandbox runtime); empty: host's.")

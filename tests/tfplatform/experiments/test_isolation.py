@@ -402,12 +402,16 @@ def _heartbeat_stopped(path: Path) -> bool:
 
 # The podman variant runs with the engine's other tests (tests/conftest.py); the sandbox
 # variants with their module. Their abstract socket's name is the test process's own.
-@pytest.fixture(params=["sandbox", "sandbox-without-landlock",
+@pytest.fixture(params=["sandbox", "sandbox-without-fork-server", "sandbox-without-landlock",
                         pytest.param("podman", marks=pytest.mark.xdist_group("podman"))])
 def runtime(request: pytest.FixtureRequest) -> dict[str, str]:
-    """The worker node's settings for each isolating runtime, and the environment to pick."""
+    """The worker node's settings for each isolating runtime, and the environment to pick.
+    A root node's sandboxed tasks are forked from its fork server; without one, a task may
+    become a warm host, made before its trial was known."""
     if request.param == "sandbox":
         return {"PLATFORM_TRIAL_RUNTIME": "sandbox"}
+    if request.param == "sandbox-without-fork-server":
+        return {"PLATFORM_TRIAL_RUNTIME": "sandbox", "PLATFORM_TASK_FORK_SERVER": "0"}
     if request.param == "sandbox-without-landlock":
         return {"PLATFORM_TRIAL_RUNTIME": "sandbox", "PLATFORM_LANDLOCK_ABI": "0"}
     engine = request.getfixturevalue("podman_engine")
@@ -450,7 +454,7 @@ def test_a_hostile_module_trains_and_reaches_nothing(
         PLATFORM_ADMIN_PASSWORD=CANARY, PLATFORM_CANARY_SECRET=CANARY,
         TF_SERVING_GRPC=model_server["grpc"], TF_SERVING_REST=model_server["rest"],
         MODEL_BASE_PATH=str(model_server["base"]), **runtime,
-        # As deployed: a task may become a warm host, made before its trial was known.
+        # As deployed: where there is no fork server, a task may become a warm host.
         PLATFORM_WARM_TRIAL_PROCESSES="1",
     )
     watch = None

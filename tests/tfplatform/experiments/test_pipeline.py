@@ -12,8 +12,6 @@ from tfplatform.cluster.models import Node
 from tfplatform.experiments.models import Experiment
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
-# This module's node runs its trials as a deployed node does, from warm hosts (plugins/live.py).
-WORKER_NODE_WARM_PROCESSES = 1
 
 
 def test_worker_process_uses_the_standard_platform_module(worker_node: tuple[str, Path]) -> None:

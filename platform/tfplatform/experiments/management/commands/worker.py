@@ -117,7 +117,11 @@ class Command(BaseCommand):
             concurrency=options["concurrency"] or len(devices) + 1,
         )
         warm_processes = options["warm_processes"]
-        if runtime.isolated and warm_processes and not node_privileged():
+        if runtime.fork_server and node_privileged():
+            # Its tasks are forked from one process that imported TensorFlow once
+            # (training/supervisor/forks.py): a host kept warm would only cost another import.
+            warm_processes = 0
+        elif runtime.isolated and warm_processes and not node_privileged():
             # A warm host is started before its trial is known, so it may hold nothing of
             # anyone; only a node that can mount a task's folders into it at its order (root,
             # training/isolation/mounts.py) keeps any. Elsewhere every host is made for its task.

@@ -1,0 +1,126 @@
+"""The node's fork server (trial/forkserver.py): sandboxed tasks forked from one process that
+imported TensorFlow, instead of each importing it (nearly all of a small task's CPU).
+
+    server = fork_server(runtime=..., python=..., env=...)  # None: tasks start cold
+    host = host_start(...)   # hosts.py: a ForkedHost, bubblewrap around trial/holder.py
+
+The sandbox is built exactly as for a cold host, by bubblewrap with the same options, but
+around trial/holder.py, which stays its pid 1. Once the holder says the sandbox is built, the
+host's `hand` sends the order to the fork server with a pidfd of the holder; the server's child
+joins the sandbox, and its own child becomes the task (entry.py gives it what bubblewrap gives
+its own process). To the supervisor it is the same host: the same process (bubblewrap), the
+same pid 1, the same exit code.
+
+Only a node run as root has one, only for its own Python (an environment's venv could run
+code at import), and only under the sandbox runtime. One per process: a worker node's, or a
+test's that supervises trials itself.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import socket
+import subprocess
+import threading
+from typing import Any
+
+from training.isolation.runtime import Runtime, TaskPython, node_privileged
+
+# How often one process starts a server that keeps dying before it stops asking (cold hosts).
+SERVER_STARTS_MAX = 3
+CLOSE_GRACE_SECONDS = 2.0
+
+
+class ForkServer:
+    def __init__(self, *, python: TaskPython, env: dict[str, str]) -> None:
+        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            # `/` and -P: nothing a tenant wrote is on its path; it runs outside any sandbox.
+            # It writes nothing after its import, and a failed import shows again in the log of
+            # the cold host that replaces it; no trial's folder gets a log shared by others.
+            self.process = subprocess.Popen(
+                [python.executable, "-P", "-m", "training.trial.forkserver",
+                 "--channel-fd", str(child.fileno())],
+                cwd="/", env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL, pass_fds=(child.fileno(),), start_new_session=True,
+            )
+        except BaseException:
+            parent.close()
+            raise
+        finally:
+            child.close()
+        self.channel = parent
+        self._lock = threading.Lock()
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def fork(self, *, order: dict[str, Any], holder_pid: int, fds: list[int]) -> bool:
+        """Asks for the task; False when the server is gone (the caller starts a cold host).
+
+        The order travels in a memfd the server passes on unread: it holds a workspace's tokens,
+        and whatever the server's memory ever held, every task forked after it would copy."""
+        order_fd = os.memfd_create("order", os.MFD_CLOEXEC)
+        try:
+            os.write(order_fd, json.dumps(order).encode())
+            os.lseek(order_fd, 0, os.SEEK_SET)  # the task reads it from the start
+            message = json.dumps({"holder_pid": holder_pid}).encode()
+            with self._lock:
+                if not self.alive():
+                    return False
+                try:
+                    socket.send_fds(self.channel, [message], [*fds, order_fd])
+                except OSError:
+                    return False
+        finally:
+            os.close(order_fd)
+        return True
+
+    def close(self) -> None:
+        """EOF on its channel ends it; the tasks it made live on, each with its sandbox."""
+        with self._lock:
+            self.channel.close()
+        try:
+            self.process.wait(timeout=CLOSE_GRACE_SECONDS)
+        except subprocess.TimeoutExpired:
+            self.process.kill()  # still importing: it has made nothing
+            self.process.wait()
+
+
+_server: ForkServer | None = None
+_starts = 0
+_lock = threading.Lock()
+
+
+def fork_server(*, runtime: Runtime, python: TaskPython,
+                env: dict[str, str]) -> ForkServer | None:
+    """This process' fork server, started on first use (its import overlaps the first task's
+    sandbox being built); None where tasks start cold."""
+    global _server, _starts
+    if not (runtime.fork_server and runtime.name == "sandbox" and python == TaskPython()
+            and node_privileged()):
+        return None
+    with _lock:
+        if _server is not None and _server.alive():
+            return _server
+        if _server is not None:
+            _server.close()
+            _server = None
+        if _starts >= SERVER_STARTS_MAX:
+            return None
+        _starts += 1
+        _server = ForkServer(python=python, env=env)
+        return _server
+
+
+def fork_server_close() -> None:
+    global _server
+    with _lock:
+        if _server is not None:
+            _server.close()
+            _server = None
+
+
+atexit.register(fork_server_close)
