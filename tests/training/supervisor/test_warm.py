@@ -80,7 +80,7 @@ def test_a_task_runs_in_the_warm_host_with_its_own_environment_and_log(
     )
     run = run_trial(spec=spec)
     assert run.outcome.status == "completed", run.outcome.exit_reason
-    assert _launched(run) == [{"task": "worker:0", "host": warm_pid, "warm": True}]
+    assert _launched(run) == [{"task": "worker:0", "host": warm_pid, "warm": True, "forked": False}]
     # The device layout was made after the hand-off, from this task's allocation.
     assert run.outcome.strategy == "MirroredStrategy" and run.outcome.replicas == 2
     assert len(run.phase("first_step")) == 1
