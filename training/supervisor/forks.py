@@ -24,12 +24,15 @@ import os
 import socket
 import subprocess
 import threading
+import time
 from typing import Any
 
 from training.isolation.runtime import Runtime, TaskPython, node_privileged
 
-# How often one process starts a server that keeps dying before it stops asking (cold hosts).
+# A server that keeps dying (its import failing, say) is not started again and again: after this
+# many starts within the window, tasks start cold until the window has passed.
 SERVER_STARTS_MAX = 3
+SERVER_STARTS_WINDOW_SECONDS = 600.0
 CLOSE_GRACE_SECONDS = 2.0
 
 
@@ -90,7 +93,7 @@ class ForkServer:
 
 
 _server: ForkServer | None = None
-_starts = 0
+_starts: list[float] = []
 _lock = threading.Lock()
 
 
@@ -98,7 +101,7 @@ def fork_server(*, runtime: Runtime, python: TaskPython,
                 env: dict[str, str]) -> ForkServer | None:
     """This process' fork server, started on first use (its import overlaps the first task's
     sandbox being built); None where tasks start cold."""
-    global _server, _starts
+    global _server
     if not (runtime.fork_server and runtime.name == "sandbox" and python == TaskPython()
             and node_privileged()):
         return None
@@ -108,9 +111,11 @@ def fork_server(*, runtime: Runtime, python: TaskPython,
         if _server is not None:
             _server.close()
             _server = None
-        if _starts >= SERVER_STARTS_MAX:
+        now = time.monotonic()
+        _starts[:] = [t for t in _starts if now - t < SERVER_STARTS_WINDOW_SECONDS]
+        if len(_starts) >= SERVER_STARTS_MAX:
             return None
-        _starts += 1
+        _starts.append(now)
         _server = ForkServer(python=python, env=env)
         return _server
 
