@@ -18,6 +18,10 @@ host would get, which only the task reads. For each, a child of this process:
 3. the child waits for the task outside the sandbox and sends its exit code to the holder,
    which exits with it.
 
+Only the import is done ahead, as in a warm host: nothing here may list or touch a device,
+since CUDA does not survive a fork once initialized (TF initializes it when a task first asks
+for its devices, from the task's own CUDA_VISIBLE_DEVICES).
+
 It is started from a clean environment (the task's base allow-list) with `/` as its working
 directory and `-P`, so nothing a tenant wrote is on its path, and it holds no secret: everything
 in its memory is what every task of the node may see. Only the node's own Python gets one (an
