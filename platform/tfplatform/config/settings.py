@@ -1,4 +1,4 @@
-"""Django settings, read from the environment (django-environ).
+"""Django settings, read from the environment (django-environ; any variable also as NAME_FILE).
 
 Embedded defaults (SQLite, a filesystem Celery broker, the embedded model server) let
 `make run` start on a bare machine; DATABASE_URL, CELERY_BROKER_URL, CACHE_URL and
@@ -11,12 +11,12 @@ import secrets
 from datetime import timedelta
 from pathlib import Path
 
-import environ
-
 from tfplatform.config.platform_settings import platform_settings_from_env
+from tfplatform.core.environment import platform_env
 
 ROOT_DIR = Path(__file__).resolve().parents[3]
-env = environ.Env()
+# Any variable may be given as NAME_FILE, a file holding its value (core/environment.py).
+env = platform_env()
 
 # Relative to the repository (an absolute path wins): the test suite uses var/test, so a `make run`
 # in the same checkout never shares its database, broker folders or models with the tests.

@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import pytest
 from django.core.management import call_command
 
@@ -26,3 +28,14 @@ def test_bootstrap_uses_configured_password(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setenv("PLATFORM_ADMIN_PASSWORD", "s3cret-from-env-42")
     call_command("platform_bootstrap")
     assert User.objects.get(username="admin").check_password("s3cret-from-env-42")
+
+
+def test_bootstrap_reads_the_password_from_the_file_its_file_variable_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    secret = tmp_path / "admin_password"
+    secret.write_text("s3cret-from-a-file-42\n")
+    monkeypatch.delenv("PLATFORM_ADMIN_PASSWORD", raising=False)
+    monkeypatch.setenv("PLATFORM_ADMIN_PASSWORD_FILE", str(secret))
+    call_command("platform_bootstrap")
+    assert User.objects.get(username="admin").check_password("s3cret-from-a-file-42")
