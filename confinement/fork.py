@@ -41,8 +41,13 @@ def confined_fork(*, forwarded: tuple[signal.Signals, ...] = FORWARDED,
         except ChildProcessError:
             os._exit(1)
         if pid == child:
-            code = os.waitstatus_to_exitcode(status)
-            os._exit(code if code >= 0 else 128 - code)
+            os._exit(exit_code(status=status))
+
+
+def exit_code(*, status: int) -> int:
+    """A wait status as a shell reports it: the code, or 128 + the signal that ended it."""
+    code = os.waitstatus_to_exitcode(status)
+    return code if code >= 0 else 128 - code
 
 
 def _forward(pid: int, signum: int) -> None:

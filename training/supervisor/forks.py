@@ -97,13 +97,18 @@ _starts: list[float] = []
 _lock = threading.Lock()
 
 
+def fork_server_used(*, runtime: Runtime, python: TaskPython | None = None) -> bool:
+    """Whether this node forks the tasks of `python` (the node's own if None)."""
+    return (runtime.fork_server and runtime.name == "sandbox"
+            and (python or TaskPython()) == TaskPython() and node_privileged())
+
+
 def fork_server(*, runtime: Runtime, python: TaskPython,
                 env: dict[str, str]) -> ForkServer | None:
     """This process' fork server, started on first use (its import overlaps the first task's
     sandbox being built); None where tasks start cold."""
     global _server
-    if not (runtime.fork_server and runtime.name == "sandbox" and python == TaskPython()
-            and node_privileged()):
+    if not fork_server_used(runtime=runtime, python=python):
         return None
     with _lock:
         if _server is not None and _server.alive():

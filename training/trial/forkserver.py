@@ -39,6 +39,7 @@ import socket
 import sys
 import traceback
 
+from confinement.fork import exit_code
 from training.exit_codes import EXIT_INFRA_ERROR
 
 REQUEST_MAX_BYTES = 4096
@@ -109,8 +110,7 @@ def _wait_for_task(*, holder_pid: int, fds: list[int], program: bytes) -> None:
             break
         except InterruptedError:
             continue
-    code = os.waitstatus_to_exitcode(status)
-    _holder_send(holder=holder, text=f"exit {code if code >= 0 else 128 - code}")
+    _holder_send(holder=holder, text=f"exit {exit_code(status=status)}")
     os._exit(0)
 
 

@@ -27,6 +27,7 @@ from training.isolation.containers import containers_reap, runtime_image_ensure
 from training.isolation.gang_network import gang_networks_reap
 from training.isolation.runtime import node_privileged
 from training.isolation.sandbox import Exposure
+from training.supervisor.forks import fork_server_used
 from training.supervisor.supervise import task_base_environment
 from training.supervisor.warm import warm_pool_configure
 
@@ -117,7 +118,7 @@ class Command(BaseCommand):
             concurrency=options["concurrency"] or len(devices) + 1,
         )
         warm_processes = options["warm_processes"]
-        if runtime.fork_server and node_privileged():
+        if fork_server_used(runtime=runtime):
             # Its tasks are forked from one process that imported TensorFlow once
             # (training/supervisor/forks.py): a host kept warm would only cost another import.
             warm_processes = 0
