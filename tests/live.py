@@ -1,5 +1,6 @@
 """Starting real platform processes (worker nodes, the whole `make run` stack) from tests."""
 
+import atexit
 import contextlib
 import os
 import shutil
@@ -15,6 +16,10 @@ import pytest
 import redis
 from django.conf import settings
 from django.db import connection
+
+from training.isolation.runtime import TaskPython
+from training.supervisor.forks import ForkServer
+from training.supervisor.supervise import task_base_environment
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -32,9 +37,29 @@ def database_url() -> str:
 
 
 def child_env(**extra: str) -> dict[str, str]:
-    env = {**os.environ, "DATABASE_URL": database_url(), "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, "DATABASE_URL": database_url(), "PYTHONUNBUFFERED": "1",
+           "PLATFORM_TASK_FORK_SERVER_SOCKET": machine_fork_server()}
     env.update(extra)
     return env
+
+
+_machine_forks: list[ForkServer] = []
+
+
+def machine_fork_server() -> str:
+    """The socket of this test process' fork server, which the nodes it starts share as the
+    nodes of one machine do (PLATFORM_TASK_FORK_SERVER_SOCKET): one TensorFlow import per
+    xdist worker, not per node. Started on first use; it ends with this process."""
+    if not _machine_forks or not _machine_forks[0].alive():
+        for server in _machine_forks:
+            server.close()
+        folder = tempfile.mkdtemp(prefix="tfp-forks-")  # mode 0700, as the server requires
+        _machine_forks[:] = [ForkServer.start(python=TaskPython(),
+                                              env=task_base_environment(),
+                                              socket_path=f"{folder}/socket")]
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+        atexit.register(_machine_forks[0].close)
+    return str(_machine_forks[0].socket_path)
 
 
 def free_port() -> int:

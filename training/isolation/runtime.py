@@ -69,6 +69,8 @@ class Runtime:
     # The sandbox's tasks forked from one process that imported TensorFlow (supervisor/forks.py)
     # rather than each importing it, where the node can join a sandbox (root).
     fork_server: bool = False
+    # The machine's fork server, shared by its nodes (its socket's path; empty: each its own).
+    fork_server_socket: str = ""
 
     @property
     def in_containers(self) -> bool:

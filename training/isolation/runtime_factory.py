@@ -22,9 +22,10 @@ from training.isolation.runtime import (
 
 def runtime_for(*, name: str, containers: ContainerSettings | None = None,
                 landlock_limit: int | None = None,
-                gang_subnet: str = DEFAULT_GANG_SUBNET, fork_server: bool = True) -> Runtime:
+                gang_subnet: str = DEFAULT_GANG_SUBNET, fork_server: bool = True,
+                fork_server_socket: str = "") -> Runtime:
     """`landlock_limit`: the highest Landlock ABI to use (None: what the kernel has; 0: off).
-    `gang_subnet`: see DEFAULT_GANG_SUBNET. `fork_server`: see Runtime."""
+    `gang_subnet`: see DEFAULT_GANG_SUBNET. `fork_server`, `fork_server_socket`: see Runtime."""
     if name not in RUNTIMES:
         raise InvalidInput(f"Unknown trial runtime {name!r}; choose one of {', '.join(RUNTIMES)}.")
     if name == "sandbox":
@@ -36,4 +37,5 @@ def runtime_for(*, name: str, containers: ContainerSettings | None = None,
     return Runtime(name=name, isolated=name != "process",
                    containers=containers if name in CONTAINER_RUNTIMES else None,
                    landlock_abi=abi_probe(limit=landlock_limit) if name != "process" else 0,
-                   gang_subnet=gang_subnet, fork_server=fork_server and name == "sandbox")
+                   gang_subnet=gang_subnet, fork_server=fork_server and name == "sandbox",
+                   fork_server_socket=fork_server_socket if name == "sandbox" else "")

@@ -1,7 +1,9 @@
 """The node's fork server: TensorFlow imported once, every task of the sandbox runtime forked
 from it into a sandbox that bubblewrap built.
 
-    python -P -m training.trial.forkserver --channel-fd N   # started by supervisor/forks.py
+    python -P -m training.trial.forkserver --channel-fd N   # a node's own (supervisor/forks.py)
+    python -P -m training.trial.forkserver --socket PATH    # the machine's, for all its nodes
+                                                            # (with --channel-fd: till it closes)
 
 Importing TensorFlow is nearly all of a small task's CPU (about 5 s of a 6 s trial here); a
 fork shares the imported pages instead. Each request is one message (the holder's pid) with
@@ -22,6 +24,10 @@ Only the import is done ahead, as in a warm host: nothing here may list or touch
 since CUDA does not survive a fork once initialized (TF initializes it when a task first asks
 for its devices, from the task's own CUDA_VISIBLE_DEVICES).
 
+A machine's server (`--socket`) serves every node of the machine that connects, each over a
+connection of its own, as a node's own serves it over its channel. Only a peer of the server's
+own user and user namespace is served: a task, even one that saw the socket, is in neither.
+
 It is started from a clean environment (the task's base allow-list) with `/` as its working
 directory and `-P`, so nothing a tenant wrote is on its path, and it holds no secret: everything
 in its memory is what every task of the node may see. Only the node's own Python gets one (an
@@ -34,10 +40,13 @@ import argparse
 import contextlib
 import json
 import os
+import selectors
 import signal
 import socket
+import struct
 import sys
 import traceback
+from collections.abc import Iterable
 
 from confinement.fork import exit_code
 from training.exit_codes import EXIT_INFRA_ERROR
@@ -46,7 +55,10 @@ REQUEST_MAX_BYTES = 4096
 ORDER_FDS = 5
 
 
-def _serve(*, channel_fd: int) -> None:
+def _serve(*, channel_fd: int | None, socket_path: str | None) -> None:
+    # Listening before the import: a node that connects meanwhile waits for it, not for a
+    # server of its own that imports it too.
+    listener = _listen(path=socket_path) if socket_path is not None else None
     # The whole point: every task shares these imports.
     import training.trial.tfenv
     import training.trial.worker  # noqa: F401 - and the trial's own modules (0.1 s more)
@@ -54,27 +66,88 @@ def _serve(*, channel_fd: int) -> None:
 
     program = seccomp_bpf()
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # each waiter is reaped by the kernel
-    channel = socket.socket(fileno=channel_fd)
-    while True:
+    with selectors.DefaultSelector() as selector:
+        if listener is not None:
+            selector.register(listener, selectors.EVENT_READ, "listener")
+        if channel_fd is not None:
+            selector.register(socket.socket(fileno=channel_fd), selectors.EVENT_READ, "node")
+        while True:
+            for key, _ in selector.select():
+                sock = key.fileobj
+                assert isinstance(sock, socket.socket)
+                if key.data == "listener":
+                    _accept(listener=sock, selector=selector)
+                elif not _request_serve(channel=sock, program=program,
+                                        others=selector.get_map().values()):
+                    selector.unregister(sock)
+                    sock.close()
+                    if key.data == "node":
+                        return  # its starter closed its end: it stopped, or died
+
+
+def _listen(*, path: str) -> socket.socket:
+    """The machine's socket, in a folder of this user's that no one else may enter."""
+    folder = os.stat(os.path.dirname(path) or ".")
+    if folder.st_uid != os.getuid() or folder.st_mode & 0o077:
+        raise SystemExit(f"{os.path.dirname(path)} must be the server user's, mode 0700.")
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)  # a socket a stopped server left
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    listener.bind(path)
+    listener.listen(16)
+    return listener
+
+
+def _accept(*, listener: socket.socket, selector: selectors.BaseSelector) -> None:
+    try:
+        connection, _ = listener.accept()
+    except OSError:
+        return
+    if _peer_trusted(connection=connection):
+        selector.register(connection, selectors.EVENT_READ, "peer")
+    else:
+        connection.close()
+
+
+def _peer_trusted(*, connection: socket.socket) -> bool:
+    """This user, in this user namespace: a sandboxed task is mapped into one of its own (and
+    is no peer this process can see the pid of: SO_PEERCRED gives 0 then)."""
+    credentials = connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                        struct.calcsize("3i"))
+    pid, uid, _ = struct.unpack("3i", credentials)
+    if pid <= 0 or uid != os.getuid():
+        return False
+    try:
+        return os.stat(f"/proc/{pid}/ns/user").st_ino == os.stat("/proc/self/ns/user").st_ino
+    except OSError:
+        return False
+
+
+def _request_serve(*, channel: socket.socket, program: bytes,
+                   others: Iterable[selectors.SelectorKey]) -> bool:
+    """One request from `channel`; False once it is closed."""
+    try:
+        message, fds, _, _ = socket.recv_fds(channel, REQUEST_MAX_BYTES, ORDER_FDS)
+    except OSError:
+        return False
+    if not message:
+        return False
+    try:
+        child = os.fork() if len(fds) == ORDER_FDS else -1
+    except OSError:
+        child = -1  # the holder, left without its task, ends the attempt as retryable
+    if child == 0:
         try:
-            message, fds, _, _ = socket.recv_fds(channel, REQUEST_MAX_BYTES, ORDER_FDS)
-        except OSError:
-            return
-        if not message:
-            return  # the node closed its end: it stopped, or died
-        try:
-            child = os.fork() if len(fds) == ORDER_FDS else -1
-        except OSError:
-            child = -1  # the holder, left without its task, ends the attempt as retryable
-        if child == 0:
-            try:
-                channel.close()
-                _wait_for_task(holder_pid=int(json.loads(message)["holder_pid"]), fds=fds,
-                               program=program)
-            finally:
-                os._exit(EXIT_INFRA_ERROR)  # never back into this loop: one server only
-        for fd in fds:
-            os.close(fd)
+            for key in others:  # no node's channel, nor the machine's socket, in a task
+                with contextlib.suppress(OSError):
+                    os.close(key.fd)
+            _wait_for_task(holder_pid=int(json.loads(message)["holder_pid"]), fds=fds,
+                           program=program)
+        finally:
+            os._exit(EXIT_INFRA_ERROR)  # never back into this loop: one server only
+    for fd in fds:
+        os.close(fd)
+    return True
 
 
 def _wait_for_task(*, holder_pid: int, fds: list[int], program: bytes) -> None:
@@ -165,8 +238,13 @@ def _report(*, log_fd: int, text: str) -> None:
 
 def _main() -> None:
     parser = argparse.ArgumentParser(prog="python -m training.trial.forkserver")
-    parser.add_argument("--channel-fd", type=int, required=True)
-    _serve(channel_fd=parser.parse_args().channel_fd)
+    parser.add_argument("--channel-fd", type=int,
+                        help="its starter's channel; the server ends when it closes")
+    parser.add_argument("--socket", help="the machine's: a path to listen on")
+    args = parser.parse_args()
+    if args.channel_fd is None and args.socket is None:
+        parser.error("--channel-fd, --socket or both")
+    _serve(channel_fd=args.channel_fd, socket_path=args.socket)
     # Skipping the interpreter's teardown of TensorFlow: nothing ran here that needs it.
     os._exit(0)
 

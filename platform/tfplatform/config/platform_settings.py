@@ -99,6 +99,9 @@ class PlatformSettings:
     task_fork_server: bool = _setting(
         env="PLATFORM_TASK_FORK_SERVER", group="Trials and isolation", default=True,
         doc="Fork sandboxed tasks from one process that imported TensorFlow (a root node's).")
+    task_fork_server_socket: str = _setting(
+        env="PLATFORM_TASK_FORK_SERVER_SOCKET", group="Trials and isolation", default="",
+        doc="The machine's fork server, shared by its nodes (empty: each node starts its own).")
     gang_subnet: str = _setting(
         env="PLATFORM_GANG_SUBNET", group="Trials and isolation", default="100.64.0.0/16",
         doc="Pool of the per-gang networks of a root node (sandbox runtime); empty: host's.")

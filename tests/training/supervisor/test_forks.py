@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable
@@ -13,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from training.isolation.runtime import node_privileged
+from training.isolation.runtime import Runtime, TaskPython, node_privileged
 from training.isolation.runtime_factory import runtime_for
 from training.spec import TrialEvent, TrialOutcome, TrialSpec
 from training.supervisor import forks
-from training.supervisor.supervise import trial_supervise
+from training.supervisor.supervise import task_base_environment, trial_supervise
 
 pytestmark = pytest.mark.slow
 
@@ -99,10 +101,7 @@ needs_root = pytest.mark.skipif(not node_privileged(),
 
 
 def _run(*, spec: TrialSpec, fork_server: bool) -> tuple[TrialOutcome, list[TrialEvent]]:
-    events: list[TrialEvent] = []
-    outcome = trial_supervise(spec=spec, on_events=events.extend, should_cancel=lambda: False,
-                              runtime=runtime_for(name="sandbox", fork_server=fork_server))
-    return outcome, events
+    return _run_on(spec=spec, runtime=runtime_for(name="sandbox", fork_server=fork_server))
 
 
 def _launched(events: list[TrialEvent]) -> list[dict[str, Any]]:
@@ -215,3 +214,60 @@ def test_killing_a_forked_task_s_sandbox_ends_its_task_and_the_trial_says_so(
     assert killed, "the trial never reported a metric"
     assert outcome.status != "completed" and time.monotonic() - started < 120
     assert list(outcome.exit_codes.values()) == [128 + signal.SIGKILL], outcome
+
+
+@needs_root
+def test_the_machine_s_fork_server_serves_its_nodes_and_no_one_else(
+    tmp_path: Path, make_spec: Callable[..., TrialSpec], digits_module: str,
+) -> None:
+    """One server for all the nodes of a machine (PLATFORM_TASK_FORK_SERVER_SOCKET): a node
+    connects to it rather than importing TensorFlow itself; a process in another user namespace
+    (a task's, were the socket ever in its sight) is hung up on; with no server there, a node
+    forks from its own."""
+    forks.fork_server_close()
+    open_folder = tmp_path / "open"
+    open_folder.mkdir(mode=0o755)
+    refused = forks.ForkServer.start(python=TaskPython(), env=task_base_environment(),
+                                     socket_path=str(open_folder / "socket"))
+    assert refused.process is not None and refused.process.wait(timeout=30) != 0
+    folder = tmp_path / "forks"
+    folder.mkdir(mode=0o700)
+    path = str(folder / "socket")
+    machine = forks.ForkServer.start(python=TaskPython(), env=task_base_environment(),
+                                     socket_path=path)
+    try:
+        runtime = runtime_for(name="sandbox", fork_server=True, fork_server_socket=path)
+        spec = make_spec(work_dir=tmp_path / "shared", model=digits_module,
+                         hyperparameters={"epochs": 1})
+        outcome, events = _run_on(spec=spec, runtime=runtime)
+        assert outcome.status == "completed", outcome.exit_reason
+        assert [task["forked"] for task in _launched(events)] == [True]
+        assert forks._server is not None and forks._server.process is None  # connected
+        assert forks._server.socket_path == path
+        stranger = subprocess.run(
+            ["unshare", "--user", "--map-root-user", sys.executable, "-c",
+             "import socket, sys\n"
+             "s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)\n"
+             "s.connect(sys.argv[1]); s.settimeout(20)\n"
+             "print('hung up' if s.recv(16) == b'' else 'served')", path],
+            capture_output=True, text=True, timeout=60)
+        assert stranger.stdout.strip() == "hung up", stranger.stderr
+        forks.fork_server_close()
+        gone = runtime_for(name="sandbox", fork_server=True,
+                           fork_server_socket=str(folder / "no-server-here"))
+        outcome, events = _run_on(spec=make_spec(work_dir=tmp_path / "own", model=digits_module,
+                                                 hyperparameters={"epochs": 1}), runtime=gone)
+        assert outcome.status == "completed", outcome.exit_reason
+        assert [task["forked"] for task in _launched(events)] == [True]
+        assert forks._server is not None and forks._server.process is not None  # its own
+    finally:
+        forks.fork_server_close()
+        machine.close()
+    assert machine.process is not None and machine.process.poll() is not None
+
+
+def _run_on(*, spec: TrialSpec, runtime: Runtime) -> tuple[TrialOutcome, list[TrialEvent]]:
+    events: list[TrialEvent] = []
+    outcome = trial_supervise(spec=spec, on_events=events.extend, should_cancel=lambda: False,
+                              runtime=runtime)
+    return outcome, events

@@ -82,7 +82,8 @@ def node_runtime(*, node: Node | None = None) -> Runtime:
     limit, subnet = settings.PLATFORM.landlock_abi, settings.PLATFORM.gang_subnet
     if name not in CONTAINER_RUNTIMES:
         return runtime_for(name=name, landlock_limit=limit, gang_subnet=subnet,
-                           fork_server=settings.PLATFORM.task_fork_server)
+                           fork_server=settings.PLATFORM.task_fork_server,
+                           fork_server_socket=settings.PLATFORM.task_fork_server_socket)
     return runtime_for(name=name, containers=container_settings(node=node), landlock_limit=limit,
                        gang_subnet=subnet)
 
