@@ -13,6 +13,13 @@ RUN apt-get update && apt-get install -y --no-install-recommends bubblewrap \
 RUN useradd --create-home --uid 1000 platform
 COPY requirements.txt .
 RUN pip install --no-cache-dir -r requirements.txt
+# GPU=1 (the GPU worker's build): TensorFlow with its CUDA libraries, the pinned version's
+# [and-cuda] extra; the NVIDIA container toolkit mounts the host's driver. A node checks as it
+# starts that its TensorFlow sees every GPU NVML finds, and does not join otherwise.
+ARG GPU=0
+RUN if [ "$GPU" = 1 ]; then \
+      pip install --no-cache-dir "tensorflow[and-cuda]==$(sed -n 's/^tensorflow==//p' requirements.txt)"; \
+    fi
 COPY . .
 # The image runs with PYTHONDONTWRITEBYTECODE (and as a user who may not write /app): compiled
 # here, or every process and trial task would compile the platform from source as it starts.

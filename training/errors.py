@@ -24,6 +24,11 @@ class UserCodeError(RuntimeError):
     """The user's module or data failed inside the trial; retrying cannot help."""
 
 
+class NodeUnfit(RuntimeError):
+    """The node cannot give a trial what it was granted (GPUs its TensorFlow cannot see): the
+    operator's to fix, not the user's; retrying on the same node cannot help."""
+
+
 class EnvironmentBuildFailed(InvalidInput):
     """An environment's venv could not be built on this node; `log_tail` is the build's last
     output (pip's reason), for the trial's error and the staff page."""

@@ -46,6 +46,8 @@ class Resources:
     # CPU slots a worker without GPUs holds on its node (a workspace may ask for several); its
     # container's memory and CPU weight scale with them. Chief and ps tasks hold one.
     cpu_slots_per_worker: int = 1
+    # The granted GPU slots are devices NVML found (not emulated): TensorFlow must see them.
+    gpus_physical: bool = False
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Resources:
@@ -55,6 +57,7 @@ class Resources:
             parameter_servers=int(data.get("parameter_servers", 0)),
             gpu_ids=tuple(int(i) for i in data.get("gpu_ids", ())),
             cpu_slots_per_worker=int(data.get("cpu_slots_per_worker", 1)),
+            gpus_physical=bool(data.get("gpus_physical", False)),
         )
 
 

@@ -128,6 +128,21 @@ def test_gpu_worker_reserves_nvidia_devices() -> None:
     assert devices[0]["driver"] == "nvidia" and "gpu" in devices[0]["capabilities"]
 
 
+def test_the_gpu_worker_runs_an_image_with_tensorflow_s_cuda_libraries() -> None:
+    """Its own image, built with GPU=1: the pinned TensorFlow's [and-cuda] extra. (Built where
+    a GPU and the NVIDIA toolkit are; not on the CI machine.)"""
+    worker = COMPOSE["services"]["worker-gpu"]
+    assert worker["build"]["args"] == {"GPU": "1"} and worker["image"] == "tfplatform-gpu:latest"
+    assert all(COMPOSE["services"][name]["image"] == "tfplatform:latest"
+               for name in APP_SERVICES if name != "worker-gpu")
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert "ARG GPU=0" in dockerfile
+    assert ('pip install --no-cache-dir "tensorflow[and-cuda]==$(sed -n '
+            "'s/^tensorflow==//p' requirements.txt)\"") in dockerfile
+    # What that sed finds: the one pinned TensorFlow.
+    assert re.findall(r"^tensorflow==\S+$", (ROOT / "requirements.txt").read_text(), re.M)
+
+
 def test_tf_serving_shares_the_model_volume_with_the_platform_read_only() -> None:
     services = COMPOSE["services"]
     # A served model is a program: it must not write the store of every tenant's models.

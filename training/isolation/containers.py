@@ -482,6 +482,10 @@ def container_host_start(*, settings: ContainerSettings, engine: str, python: Ta
         gang_network_ensure(settings=settings, name=network, trial_id=(labels or {}).get(
             LABEL_TRIAL, ""))
     slots = max(1, len(gpus), slots)  # a task holds its GPUs, or its CPU slots
+    uuids = gpu_uuids(indices=gpus)
+    # The engine hands over only these, numbered from 0 inside: the node's indices would name
+    # GPUs the container does not have. Their UUIDs name the same ones anywhere.
+    env = env | ({"CUDA_VISIBLE_DEVICES": ",".join(uuids)} if uuids else {})
     with _pins_staged(exposure=exposure, pinned_fds=pinned_fds,
                       directory=Path(f"{channel}.pins")) as pins:
         request = ContainerRequest(
@@ -503,7 +507,7 @@ def container_host_start(*, settings: ContainerSettings, engine: str, python: Ta
             # Cores are shared by weight (its slots), so an idle node's cores are not left
             # unused; a hard quota only where the node sets one.
             cpu_shares=CPU_SHARES_PER_SLOT * slots, nano_cpus=int(settings.cpus * slots * 1e9),
-            oci_runtime=settings.oci_runtime, gpu_uuids=gpu_uuids(indices=gpus),
+            oci_runtime=settings.oci_runtime, gpu_uuids=uuids,
             seccomp_profile=seccomp_profile_write(directory=log.parent),
         )
         container = container_create(client=client, engine=engine, request=request)

@@ -149,6 +149,9 @@ def _environment(*, spec: TrialSpec, plan: ClusterPlan, task: TaskAddress, runti
     env = task_base_environment(python=python)
     # Empty hides every GPU: a CPU task must not grab GPU memory another trial was granted.
     env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, gpus))
+    # The indices are NVML's, which counts GPUs in PCI bus order; CUDA's own default order
+    # (fastest first) would hand the task another trial's GPU on a mixed machine.
+    env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
     env["PLATFORM_TRIAL_ID"] = spec.trial_id
     env["PLATFORM_TASK"] = task.name
     if runtime.isolated:

@@ -32,7 +32,7 @@ from training.scaling import BatchPlan, batch_plan
 from training.signals import StopFlag
 from training.spec import TrialSpec
 from training.target import target_make
-from training.tf_config import ClusterPlan, TaskAddress
+from training.tf_config import ClusterPlan, TaskAddress, gpu_ids_for
 from training.trial.callbacks import EpochReporter, FirstStepReporter, StopAtEpoch, StopAtStep
 from training.trial.checkpoints import Progress, TrainingState
 from training.trial.devices import devices_describe, physical_gpus_count, placement_describe
@@ -48,6 +48,7 @@ from training.trial.strategy import (
     MULTI_WORKER,
     PARAMETER_SERVER,
     StrategyPlan,
+    gpus_visible_check,
     parameter_server_task_serve,
     strategy_build,
     strategy_finish,
@@ -86,6 +87,9 @@ def _strategy_start(*, spec: TrialSpec, events: EventWriter, flag: StopFlag
 
 def trial_run(*, spec: TrialSpec, cluster: ClusterPlan, task: TaskAddress, events: EventWriter,
               flag: StopFlag) -> None:
+    held = len(gpu_ids_for(resources=spec.resources, task=task))
+    if spec.resources.gpus_physical and held:
+        gpus_visible_check(resources=spec.resources, held=held, visible=physical_gpus_count())
     if spec.model == catalog.WORKSPACE_JOB:
         from training.workspace.session import workspace_serve  # imports Jupyter
 

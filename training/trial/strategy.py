@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from training.errors import NodeUnfit
 from training.spec import Resources
 
 DEFAULT = "default"
@@ -72,6 +73,17 @@ def strategy_plan(*, resources: Resources, physical_gpus: int) -> StrategyPlan:
     if k == 1:
         return StrategyPlan(ONE_DEVICE, f"1 GPU on one node → {ONE_DEVICE}{note}", 1, emulated, 1)
     return StrategyPlan(MIRRORED, f"{k} GPUs on one node → {MIRRORED}{note}", k, emulated, 1)
+
+
+def gpus_visible_check(*, resources: Resources, held: int, visible: int) -> None:
+    """A task granted `held` real GPUs (NVML found them on its node) must see them all: with
+    fewer, it would quietly train on emulated CPU devices, or on a part of what it holds."""
+    if resources.gpus_physical and visible < held:
+        raise NodeUnfit(
+            f"This task holds {_plural(held, 'GPU')} of its node, but its TensorFlow sees "
+            f"{visible}: the node's TensorFlow has no CUDA support (the worker image built "
+            "without GPU=1, or tensorflow without [and-cuda]) or its NVIDIA driver does not "
+            "match. Not emulated: the operator must fix the node.")
 
 
 def strategy_build(*, plan: StrategyPlan) -> Any:

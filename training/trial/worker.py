@@ -16,7 +16,14 @@ import os
 import sys
 from pathlib import Path
 
-from training.errors import InvalidInput, UserCodeError, causes, no_space, traceback_tail
+from training.errors import (
+    InvalidInput,
+    NodeUnfit,
+    UserCodeError,
+    causes,
+    no_space,
+    traceback_tail,
+)
 from training.events import EventWriter
 from training.exit_codes import (
     EXIT_INFRA_ERROR,
@@ -63,6 +70,8 @@ def _failure(*, exc: BaseException, spec: TrialSpec) -> tuple[int, str]:
         return EXIT_NO_SPACE, "disk"
     if isinstance(exc, UserCodeError | InvalidInput) or _out_of_memory(exc):
         return EXIT_USER_ERROR, "user"
+    if isinstance(exc, NodeUnfit):
+        return EXIT_INTERNAL, "node"
     if type(exc).__name__ in INFRA_ERRORS:
         return EXIT_INFRA_ERROR, "infra"
     # Anything raised from inside the user's file (during fit, say) is theirs to fix.

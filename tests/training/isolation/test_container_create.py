@@ -86,6 +86,8 @@ def test_podman_hands_a_gpu_over_by_its_cdi_name_and_a_cpu_task_gets_none(
         # container, which a CUDA_VISIBLE_DEVICES alone would not do.
         assert os.path.exists(f"/proc/{gpu_host.pid}/root{node}")
         assert f"TFPLATFORM_TEST_GPU={gpu_uuid}" in _environ(gpu_host.pid)
+        # Named by UUID: inside, the engine numbers the container's GPUs from 0.
+        assert f"CUDA_VISIBLE_DEVICES={gpu_uuid}" in _environ(gpu_host.pid)
         assert not os.path.exists(f"/proc/{cpu_host.pid}/root{node}")
         assert not any(v.startswith("TFPLATFORM_TEST_GPU=") for v in _environ(cpu_host.pid))
     finally:

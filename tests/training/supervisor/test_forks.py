@@ -76,6 +76,7 @@ report = {
     "mounts": sorted({line.split()[4] for line in open("/proc/self/mountinfo")}),
     "cwd": os.getcwd(),
     "environ": sorted(os.environ),
+    "cuda": {name: os.environ.get(name) for name in ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")},
     "fds": _fds(),
     "umask": os.umask(0o022),
     "postgres": _connect(5432),
@@ -160,6 +161,8 @@ def test_a_forked_task_is_what_a_cold_one_is_only_cheaper(
     for report in (cold, forked):
         report.pop("cwd"), report.pop("mounts"), report["status"].pop("CapBnd")
     assert forked == cold
+    # No GPU for a CPU task; where there are, NVML's indices (PCI bus order) name them.
+    assert cold["cuda"] == {"CUDA_VISIBLE_DEVICES": "", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
     assert forked["status"]["NoNewPrivs"] == "1" and forked["status"]["Seccomp"] == "2"
     assert forked["status"]["Uid"].split()[0] == "1000"
     assert forked["postgres"] != "WORKED" and forked["platform code"] != "WORKED"

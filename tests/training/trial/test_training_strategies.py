@@ -124,6 +124,22 @@ def test_device_report_shows_emulated_gpus_and_variable_placement(
     assert set(placement["variables_per_device"].values()) == {placement["variables"]}
 
 
+def test_gpus_held_on_a_real_gpu_node_that_tensorflow_cannot_see_fail_the_trial_not_emulated(
+    tmp_path: Path, digits_module: str, run_trial: Callable[..., Any],
+    make_spec: Callable[..., Any],
+) -> None:
+    """Slots NVML found (not emulated) are GPUs the task must see; here TensorFlow sees none,
+    as on a node whose TensorFlow has no CUDA. The trial says so, and trains on nothing else."""
+    spec = make_spec(work_dir=tmp_path, model=digits_module,
+                     resources=Resources(gpus_per_worker=2, gpu_ids=(0, 1), gpus_physical=True))
+    run = run_trial(spec=spec)
+    assert run.outcome.status == "failed" and not run.outcome.retryable
+    assert "holds 2 GPUs of its node, but its TensorFlow sees 0" in run.outcome.exit_reason
+    [error] = run.payloads("error")
+    assert error["category"] == "node" and error["error_type"] == "NodeUnfit"
+    assert not run.phase("strategy") and not run.payloads("metric")
+
+
 def test_multi_worker_runs_two_processes_with_tf_config(trained: Callable[[str], Any]) -> None:
     run = trained("multi_worker")
     assert set(run.outcome.exit_codes) == {"worker:0", "worker:1"}

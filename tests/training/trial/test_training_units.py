@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from training.errors import InvalidInput
+from training.errors import InvalidInput, NodeUnfit
 from training.events import EventTail, EventWriter
 from training.exit_codes import EXIT_INFRA_ERROR, EXIT_PREEMPTED, EXIT_USER_ERROR
 from training.scaling import batch_plan, learning_rate_at
 from training.spec import Resources, TrialEvent, TrialOutcome, TrialSpec
 from training.supervisor.outcome import exit_describe
 from training.tf_config import TaskAddress, cluster_plan, gpu_ids_for, slots_for
-from training.trial.strategy import strategy_plan
+from training.trial.strategy import gpus_visible_check, strategy_plan
 
 
 @pytest.mark.parametrize(
@@ -53,6 +53,23 @@ def test_strategy_choice_table(
     assert plan.name == name
     assert reason_part in plan.reason
     assert (plan.devices_per_worker, plan.emulated, plan.workers) == (devices, emulated, workers)
+
+
+@pytest.mark.parametrize(("physical", "held", "visible", "fails"), [
+    (True, 2, 0, True),   # TensorFlow without CUDA on a GPU node
+    (True, 2, 1, True),   # part of what it holds
+    (True, 2, 2, False),
+    (False, 2, 0, False),  # emulated slots: logical CPU devices stand in
+])
+def test_a_task_must_see_the_real_gpus_it_holds(physical: bool, held: int, visible: int,
+                                                 fails: bool) -> None:
+    resources = Resources(gpus_per_worker=held, gpus_physical=physical)
+    if fails:
+        with pytest.raises(NodeUnfit, match=f"holds {held} GPUs of its node, but its "
+                                            f"TensorFlow sees {visible}"):
+            gpus_visible_check(resources=resources, held=held, visible=visible)
+    else:
+        gpus_visible_check(resources=resources, held=held, visible=visible)
 
 
 def test_batch_and_learning_rate_scale_linearly_with_replicas() -> None:

@@ -111,11 +111,9 @@ def container_settings(*, node: Node | None) -> ContainerSettings:
 
 def trial_spec_build(*, trial: Trial, grant: SessionGrant | None = None) -> TrialSpec:
     experiment = trial.experiment
-    gpu_ids = tuple(
-        trial.allocations.filter(device__kind=Device.Kind.GPU, task_type="worker")
-        .order_by("task_index", "device__index")
-        .values_list("device__index", flat=True)
-    )
+    gpus = trial.allocations.filter(device__kind=Device.Kind.GPU, task_type="worker")
+    gpu_ids = tuple(gpus.order_by("task_index", "device__index")
+                    .values_list("device__index", flat=True))
     hyperparameters = dict(experiment.hyperparameters)
     label_column = str(hyperparameters.pop("label_column", ""))
     return TrialSpec(
@@ -135,6 +133,7 @@ def trial_spec_build(*, trial: Trial, grant: SessionGrant | None = None) -> Tria
             parameter_servers=experiment.parameter_servers,
             gpu_ids=gpu_ids,
             cpu_slots_per_worker=experiment.cpu_slots_per_worker,
+            gpus_physical=gpus.filter(device__emulated=False).exists(),
         ),
         target_metric=experiment.target_metric,
         target_mode=experiment.target_mode,

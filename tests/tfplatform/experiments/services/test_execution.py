@@ -5,7 +5,7 @@ import pytest
 from tests.factories import DeviceFactory, ExperimentFactory, NodeFactory
 from tfplatform.cluster.models import Allocation
 from tfplatform.experiments.models import Experiment, Trial
-from tfplatform.experiments.services.execution import trial_outcome_record
+from tfplatform.experiments.services.execution import trial_outcome_record, trial_spec_build
 from tfplatform.experiments.services.scheduling import scheduler_pass
 from tfplatform.experiments.services.submission import experiment_cancel
 from tfplatform.experiments.services.transitions import experiment_transition
@@ -93,3 +93,15 @@ def test_a_completed_experiment_shows_facts_but_no_paths_of_the_node() -> None:
     assert results["exported"] is True and results["epochs_completed"] == 2
     assert results["final_metrics"] == {"accuracy": 0.9}
     assert "/srv/" not in str(results)
+
+
+@pytest.mark.parametrize("emulated", [False, True])
+def test_a_trial_s_spec_says_whether_its_gpus_are_real(emulated: bool) -> None:
+    """Real ones (NVML found them) its TensorFlow must see; emulated ones it may stand in for."""
+    node = NodeFactory()
+    DeviceFactory(node=node, index=0, emulated=emulated, name="NVIDIA H100 80GB HBM3")
+    DeviceFactory(node=node, index=1, emulated=emulated, name="NVIDIA H100 80GB HBM3")
+    experiment = ExperimentFactory(gpus_per_worker=2)
+    assert scheduler_pass() == 1
+    resources = trial_spec_build(trial=experiment.trials.get()).resources
+    assert resources.gpu_ids == (0, 1) and resources.gpus_physical is not emulated

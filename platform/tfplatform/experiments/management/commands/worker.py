@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import close_old_connections
 
 from tfplatform.cluster.discovery import (
@@ -15,6 +15,7 @@ from tfplatform.cluster.discovery import (
     memory_total_bytes,
     work_disk_free_bytes,
 )
+from tfplatform.cluster.placement import KIND_GPU
 from tfplatform.cluster.services import (
     node_heartbeat,
     node_register,
@@ -22,12 +23,14 @@ from tfplatform.cluster.services import (
 from tfplatform.config.celery import app
 from tfplatform.core.database import DATABASE_ERRORS, database_connection_reset
 from tfplatform.experiments.services.execution import node_restart_recover, node_runtime
+from training.errors import NodeUnfit
 from training.isolation.container_settings import RUNTIME_IMAGE
 from training.isolation.containers import containers_reap, runtime_image_ensure
 from training.isolation.gang_network import gang_networks_reap
-from training.isolation.runtime import node_privileged
+from training.isolation.runtime import CONTAINER_RUNTIMES, TaskPython, node_privileged
 from training.isolation.sandbox import Exposure
 from training.supervisor.forks import fork_server_used
+from training.supervisor.gpus import gpus_usable_check
 from training.supervisor.supervise import task_base_environment
 from training.supervisor.warm import warm_pool_configure
 
@@ -73,6 +76,14 @@ class Command(BaseCommand):
         devices = devices_discover(
             declared_gpu_slots=options["gpu_slots"], cpu_slots=options["cpu_slots"]
         )
+        real_gpus = [d for d in devices if d.kind == KIND_GPU and not d.emulated]
+        if real_gpus and settings.PLATFORM.trial_runtime not in CONTAINER_RUNTIMES:
+            # Under docker and podman the image's TensorFlow runs the tasks: a trial there that
+            # sees fewer GPUs than it holds fails, saying so (training/trial/strategy.py).
+            try:
+                gpus_usable_check(nvml_gpus=len(real_gpus), python=TaskPython())
+            except NodeUnfit as error:
+                raise CommandError(f"Node {hostname} does not join: {error}") from error
         node = node_register(
             hostname=hostname,
             cpu_count=os.cpu_count() or 1,

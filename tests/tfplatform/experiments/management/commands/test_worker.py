@@ -3,9 +3,13 @@
 from pathlib import Path
 
 import pytest
+from django.core.management import CommandError, call_command
 
 from tests import live
+from tfplatform.cluster.discovery import DeviceInfo, devices_discover
 from tfplatform.cluster.models import Node
+from tfplatform.cluster.placement import KIND_GPU
+from tfplatform.experiments.management.commands import worker
 from tfplatform.experiments.management.commands.worker import Command, celery_worker_argv
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
@@ -58,3 +62,18 @@ def test_the_scheduler_queue_is_consumed_unless_turned_off(flags: list[str], que
         concurrency=2,
     )
     assert f"--queues={queues}" in argv
+
+
+def test_a_node_whose_tensorflow_cannot_see_the_gpus_nvml_finds_does_not_join(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """NVML (the hardware, stood in for here) finds a GPU; this machine's TensorFlow, asked for
+    real in a process of its own, sees none: the node says why and never registers."""
+    gpu = DeviceInfo(kind=KIND_GPU, index=0, name="NVIDIA H100 80GB HBM3",
+                     memory_bytes=80 * 2**30, compute_capability="9.0", uuid="GPU-0000")
+    monkeypatch.setattr(worker, "devices_discover", lambda **_: [gpu, *devices_discover(
+        declared_gpu_slots=0, cpu_slots=1)])
+    with pytest.raises(CommandError, match="Node gpu-1 does not join: NVML finds 1 GPU on this "
+                                           "machine, but its TensorFlow sees 0"):
+        call_command("worker", "--node", "gpu-1", "--gpu-slots", "0", "--cpu-slots", "1")
+    assert not Node.objects.filter(hostname="gpu-1").exists()
