@@ -13,7 +13,8 @@ from tfplatform.datasets.api import DatasetDetailApi, DatasetListCreateApi
 from tfplatform.experiments import api as experiments_api
 from tfplatform.experiments.usage.api import UsageApi, UsageCsvApi
 from tfplatform.modelregistry import api as models_api
-from tfplatform.monitoring.views import metrics
+from tfplatform.monitoring.api import HealthApi
+from tfplatform.monitoring.views import cluster_health_page, metrics
 from tfplatform.searches import api as searches_api
 from tfplatform.workspaces import api as workspace_api
 
@@ -125,11 +126,13 @@ api_v1 = [
         models_api.ExperimentDeployApi.as_view(),
         name="api-experiment-deploy",
     ),
+    path("health/", HealthApi.as_view(), name="api-health"),
 ]
 
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("metrics", metrics, name="metrics"),
+    path("cluster/health/", cluster_health_page, name="cluster-health"),
     path("api/v1/", include(api_v1)),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
