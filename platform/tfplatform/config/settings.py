@@ -11,6 +11,8 @@ import secrets
 from datetime import timedelta
 from pathlib import Path
 
+from kombu.transport import TRANSPORT_ALIASES
+
 from tfplatform.config.platform_settings import platform_settings_from_env
 from tfplatform.core.environment import platform_env
 
@@ -275,6 +277,8 @@ SPECTACULAR_SETTINGS = {
 # the Redis connection drops (it restores the message through a connection already gone).
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="filesystem://")
 if CELERY_BROKER_URL.startswith("filesystem://"):
+    # kombu's transport, its exchange tables made whole before anyone reads them (broker.py).
+    TRANSPORT_ALIASES["filesystem"] = "tfplatform.config.broker:FilesystemTransport"
     _broker_dir = VAR_DIR / "broker"
     for _folder in ("processed", "control"):
         (_broker_dir / _folder).mkdir(parents=True, exist_ok=True)
