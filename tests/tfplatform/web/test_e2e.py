@@ -125,6 +125,8 @@ def test_launch_watch_deploy_predict_then_a_stranger_sees_nothing(
     page.click("#compare-button")
     page.wait_for_selector("#comparison")
     assert "CPU" in page.inner_text(f"#row-{experiment_id}")
+    # The table is there before the scripts at the end of the page have drawn the chart.
+    page.wait_for_function("window.Chart && Chart.getChart('compare-chart')", timeout=30_000)
     assert page.evaluate("Chart.getChart('compare-chart').data.datasets[0].data[0]") > 0
     board_ids = page.get_attribute("#tensorboard", "href").split("?ids=")[1].split(",")
     assert sorted(board_ids) == sorted([str(experiment_id), str(rerun_id)])
