@@ -69,7 +69,7 @@ def health_overall(*, components: list[ComponentHealth]) -> Status:
 def _database() -> tuple[Status, str]:
     with connection.cursor() as cursor:
         cursor.execute("SHOW server_version" if connection.vendor == "postgresql"
-                       else "SELECT 'sqlite'")
+                       else "SELECT sqlite_version()")
         version = cursor.fetchone()[0]
     executor = MigrationExecutor(connections[DEFAULT_DB_ALIAS])
     pending = executor.migration_plan(executor.loader.graph.leaf_nodes())
