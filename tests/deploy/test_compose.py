@@ -114,13 +114,42 @@ def test_the_lab_is_served_on_an_origin_of_its_own_and_nothing_else_there() -> N
 
 def test_redis_demands_a_password_that_every_client_sends() -> None:
     redis = COMPOSE["services"]["redis"]
-    assert "--requirepass" in redis["command"]
-    password = redis["command"][redis["command"].index("--requirepass") + 1]
-    assert password.startswith("${REDIS_PASSWORD:?")  # no default: compose refuses to start
-    assert redis["environment"]["REDISCLI_AUTH"] == password  # its health check signs in
+    assert redis["secrets"] == ["redis_password"]
+    # The password is read from the secret's file as configuration, never put on a command line.
+    script = redis["command"][-1]
+    assert "requirepass $$(cat /run/secrets/redis_password)" in script
+    assert script.startswith("exec redis-server - ")
+    assert "/run/secrets/redis_password" in redis["healthcheck"]["test"][1]  # it signs in
     app = COMPOSE["x-app"]["environment"]
+    assert app["REDIS_PASSWORD_FILE"] == "/run/secrets/redis_password"
     for url in (app["CELERY_BROKER_URL"], app["CACHE_URL"]):
-        assert url.split("://", 1)[1].startswith(f":{password}@redis:6379/")
+        assert url.split("://", 1)[1].startswith("redis:6379/")
+
+
+SECRETS = {"DJANGO_SECRET_KEY": "django_secret_key", "POSTGRES_PASSWORD": "postgres_password",
+           "REDIS_PASSWORD": "redis_password"}
+
+
+def test_secrets_reach_the_services_as_files_only_and_compose_refuses_to_start_without() -> None:
+    assert {COMPOSE["secrets"][name]["environment"] for name in SECRETS.values()} == set(SECRETS)
+    for variable in SECRETS:
+        assert f"${{{variable}:?set {variable}}}" in COMPOSE["x-required-secrets"]
+    for name, service in COMPOSE["services"].items():
+        text = yaml.safe_dump(service.get("environment", {})) + " ".join(
+            str(part) for part in service.get("command", []))
+        for variable in SECRETS:
+            assert f"${{{variable}" not in text, f"{name} is given {variable} in the clear"
+    for name in APP_SERVICES:
+        service = COMPOSE["services"][name]
+        assert set(service["secrets"]) == set(SECRETS.values()), name
+        env = service["environment"]
+        for variable in ("DJANGO_SECRET_KEY_FILE", "DATABASE_PASSWORD_FILE",
+                         "REDIS_PASSWORD_FILE"):
+            assert env[variable].startswith("/run/secrets/"), (name, variable)
+        assert env["DATABASE_URL"] == "postgres://platform@postgres:5432/platform"
+    postgres = COMPOSE["services"]["postgres"]
+    assert postgres["environment"]["POSTGRES_PASSWORD_FILE"] == "/run/secrets/postgres_password"
+    assert postgres["secrets"] == ["postgres_password"]
 
 
 def test_gpu_worker_reserves_nvidia_devices() -> None:

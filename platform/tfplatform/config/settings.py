@@ -13,6 +13,7 @@ from pathlib import Path
 
 from kombu.transport import TRANSPORT_ALIASES
 
+from tfplatform.config.credentials import redis_url_with_password, url_with_password
 from tfplatform.config.platform_settings import platform_settings_from_env
 from tfplatform.core.environment import platform_env
 
@@ -132,8 +133,14 @@ TEMPLATES = [
     },
 ]
 
+# The services' passwords may come apart from their URLs (DATABASE_PASSWORD, REDIS_PASSWORD,
+# or as *_FILE): compose hands them over as secret files and keeps the URLs plain.
+_REDIS_PASSWORD = env.str("REDIS_PASSWORD", default="")
 DATABASES = {
-    "default": env.db("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'db.sqlite3'}"),
+    "default": env.db_url_config(url_with_password(
+        url=env.str("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'db.sqlite3'}"),
+        password=env.str("DATABASE_PASSWORD", default=""), name="DATABASE_URL",
+        given_as="DATABASE_PASSWORD")),
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     if os.path.isabs(DATABASES["default"]["NAME"]):  # not ":memory:"
@@ -160,7 +167,9 @@ DATABASES["default"]["ENGINE"] = _DB_BACKENDS.get(DATABASES["default"]["ENGINE"]
 PROMETHEUS_EXPORT_MIGRATIONS = False
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-CACHES = {"default": env.cache("CACHE_URL", default="locmemcache://")}
+CACHES = {"default": env.cache_url_config(redis_url_with_password(
+    url=env.str("CACHE_URL", default="locmemcache://"), password=_REDIS_PASSWORD,
+    name="CACHE_URL"))}
 # Processes that share one cache server but must not see each other's keys (the test suite's
 # xdist workers) each get a prefix of their own.
 if _cache_prefix := env.str("PLATFORM_CACHE_KEY_PREFIX", default=""):
@@ -275,7 +284,9 @@ SPECTACULAR_SETTINGS = {
 # Late acknowledgement would add nothing but a copy of every trial longer than the broker's
 # visibility timeout, and with kombu 5.7 a worker holding an unacknowledged message dies when
 # the Redis connection drops (it restores the message through a connection already gone).
-CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="filesystem://")
+CELERY_BROKER_URL = redis_url_with_password(
+    url=env.str("CELERY_BROKER_URL", default="filesystem://"), password=_REDIS_PASSWORD,
+    name="CELERY_BROKER_URL")
 if CELERY_BROKER_URL.startswith("filesystem://"):
     # kombu's transport, its exchange tables made whole before anyone reads them (broker.py).
     TRANSPORT_ALIASES["filesystem"] = "tfplatform.config.broker:FilesystemTransport"
