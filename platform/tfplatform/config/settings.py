@@ -79,6 +79,7 @@ INSTALLED_APPS = [
     "tfplatform.modelregistry",
     "tfplatform.searches",
     "tfplatform.monitoring",
+    "tfplatform.operations",
     "tfplatform.web",
 ]
 

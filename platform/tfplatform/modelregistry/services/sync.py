@@ -73,6 +73,13 @@ def model_server_entries() -> list[ModelEntry]:
     return entries
 
 
+def model_config_rewrite() -> Path:
+    """The config file from the rows alone, for a model server not started yet (a restore)."""
+    path = model_config_ensure()
+    model_config_write(entries=model_server_entries(), path=path)
+    return path
+
+
 def model_server_sync() -> None:
     """After every change of versions or labels: the server and this process's routes follow."""
     model_route_cache_clear()

@@ -1,0 +1,1 @@
+"""What operators run against a whole installation: backup_create, backup_restore."""
