@@ -20,6 +20,7 @@ from tests import live
 from tests.factories import PASSWORD, TeamFactory, UserFactory
 from tests.fixtures_settings import PlatformSettingsOverride
 from tests.tfplatform.modelregistry.conftest import HALF_PLUS_THREE, api, register
+from tfplatform.operations.releases import RELEASES
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -157,6 +158,13 @@ def test_a_backup_of_another_release_is_refused_saying_what_to_do(
     _manifest_edit(backup, migrations=migrations | {
         "experiments": migrations["experiments"][:-1]})
     with pytest.raises(CommandError, match=r"older release .* then upgrade"):
+        call_command("platform_restore", str(backup))
+    # A schema a release had is named.
+    schema = RELEASES["0.1.0"]
+    _manifest_edit(backup, migrations={
+        app: [name for name in names if app not in schema or name <= schema[app]]
+        for app, names in migrations.items() if app != "workspaces"})
+    with pytest.raises(CommandError, match=r"made by release 0\.1\.0 .* then upgrade"):
         call_command("platform_restore", str(backup))
 
 

@@ -26,6 +26,7 @@ from tfplatform.operations.archive import (
     area_unpack,
     files_verify,
 )
+from tfplatform.operations.releases import release_of
 from tfplatform.operations.services.backup import backup_areas, migrations_applied
 
 # Rows that hold absolute paths into a stored area: (model, field, area).
@@ -44,7 +45,9 @@ def _schema_check(*, manifest: Manifest) -> None:
                             f"migrations this one lacks: {_names(made - here)}). Restore it "
                             "with that release.")
     if here - made:
-        raise BackupInvalid("The backup was made by an older release of the platform (it lacks "
+        release = release_of(migrations=manifest.migrations)
+        made_by = f"release {release}" if release else "an older release of the platform"
+        raise BackupInvalid(f"The backup was made by {made_by} (it lacks "
                             f"{_names(here - made)}). Restore it with the release that made it, "
                             "then upgrade that installation (manage.py migrate).")
 
