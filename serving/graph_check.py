@@ -3,8 +3,9 @@ read, and every op must be one that inference graphs are made of (allowed_ops.py
 arrays, control flow, variables); anything else (files, Python, datasets, summaries, remote
 calls) is refused by name.
 
-    python -m serving.graph_check /models/name/3 [--allow ReadFile,...]
-    # exit 0: nothing found; 3: findings (JSON on stdout); 2: not a readable SavedModel
+    python -m serving.graph_check /models/name/3 [--allow ReadFile,...] [--serving-version 2.20.0]
+    # exit 0: nothing found; 3: findings (JSON on stdout); 2: not a readable SavedModel;
+    # 4: ops that TF Serving release lacks (serving_ops.py)
 
 Every node of every meta graph and of every function in its library is looked at, not only what
 the signatures reach: TF Serving also runs init ops, and a function can be called by name (the
@@ -45,8 +46,9 @@ from serving.saver_paths import (
     prefix_arguments,
     reachable_functions,
 )
+from serving.serving_ops import serving_ops
 
-EXIT_FINDINGS, EXIT_UNREADABLE = 3, 2
+EXIT_FINDINGS, EXIT_UNREADABLE, EXIT_UNSERVABLE = 3, 2, 4
 HIDDEN_GRAPH = "a GraphDef in a string constant"
 ASSET_OUTSIDE = "an asset file outside assets/"
 HANDLE_CONSTANT = "a resource or variant constant"
@@ -176,10 +178,7 @@ def _plain_relative(path: str) -> bool:
         part in ("", ".", "..") for part in parts)
 
 
-def saved_model_check(*, path: Path, allowed: frozenset[str] = frozenset()
-                      ) -> dict[str, Any]:
-    """The serving signatures (see `signatures_describe`); raises UnsafeGraph with every
-    finding, OSError/ValueError for what is no SavedModel."""
+def _saved_model_read(*, path: Path) -> Any:
     from google.protobuf import text_format
     from tensorflow.core.protobuf import saved_model_pb2
 
@@ -194,12 +193,30 @@ def saved_model_check(*, path: Path, allowed: frozenset[str] = frozenset()
         raise
     except Exception as error:  # protobuf's DecodeError/ParseError, or a message too deep
         raise ValueError(f"not a readable SavedModel: {error}") from error
+    return saved_model
+
+
+def saved_model_check(*, path: Path, allowed: frozenset[str] = frozenset()
+                      ) -> dict[str, Any]:
+    """The serving signatures (see `signatures_describe`); raises UnsafeGraph with every
+    finding, OSError/ValueError for what is no SavedModel."""
+    saved_model = _saved_model_read(path=path)
     findings = [f for meta_graph in saved_model.meta_graphs
                 for f in meta_graph_findings(meta_graph, allowed=allowed)]
     if findings:
         raise UnsafeGraph(findings)
     serving = [m for m in saved_model.meta_graphs if "serve" in m.meta_info_def.tags]
     return signatures_describe(serving[0]) if serving else {}
+
+
+def saved_model_ops(*, path: Path) -> set[str]:
+    """Every op type of every graph and function of the SavedModel: what a server must have to
+    load it, reached or not."""
+    saved_model = _saved_model_read(path=path)
+    return {node.op for meta_graph in saved_model.meta_graphs
+            for nodes in (meta_graph.graph_def.node,
+                          *(f.node_def for f in meta_graph.graph_def.library.function))
+            for node in nodes}
 
 
 # DataType enum names TensorFlow spells otherwise in Python (DT_FLOAT is tf.float32).
@@ -244,6 +261,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m serving.graph_check")
     parser.add_argument("path", type=Path)
     parser.add_argument("--allow", default="", help="ops to accept anyway, comma-separated")
+    parser.add_argument("--serving-version", default="",
+                        help="the TF Serving release that will serve it: every op must be its")
     args = parser.parse_args(argv)
     allowed = frozenset(op.strip() for op in args.allow.split(",") if op.strip())
     try:
@@ -254,6 +273,12 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError) as error:
         print(json.dumps({"error": str(error)}))
         return EXIT_UNREADABLE
+    if args.serving_version:
+        unserved = sorted(saved_model_ops(path=args.path)
+                          - serving_ops(version=args.serving_version))
+        if unserved:
+            print(json.dumps({"unserved": unserved, "serving_version": args.serving_version}))
+            return EXIT_UNSERVABLE
     print(json.dumps({"signatures": signatures}))
     return 0
 

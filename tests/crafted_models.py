@@ -168,3 +168,16 @@ def checkpoint_prefix_replace(path: Path, *, op: str, prefix: str) -> Path:
     assert replaced, f"no {op} in {path}"
     (path / "saved_model.pb").write_bytes(saved_model.SerializeToString())
     return path
+
+
+def newer_op_model() -> object:
+    """An image decoder of TensorFlow 2.21 (DecodeJxl, which 2.20 lacks): a model that TF
+    Serving 2.20 could not load whatever the platform's own TensorFlow can."""
+    import tensorflow as tf
+
+    class Decoder(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec([], tf.string)])
+        def serve(self, image: tf.Tensor) -> dict[str, tf.Tensor]:
+            return {"pixels": tf.raw_ops.DecodeJxl(contents=image, channels=3)}
+
+    return Decoder()

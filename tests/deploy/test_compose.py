@@ -152,6 +152,14 @@ def test_secrets_reach_the_services_as_files_only_and_compose_refuses_to_start_w
     assert postgres["secrets"] == ["postgres_password"]
 
 
+def test_publish_checks_ops_against_the_tf_serving_release_compose_runs() -> None:
+    from serving.serving_ops import serving_ops
+
+    tag = COMPOSE["services"]["tfserving"]["image"].split(":", 1)[1]
+    assert COMPOSE["x-app"]["environment"]["TF_SERVING_VERSION"] == tag
+    assert serving_ops(version=tag)  # its op list is kept, or no app would start
+
+
 def test_gpu_worker_reserves_nvidia_devices() -> None:
     devices = COMPOSE["services"]["worker-gpu"]["deploy"]["resources"]["reservations"]["devices"]
     assert devices[0]["driver"] == "nvidia" and "gpu" in devices[0]["capabilities"]

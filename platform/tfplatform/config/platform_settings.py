@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import environ
+from django.core.exceptions import ImproperlyConfigured
 
 GROUPS = (
     "Node", "Storage", "Trials and isolation", "Containers", "Scheduling and quotas",
@@ -166,6 +167,10 @@ class PlatformSettings:
     tf_serving_rest: str = _setting(env="TF_SERVING_REST", group="Model serving",
                                     default="http://127.0.0.1:8501",
                                     doc="The model server's REST address.")
+    tf_serving_version: str = _setting(
+        env="TF_SERVING_VERSION", group="Model serving", default="",
+        default_doc="empty: the embedded server, the platform's own TensorFlow",
+        doc="The TF Serving release of an external model server: publish refuses ops it lacks.")
     tf_serving_access_token: str = _setting(
         env="TF_SERVING_ACCESS_TOKEN", group="Model serving",
         default_doc="derived from the secret key",
@@ -290,7 +295,21 @@ def platform_settings_from_env(*, env: environ.Env, var_dir: Path,
             default = socket.gethostname() if field.name == "node_name" else field.default
         values[field.name] = _value_read(env=env, name=meta["env"], kind=hints[field.name],
                                          default=default)
-    return PlatformSettings(**values)
+    built = PlatformSettings(**values)
+    _serving_version_check(version=built.tf_serving_version)
+    return built
+
+
+def _serving_version_check(*, version: str) -> None:
+    """A version whose ops are not known would let any export through: stop the start."""
+    if not version:
+        return
+    from serving.serving_ops import serving_ops
+
+    try:
+        serving_ops(version=version)
+    except ValueError as error:
+        raise ImproperlyConfigured(f"TF_SERVING_VERSION: {error}.") from error
 
 
 

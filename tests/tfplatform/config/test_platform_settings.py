@@ -65,3 +65,17 @@ def test_the_override_fixture_changes_one_field_for_one_test(
     platform_settings_override(work_dir=tmp_path)
     assert settings.PLATFORM.work_dir == tmp_path
     assert settings.PLATFORM.run_dir == before.run_dir
+
+
+def test_a_tf_serving_release_without_a_kept_op_list_stops_the_start(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from django.core.exceptions import ImproperlyConfigured
+
+    monkeypatch.setenv("TF_SERVING_VERSION", "2.3.0")
+    with pytest.raises(ImproperlyConfigured, match=r"TF_SERVING_VERSION: No op list is kept for "
+                       r"TensorFlow Serving 2\.3\.0"):
+        platform_settings_from_env(env=environ.Env(), var_dir=tmp_path, secret_key="k")
+    monkeypatch.setenv("TF_SERVING_VERSION", "2.20.0")
+    built = platform_settings_from_env(env=environ.Env(), var_dir=tmp_path, secret_key="k")
+    assert built.tf_serving_version == "2.20.0"

@@ -21,6 +21,7 @@ from tests.crafted_models import (
     examples_layers_model,
     file_read_model,
     file_table_model,
+    newer_op_model,
     saved_model_save,
 )
 from tests.factories import UserFactory
@@ -136,6 +137,30 @@ def test_an_operator_may_allow_an_operation(
     answer = client.post("/api/v1/models/", {"model_name": "allowed",
                                              "file": _thief_zip(tmp_path)}, format="multipart")
     assert answer.status_code == 202, answer.content
+
+
+def test_a_model_that_the_model_servers_release_could_not_load_is_refused_saying_why(
+    model_server: dict[str, Any], tmp_path: Path,
+    platform_settings_override: PlatformSettingsOverride
+) -> None:
+    # Compose's TF Serving 2.20 under the platform's TensorFlow 2.21: an op 2.21 added.
+    platform_settings_override(model_allowed_ops=["DecodeJxl"], tf_serving_version="2.20.0")
+    client = APIClient()
+    client.force_authenticate(UserFactory())
+    path = saved_model_save(newer_op_model(), tmp_path / "decoder")
+    answer = client.post("/api/v1/models/", {"model_name": "decoder",
+                                             "file": directory_zip(path, name="decoder.zip")},
+                         format="multipart")
+    assert answer.status_code == 400, answer.content
+    assert answer.json()["code"] == "invalid_input"
+    assert answer.json()["error"].startswith(
+        "The SavedModel uses DecodeJxl, which TensorFlow Serving 2.20.0 (the model server's "
+        "release) does not have")
+    platform_settings_override(tf_serving_version="")  # the embedded server: 2.21 itself
+    accepted = client.post("/api/v1/models/", {"model_name": "decoder",
+                                               "file": directory_zip(path, name="decoder.zip")},
+                           format="multipart")
+    assert accepted.status_code == 202, accepted.content
 
 
 def test_a_model_the_check_let_through_still_reads_nothing_outside_the_model_base_path(

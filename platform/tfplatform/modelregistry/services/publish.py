@@ -81,13 +81,15 @@ TFLITE_CONVERT_SECONDS = 600
 
 def saved_model_verify(path: Path) -> dict[str, Any]:
     """Refuses a SavedModel whose graphs use an op that inference graphs do not (files, Python,
-    datasets), hide a graph or misuse the saver (serving/graph_check.py), read in a process of
+    datasets), hide a graph or misuse the saver (serving/graph_check.py), or that the model
+    server's TF Serving release lacks (TF_SERVING_VERSION), read in a process of
     its own: it is hostile input, and reading it takes TensorFlow's protos, which the web
     process does not load. Returns its serving signatures."""
     allowed = ",".join(settings.PLATFORM.model_allowed_ops)
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "serving.graph_check", str(path), f"--allow={allowed}"],
+            [sys.executable, "-m", "serving.graph_check", str(path), f"--allow={allowed}",
+             f"--serving-version={settings.PLATFORM.tf_serving_version}"],
             cwd=settings.ROOT_DIR, capture_output=True, text=True, timeout=GRAPH_CHECK_SECONDS,
             env=model_process_env(extra={"TF_CPP_MIN_LOG_LEVEL": "3"}),
         )
@@ -108,6 +110,14 @@ def saved_model_verify(path: Path) -> dict[str, Any]:
             "(math, neural-network, array, control-flow and variable operations, and the "
             "restore of the model's own variables/). An operator can allow specific ones with "
             "PLATFORM_MODEL_ALLOWED_OPS."
+        )
+    if done.returncode == graph_check.EXIT_UNSERVABLE and report.get("unserved"):
+        ops = [str(op) for op in report["unserved"]]
+        version = settings.PLATFORM.tf_serving_version
+        raise InvalidInput(
+            f"The SavedModel uses {', '.join(ops)}, which TensorFlow Serving {version} (the model "
+            f"server's release) does not have, so it would not load: export it with TensorFlow "
+            f"{version}, or serve it with a newer TF Serving (TF_SERVING_VERSION)."
         )
     raise InvalidInput(f"The SavedModel cannot be read: {report.get('error', 'unknown error')}.")
 
