@@ -288,6 +288,9 @@ SPECTACULAR_SETTINGS = {
 CELERY_BROKER_URL = redis_url_with_password(
     url=env.str("CELERY_BROKER_URL", default="filesystem://"), password=_REDIS_PASSWORD,
     name="CELERY_BROKER_URL")
+# Celery prefers the CELERY_BROKER_URL variable to this setting wherever it is set, which would
+# drop REDIS_PASSWORD; the read and write URLs it connects with come first, and are these.
+CELERY_BROKER_READ_URL = CELERY_BROKER_WRITE_URL = CELERY_BROKER_URL
 if CELERY_BROKER_URL.startswith("filesystem://"):
     # kombu's transport, its exchange tables made whole before anyone reads them (broker.py).
     TRANSPORT_ALIASES["filesystem"] = "tfplatform.config.broker:FilesystemTransport"

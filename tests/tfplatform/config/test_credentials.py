@@ -14,7 +14,10 @@ from tfplatform.config.credentials import redis_url_with_password, url_with_pass
 ROOT = Path(__file__).resolve().parents[3]
 SHOW = ("import django; django.setup(); from django.conf import settings; "
         "d = settings.DATABASES['default']; print(d['USER'], d['PASSWORD'], d['HOST']); "
-        "print(settings.CELERY_BROKER_URL); print(settings.CACHES['default']['LOCATION'])")
+        "print(settings.CELERY_BROKER_URL); print(settings.CACHES['default']['LOCATION']); "
+        "from tfplatform.config.celery import app; "
+        "print(app.connection_for_read().as_uri(include_password=True)); "
+        "print(app.connection_for_write().as_uri(include_password=True))")
 
 
 def _settings_with(tmp_path: Path, **variables: str) -> subprocess.CompletedProcess[str]:
@@ -39,6 +42,9 @@ def test_passwords_from_secret_files_join_the_urls_compose_gives(tmp_path: Path)
         "platform pg:pass/word@1 postgres",
         "redis://:re%20dis%232@redis:6379/0",
         "redis://:re%20dis%232@redis:6379/1",
+        # What Celery connects with, though CELERY_BROKER_URL itself names no password.
+        "redis://:re%20dis%232@redis:6379/0",
+        "redis://:re%20dis%232@redis:6379/0",
     ]
 
 
