@@ -6,6 +6,7 @@ from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.template import loader
+from redis.exceptions import RedisError
 
 from tfplatform.core.database import DATABASE_ERRORS
 from tfplatform.core.errors import InsufficientStorage, Unavailable
@@ -22,7 +23,9 @@ def server_error(request: HttpRequest) -> HttpResponse:
     # Django calls this while handling the exception, from a view or a middleware alike.
     error = sys.exc_info()[1]
     if isinstance(error, DATABASE_ERRORS):
-        return _database_unavailable(request=request)
+        return _unavailable(request=request, service="database")
+    if isinstance(error, RedisError):  # the cache (throttles, token lookups) is away
+        return _unavailable(request=request, service="cache")
     if error is not None and no_space(error):  # an upload or a write no service expected
         return _disk_full(request=request)
     if request.path.startswith("/api/"):
@@ -30,12 +33,13 @@ def server_error(request: HttpRequest) -> HttpResponse:
     return render(request, "500.html", status=500)
 
 
-def _database_unavailable(*, request: HttpRequest) -> HttpResponse:
-    """The database is away (a restart, a failover): a 503 that says to come back, never a 500.
-    The page stands alone: the usual layout asks the database who is signed in."""
+def _unavailable(*, request: HttpRequest, service: str) -> HttpResponse:
+    """The database or the cache is away (a restart, a failover): a 503 that says to come back,
+    never a 500. The page stands alone: the usual layout asks the database who is signed in."""
     if request.path.startswith("/api/"):
         answer: HttpResponse = JsonResponse(
-            {"error": "The database is unavailable; try again shortly.", "code": "unavailable"},
+            {"error": f"The {service} is unavailable; try again shortly.",
+             "code": "unavailable"},
             status=503,
         )
     else:
