@@ -1,4 +1,5 @@
-"""The cache (Redis: throttles, token lookups) is away: the API answers 503 with its JSON error and Retry-After, never a 500; once it is back, it answers."""
+"""The cache (Redis: throttles, token lookups) is away: the API answers 503 with its JSON error
+and Retry-After, never a 500; once it is back, it answers."""
 
 from typing import Any
 
