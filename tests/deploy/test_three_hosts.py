@@ -30,6 +30,7 @@ import pytest
 import requests
 
 from tests import live
+from tests.netns import machines_on_a_bridge
 
 # Host-wide network namespaces and bridges: one worker runs these, in turn.
 pytestmark = [pytest.mark.xdist_group("netns"), pytest.mark.slow]
@@ -41,10 +42,6 @@ PASSWORD = "three-hosts-pass-phrase"
 PG_BIN = live.PG_BIN
 
 
-def _ip(*args: str) -> None:
-    subprocess.run(["ip", *args], check=True, capture_output=True, timeout=30)
-
-
 @pytest.fixture
 def hosts() -> Iterator[dict[str, str]]:
     """Network namespaces a, b and c on one bridge (in a namespace of its own)."""
@@ -52,24 +49,8 @@ def hosts() -> Iterator[dict[str, str]]:
         if os.environ.get("CI"):
             pytest.fail("CI runs as root: the test makes its hosts as network namespaces")
         pytest.skip("making network namespaces needs root")
-    tag = secrets.token_hex(3)
-    names = {key: f"tfh{tag}{key}" for key in ("a", "b", "c", "link")}
-    try:
-        for name in names.values():
-            _ip("netns", "add", name)
-            _ip("-n", name, "link", "set", "lo", "up")
-        _ip("-n", names["link"], "link", "add", "br0", "type", "bridge")
-        _ip("-n", names["link"], "link", "set", "br0", "up")
-        for key, address in ADDRESS.items():
-            _ip("-n", names["link"], "link", "add", f"port{key}", "type", "veth", "peer", "name",
-                "eth0", "netns", names[key])
-            _ip("-n", names["link"], "link", "set", f"port{key}", "master", "br0", "up")
-            _ip("-n", names[key], "addr", "add", f"{address}/24", "dev", "eth0")
-            _ip("-n", names[key], "link", "set", "eth0", "up")
+    with machines_on_a_bridge(prefix=f"tfh{secrets.token_hex(3)}", addresses=ADDRESS) as names:
         yield names
-    finally:
-        for name in names.values():
-            subprocess.run(["ip", "netns", "del", name], capture_output=True, check=False)
 
 
 def _on(netns: str, args: list[str]) -> list[str]:

@@ -112,6 +112,11 @@ def _backup(stored: dict[str, Path], tmp_path: Path) -> Path:
     return tmp_path / "backup"
 
 
+def _restore_refused(backup: Path, *, match: str) -> None:
+    with pytest.raises(CommandError, match=match):
+        call_command("platform_restore", str(backup))
+
+
 def _manifest_edit(backup: Path, **changes: Any) -> None:
     path = backup / "manifest.json"
     path.write_text(json.dumps(json.loads(path.read_text()) | changes))
@@ -130,8 +135,7 @@ def test_an_installation_with_accounts_is_not_restored_into(
 ) -> None:
     backup = _backup(stored, tmp_path)
     UserFactory()
-    with pytest.raises(CommandError, match="already has accounts"):
-        call_command("platform_restore", str(backup))
+    _restore_refused(backup, match="already has accounts")
 
 
 def test_a_changed_or_cut_short_backup_is_refused(stored: dict[str, Path], tmp_path: Path) -> None:
@@ -139,11 +143,9 @@ def test_a_changed_or_cut_short_backup_is_refused(stored: dict[str, Path], tmp_p
     data = backup / "database.json.gz"
     rows = json.loads(gzip.decompress(data.read_bytes()))
     data.write_bytes(gzip.compress(json.dumps(rows + rows[:1]).encode()))
-    with pytest.raises(CommandError, match=r"database\.json\.gz is not the file the backup was"):
-        call_command("platform_restore", str(backup))
+    _restore_refused(backup, match=r"database\.json\.gz is not the file the backup was")
     data.unlink()
-    with pytest.raises(CommandError, match=r"The backup lacks database\.json\.gz"):
-        call_command("platform_restore", str(backup))
+    _restore_refused(backup, match=r"The backup lacks database\.json\.gz")
 
 
 def test_a_backup_of_another_release_is_refused_saying_what_to_do(
@@ -153,19 +155,16 @@ def test_a_backup_of_another_release_is_refused_saying_what_to_do(
     migrations = json.loads((backup / "manifest.json").read_text())["migrations"]
     _manifest_edit(backup, migrations=migrations | {
         "experiments": [*migrations["experiments"], "9999_from_the_future"]})
-    with pytest.raises(CommandError, match=r"newer release .*experiments\.9999_from_the_future"):
-        call_command("platform_restore", str(backup))
+    _restore_refused(backup, match=r"newer release .*experiments\.9999_from_the_future")
     _manifest_edit(backup, migrations=migrations | {
         "experiments": migrations["experiments"][:-1]})
-    with pytest.raises(CommandError, match=r"older release .* then upgrade"):
-        call_command("platform_restore", str(backup))
+    _restore_refused(backup, match=r"older release .* then upgrade")
     # A schema a release had is named.
     schema = RELEASES["0.1.0"]
     _manifest_edit(backup, migrations={
         app: [name for name in names if app not in schema or name <= schema[app]]
         for app, names in migrations.items() if app != "workspaces"})
-    with pytest.raises(CommandError, match=r"made by release 0\.1\.0 .* then upgrade"):
-        call_command("platform_restore", str(backup))
+    _restore_refused(backup, match=r"made by release 0\.1\.0 .* then upgrade")
 
 
 def test_an_archive_that_reaches_outside_its_folder_is_refused(
@@ -184,6 +183,5 @@ def test_an_archive_that_reaches_outside_its_folder_is_refused(
         tar.addfile(member, io.BytesIO(b"evil"))
     files = json.loads((backup / "manifest.json").read_text())["files"]
     _manifest_edit(backup, files=files | {"models.tar.gz": file_digest(path=archive)})
-    with pytest.raises(CommandError, match=r"models\.tar\.gz holds"):
-        call_command("platform_restore", str(backup))
+    _restore_refused(backup, match=r"models\.tar\.gz holds")
     assert not (tmp_path / "escaped").exists()

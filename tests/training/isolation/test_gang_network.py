@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from tests.netns import ip, machines_on_a_bridge
 from training.isolation.runtime import repo_root
 from training.spec import Resources
 from training.tf_config import ClusterPlan, TaskAddress
@@ -134,11 +135,6 @@ def _root_or_skip() -> None:
         pytest.skip("gang networks are built by a node run as root")
 
 
-def _ip(*args: str) -> str:
-    return subprocess.run(["ip", *args], check=True, capture_output=True, text=True,
-                          timeout=30).stdout
-
-
 def _in(netns: str, code: str, *args: str) -> list[str]:
     path = f"PYTHONPATH={repo_root() / 'platform'}:{repo_root()}"  # whatever the caller's cwd
     return ["nsenter", f"--net=/run/netns/{netns}", "--", "env", path, sys.executable, "-c",
@@ -155,24 +151,9 @@ def _connect(netns: str, host: str, port: int) -> str:
 def machines() -> Iterator[dict[str, str]]:
     """Network namespaces a, b and c on one bridge (in a namespace of its own too)."""
     _root_or_skip()
-    prefix = f"tfpt{os.getpid() % 100000}"
-    names = {key: f"{prefix}{key}" for key in ("link", "a", "b", "c")}
-    try:
-        for name in names.values():
-            _ip("netns", "add", name)
-            _ip("-n", name, "link", "set", "lo", "up")
-        _ip("-n", names["link"], "link", "add", "br0", "type", "bridge")
-        _ip("-n", names["link"], "link", "set", "br0", "up")
-        for key, address in ADDRESSES.items():
-            _ip("-n", names["link"], "link", "add", f"port{key}", "type", "veth", "peer", "name",
-                "eth0", "netns", names[key])
-            _ip("-n", names["link"], "link", "set", f"port{key}", "master", "br0", "up")
-            _ip("-n", names[key], "addr", "add", f"{address}/24", "dev", "eth0")
-            _ip("-n", names[key], "link", "set", "eth0", "up")
+    with machines_on_a_bridge(prefix=f"tfpt{os.getpid() % 100000}",
+                              addresses=ADDRESSES) as names:
         yield names
-    finally:
-        for name in names.values():
-            subprocess.run(["ip", "netns", "del", name], capture_output=True, check=False)
 
 
 @pytest.mark.slow
@@ -229,7 +210,7 @@ def test_a_gang_across_nodes_reaches_only_its_peers_and_only_they_reach_it(
                 if (tmp_path / f"outcome-{k}").exists()]
             time.sleep(0.5)
         seen = [json.loads(p.read_text()) for p in probed]
-        gang_a = next(line.split()[3] for line in _ip(
+        gang_a = next(line.split()[3] for line in ip(
             "-n", machines["a"], "-4", "-o", "addr", "show").splitlines() if " tfp" in line)
         inner_a = str(ipaddress.ip_interface(gang_a).ip + 1)  # the namespace's end of the /30
 
@@ -279,7 +260,7 @@ def test_a_gang_across_nodes_reaches_only_its_peers_and_only_they_reach_it(
         tables = _nft_tables(machines[key])
         assert "tfp_" not in tables, tables
         links = [line.split(": ")[1].split("@")[0]
-                 for line in _ip("-n", machines[key], "-o", "link", "show").splitlines()]
+                 for line in ip("-n", machines[key], "-o", "link", "show").splitlines()]
         assert sorted(links) == ["eth0", "lo"], links
 
 
