@@ -13,6 +13,7 @@ from its wheel without installing it:
 
 from __future__ import annotations
 
+import argparse
 import re
 import sys
 import zipfile
@@ -56,9 +57,13 @@ def wheel_ops(*, wheel: Path) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    [wheel] = argv if argv is not None else sys.argv[1:]
-    print(f"# The op types of {Path(wheel).name} (python -m serving.serving_ops).")
-    print("\n".join(wheel_ops(wheel=Path(wheel))))
+    parser = argparse.ArgumentParser(
+        prog="python -m serving.serving_ops",
+        description="Print the op types of a TensorFlow wheel, for serving/op_sets/.")
+    parser.add_argument("wheel", type=Path, help="tensorflow or tensorflow-cpu, any platform")
+    args = parser.parse_args(argv)
+    print(f"# The op types of {args.wheel.name} (python -m serving.serving_ops).")
+    print("\n".join(wheel_ops(wheel=args.wheel)))
     return 0
 
 
