@@ -24,7 +24,6 @@ from tfplatform.core.errors import InvalidInput
 FORMAT = 1
 MANIFEST = "manifest.json"
 DATABASE = "database.json.gz"
-CHUNK = 1 << 20
 
 
 class BackupInvalid(InvalidInput):
@@ -62,16 +61,17 @@ class Manifest:
 
 
 def file_digest(*, path: Path) -> str:
-    digest = hashlib.sha256()
     with path.open("rb") as stream:
-        while chunk := stream.read(CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
+        return hashlib.file_digest(stream, "sha256").hexdigest()
 
 
-def files_verify(*, folder: Path, manifest: Manifest) -> None:
-    """Every file the manifest names is there, byte for byte: a restore never starts on a
-    backup cut short or changed since."""
+def files_verify(*, folder: Path, manifest: Manifest, needed: list[str]) -> None:
+    """Every file the manifest names is there, byte for byte, and it names every file the
+    restore will read (`needed`): a restore never starts on a backup cut short or changed
+    since."""
+    for name in needed:
+        if name not in manifest.files:
+            raise BackupInvalid(f"The backup lacks {name}.")
     for name, expected in manifest.files.items():
         path = folder / name
         if os.path.basename(name) != name or not path.is_file():

@@ -140,6 +140,11 @@ def test_an_installation_with_accounts_is_not_restored_into(
 
 def test_a_changed_or_cut_short_backup_is_refused(stored: dict[str, Path], tmp_path: Path) -> None:
     backup = _backup(stored, tmp_path)
+    # A manifest that leaves out an archive the restore would read is no whole backup.
+    files = json.loads((backup / "manifest.json").read_text())["files"]
+    _manifest_edit(backup, files={k: v for k, v in files.items() if k != "models.tar.gz"})
+    _restore_refused(backup, match=r"The backup lacks models\.tar\.gz")
+    _manifest_edit(backup, files=files)
     data = backup / "database.json.gz"
     rows = json.loads(gzip.decompress(data.read_bytes()))
     data.write_bytes(gzip.compress(json.dumps(rows + rows[:1]).encode()))

@@ -76,10 +76,11 @@ def _paths_move(*, old: str, new: str, model: type[models.Model], field: str) ->
 
 def backup_restore(*, source: Path) -> Manifest:
     manifest = Manifest.read(folder=source)
-    files_verify(folder=source, manifest=manifest)
+    roots = backup_areas(work="work" in manifest.roots)
+    files_verify(folder=source, manifest=manifest,
+                 needed=[DATABASE, *(f"{area}.tar.gz" for area in roots)])
     call_command("migrate", verbosity=0)
     _schema_check(manifest=manifest)
-    roots = backup_areas(work="work" in manifest.roots)
     _fresh_check(roots=roots)
     for area, root in roots.items():
         for name in REWRITTEN.get(area, set()):
