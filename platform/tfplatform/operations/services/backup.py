@@ -54,7 +54,8 @@ def backup_create(*, output: Path, work: bool = False) -> Manifest:
         migrations = migrations_applied()
         call_command("dumpdata", natural_foreign=True, natural_primary=True, exclude=EXCLUDED,
                      output=str(output / DATABASE), verbosity=0)
-    # After the snapshot: a file written since is one more, never one the rows miss.
+    # After the snapshot: a file written since is only one more (a version's files removed
+    # since are missing, which backup.md tells operators).
     areas = backup_areas(work=work)
     for area, root in areas.items():
         area_pack(root=root, archive=output / f"{area}.tar.gz")
