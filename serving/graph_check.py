@@ -196,23 +196,31 @@ def _saved_model_read(*, path: Path) -> Any:
     return saved_model
 
 
-def saved_model_check(*, path: Path, allowed: frozenset[str] = frozenset()
-                      ) -> dict[str, Any]:
+def saved_model_check(*, path: Path, allowed: frozenset[str] = frozenset(),
+                      served_by: frozenset[str] | None = None) -> dict[str, Any]:
     """The serving signatures (see `signatures_describe`); raises UnsafeGraph with every
-    finding, OSError/ValueError for what is no SavedModel."""
+    finding, Unservable with the ops `served_by` (a TF Serving release's ops) lacks, and
+    OSError/ValueError for what is no SavedModel."""
     saved_model = _saved_model_read(path=path)
     findings = [f for meta_graph in saved_model.meta_graphs
                 for f in meta_graph_findings(meta_graph, allowed=allowed)]
     if findings:
         raise UnsafeGraph(findings)
+    if served_by is not None and (lacking := _saved_model_ops(saved_model) - served_by):
+        raise Unservable(sorted(lacking))
     serving = [m for m in saved_model.meta_graphs if "serve" in m.meta_info_def.tags]
     return signatures_describe(serving[0]) if serving else {}
 
 
-def saved_model_ops(*, path: Path) -> set[str]:
-    """Every op type of every graph and function of the SavedModel: what a server must have to
-    load it, reached or not."""
-    saved_model = _saved_model_read(path=path)
+class Unservable(ValueError):
+    def __init__(self, ops: list[str]) -> None:
+        self.ops = ops
+        super().__init__(f"the model server's release lacks {', '.join(ops)}")
+
+
+def _saved_model_ops(saved_model: Any) -> set[str]:
+    """Every op type of every graph and function: what a server must have to load it,
+    reached or not."""
     return {node.op for meta_graph in saved_model.meta_graphs
             for nodes in (meta_graph.graph_def.node,
                           *(f.node_def for f in meta_graph.graph_def.library.function))
@@ -265,20 +273,18 @@ def main(argv: list[str] | None = None) -> int:
                         help="the TF Serving release that will serve it: every op must be its")
     args = parser.parse_args(argv)
     allowed = frozenset(op.strip() for op in args.allow.split(",") if op.strip())
+    served_by = serving_ops(version=args.serving_version) if args.serving_version else None
     try:
-        signatures = saved_model_check(path=args.path, allowed=allowed)
+        signatures = saved_model_check(path=args.path, allowed=allowed, served_by=served_by)
     except UnsafeGraph as unsafe:
         print(json.dumps({"findings": [asdict(f) for f in unsafe.findings[:100]]}))
         return EXIT_FINDINGS
+    except Unservable as unservable:
+        print(json.dumps({"unserved": unservable.ops, "serving_version": args.serving_version}))
+        return EXIT_UNSERVABLE
     except (OSError, ValueError) as error:
         print(json.dumps({"error": str(error)}))
         return EXIT_UNREADABLE
-    if args.serving_version:
-        unserved = sorted(saved_model_ops(path=args.path)
-                          - serving_ops(version=args.serving_version))
-        if unserved:
-            print(json.dumps({"unserved": unserved, "serving_version": args.serving_version}))
-            return EXIT_UNSERVABLE
     print(json.dumps({"signatures": signatures}))
     return 0
 

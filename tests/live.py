@@ -290,27 +290,37 @@ PG_BIN = max(Path("/usr/lib/postgresql").glob("*/bin"), default=Path("/usr/bin")
 class Postgres:
     """A PostgreSQL cluster of the test's own (initdb on a free port), stopped and started by
     the test; never the machine's shared server. It runs as the `postgres` user, which cannot
-    enter pytest's root-only folders, so its data lives in a folder of its own under /tmp."""
+    enter pytest's root-only folders, so its data lives in a folder of its own under /tmp.
+    `address`, `netns` and `trusted`: where it listens (inside that network namespace, a test
+    "host") and the network whose clients it lets in without a password."""
 
-    def __init__(self, *, port: int) -> None:
-        self.port = port
+    def __init__(self, *, port: int, address: str = "127.0.0.1", netns: str | None = None,
+                 trusted: str | None = None) -> None:
+        self.port, self.address, self.netns = port, address, netns
         self.folder = Path(tempfile.mkdtemp(prefix="tfplatform-pg-"))
         shutil.chown(self.folder, user="postgres", group="postgres")
         self.data, self.log = self.folder / "data", self.folder / "postgres.log"
         self._as_postgres([str(PG_BIN / "initdb"), "-D", str(self.data), "-A", "trust",
                            "-U", "postgres", "--no-sync"])
+        if trusted:
+            with (self.data / "pg_hba.conf").open("a") as hba:
+                hba.write(f"host all all {trusted} trust\n")
         self.start()
-        self._as_postgres([str(PG_BIN / "createdb"), "-h", "127.0.0.1", "-p", str(port),
+        self._as_postgres([str(PG_BIN / "createdb"), "-h", str(self.folder), "-p", str(port),
                            "-U", "postgres", "platform"])
 
     @property
     def url(self) -> str:
-        return f"postgres://postgres@127.0.0.1:{self.port}/platform"
+        return f"postgres://postgres@{self.address}:{self.port}/platform"
 
     def start(self) -> None:
-        options = f"-p {self.port} -k {self.folder} -c listen_addresses=127.0.0.1 -c fsync=off"
-        self._as_postgres([str(PG_BIN / "pg_ctl"), "-D", str(self.data), "-o", options,
-                           "-l", str(self.log), "-w", "start"])
+        options = (f"-p {self.port} -k {self.folder} -c listen_addresses={self.address} "
+                   "-c fsync=off -c max_connections=200")
+        start = [str(PG_BIN / "pg_ctl"), "-D", str(self.data), "-o", options, "-l",
+                 str(self.log), "-w", "start"]
+        # The server inherits the network namespace it is started in.
+        self._as_postgres(start if self.netns is None else
+                          ["nsenter", f"--net=/run/netns/{self.netns}", "--", *start])
 
     def stop(self) -> None:
         self._as_postgres([str(PG_BIN / "pg_ctl"), "-D", str(self.data), "-m", "fast", "-w",
@@ -322,8 +332,12 @@ class Postgres:
         shutil.rmtree(self.folder, ignore_errors=True)
 
     def _as_postgres(self, args: list[str]) -> None:
-        subprocess.run(["runuser", "-u", "postgres", "--", *args], check=True,
-                       capture_output=True, timeout=120, cwd=self.folder)
+        # nsenter, when there is one, runs as root and drops to postgres inside the namespace.
+        if args[0] == "nsenter":
+            args = [*args[:3], "runuser", "-u", "postgres", "--", *args[3:]]
+        else:
+            args = ["runuser", "-u", "postgres", "--", *args]
+        subprocess.run(args, check=True, capture_output=True, timeout=120, cwd=self.folder)
 
 
 def platform_env(*, database_url: str, var_dir: Path, **extra: str) -> dict[str, str]:

@@ -39,7 +39,6 @@ LINK = "10.233.0"
 ADDRESS = {"a": f"{LINK}.1", "b": f"{LINK}.2", "c": f"{LINK}.3"}
 CLONE_NEWNET = 0x40000000
 PASSWORD = "three-hosts-pass-phrase"
-PG_BIN = live.PG_BIN
 
 
 @pytest.fixture
@@ -102,7 +101,7 @@ class Cluster:
         self.redis_password = root / "secrets" / "redis_password"
         self.redis_password.write_text(secrets.token_hex(16) + "\n")
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
-        self.pg = Path(tempfile.mkdtemp(prefix="tfplatform-pg-"))
+        self.postgres: live.Postgres | None = None
         self.api = Client(netns=hosts["a"], base=f"http://{ADDRESS['a']}:8000")
 
     def env(self, host: str) -> dict[str, str]:
@@ -134,26 +133,8 @@ class Cluster:
         return self.root / f"{name}.log"
 
     def database_start(self) -> None:
-        shutil.chown(self.pg, user="postgres", group="postgres")
-        data = self.pg / "data"
-        self._as_postgres([str(PG_BIN / "initdb"), "-D", str(data), "-A", "trust", "-U",
-                           "postgres", "--no-sync"])
-        with (data / "pg_hba.conf").open("a") as hba:
-            hba.write(f"host all all {LINK}.0/24 trust\n")
-        options = (f"-p 5432 -k {self.pg} -c listen_addresses={ADDRESS['a']} -c fsync=off "
-                   "-c max_connections=200")
-        self._as_postgres(_on(self.hosts["a"], [str(PG_BIN / "pg_ctl"), "-D", str(data), "-o",
-                                                options, "-l", str(self.pg / "log"), "-w",
-                                                "start"]))
-        self._as_postgres([str(PG_BIN / "createdb"), "-h", str(self.pg), "-U", "postgres",
-                           "platform"])
-
-    def _as_postgres(self, args: list[str]) -> None:
-        if args[0] == "nsenter":  # enter A's network first, then drop to postgres
-            args = [*args[:3], "runuser", "-u", "postgres", "--", *args[3:]]
-        else:
-            args = ["runuser", "-u", "postgres", "--", *args]
-        subprocess.run(args, check=True, capture_output=True, timeout=120, cwd=self.pg)
+        self.postgres = live.Postgres(port=5432, address=ADDRESS["a"], netns=self.hosts["a"],
+                                      trusted=f"{LINK}.0/24")
 
     def manage(self, host: str, *args: str) -> str:
         return subprocess.run(_on(self.hosts[host], [sys.executable, "manage.py", *args]),
@@ -162,10 +143,8 @@ class Cluster:
 
     def stop(self) -> None:
         live.stop_all(list(self.processes.values()))
-        subprocess.run(["runuser", "-u", "postgres", "--", str(PG_BIN / "pg_ctl"), "-D",
-                        str(self.pg / "data"), "-m", "immediate", "stop"], capture_output=True,
-                       check=False, timeout=60)
-        shutil.rmtree(self.pg, ignore_errors=True)
+        if self.postgres is not None:
+            self.postgres.remove()
         shutil.rmtree(self.folders, ignore_errors=True)
         self.api.pool.shutdown(wait=False)
 

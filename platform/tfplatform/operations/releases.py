@@ -7,6 +7,8 @@ rows in it from the last one. A release appends its own entry.
 
 from __future__ import annotations
 
+PLATFORM_APPS = ("accounts", "cluster", "datasets", "experiments", "workspaces",
+                 "modelregistry", "searches")
 RELEASES: dict[str, dict[str, str]] = {
     # Before the workspaces app (the model moved from experiments, its table kept) and the
     # allocation's generic holder (it was a foreign key to experiments.Trial).
@@ -22,13 +24,8 @@ RELEASES: dict[str, dict[str, str]] = {
 
 
 def release_of(*, migrations: dict[str, list[str]]) -> str | None:
-    """The release whose schema these applied migrations are, if any is."""
-    for release, schema in RELEASES.items():
-        ours = {app: names for app, names in migrations.items() if app in PLATFORM_APPS}
-        if {app: max(names) for app, names in ours.items() if names} == schema:
-            return release
-    return None
-
-
-PLATFORM_APPS = ("accounts", "cluster", "datasets", "experiments", "workspaces",
-                 "modelregistry", "searches")
+    """The release whose schema these applied migrations are, if any is: the platform's apps
+    at exactly that release's last migrations."""
+    last = {app: max(names) for app, names in migrations.items()
+            if app in PLATFORM_APPS and names}
+    return next((release for release, schema in RELEASES.items() if schema == last), None)
