@@ -23,6 +23,13 @@ $(STAMP): requirements.txt pyproject.toml
 
 install: $(STAMP)
 
+# The image's lock: what the platform runs on (requirements-app.in) at requirements.txt's pins,
+# without the development and test tools.
+requirements-app.txt: requirements-app.in requirements.txt
+	$(VENV)/bin/uv pip compile --quiet --python-version 3.11.7 --python-platform x86_64-manylinux_2_28 \
+		--constraint requirements.txt --no-annotate --custom-compile-command "make requirements-app.txt" \
+		requirements-app.in -o $@
+
 # Debian's Chromium for the browser tests (Playwright drives it; no browser download).
 browser:
 	@command -v chromium >/dev/null 2>&1 || { \

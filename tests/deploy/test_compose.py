@@ -56,7 +56,8 @@ def test_the_tls_proxy_is_shipped_and_is_the_one_proxy_the_web_app_trusts() -> N
     """Without it the web app, told it sits behind TLS, would take a client's own
     X-Forwarded-Proto (and X-Forwarded-For) as the proxy's."""
     proxy = COMPOSE["services"]["proxy"]
-    assert proxy["ports"][:2] == ["80:80", "443:443"]  # and the lab's origin, below
+    # 80 and 443 unless moved (PLATFORM_HTTP_PORT, PLATFORM_HTTPS_PORT), and the lab, below
+    assert proxy["ports"][:2] == ["${PLATFORM_HTTP_PORT:-80}:80", "${PLATFORM_HTTPS_PORT:-443}:443"]
     [caddyfile] = [v.split(":")[0] for v in proxy["volumes"] if "Caddyfile" in v]
     config = (ROOT / caddyfile).read_text()
     assert re.search(r"^\s*reverse_proxy web:8000$", config, re.MULTILINE)
@@ -103,7 +104,7 @@ def test_the_lab_is_served_on_an_origin_of_its_own_and_nothing_else_there() -> N
     assert "web:8000" not in sites[lab]
     proxy = COMPOSE["services"]["proxy"]
     port = "${PLATFORM_LAB_PORT:-8443}"
-    assert proxy["ports"] == ["80:80", "443:443", f"{port}:{port}"]
+    assert proxy["ports"][2:] == [f"{port}:{port}"]
     assert proxy["environment"]["PLATFORM_LAB_PORT"] == port
     app = COMPOSE["x-app"]["environment"]
     assert app["PLATFORM_WORKSPACE_LAB_ORIGIN"] == f"https://${{PLATFORM_DOMAIN:-localhost}}:{port}"
@@ -174,10 +175,26 @@ def test_the_gpu_worker_runs_an_image_with_tensorflow_s_cuda_libraries() -> None
                for name in APP_SERVICES if name != "worker-gpu")
     dockerfile = (ROOT / "Dockerfile").read_text()
     assert "ARG GPU=0" in dockerfile
-    assert ('pip install --no-cache-dir "tensorflow[and-cuda]==$(sed -n '
-            "'s/^tensorflow==//p' requirements.txt)\"") in dockerfile
+    assert ('"tensorflow[and-cuda]==$(sed -n '
+            "'s/^tensorflow==//p' requirements-app.txt)\"") in dockerfile
     # What that sed finds: the one pinned TensorFlow.
-    assert re.findall(r"^tensorflow==\S+$", (ROOT / "requirements.txt").read_text(), re.M)
+    assert re.findall(r"^tensorflow==\S+$", (ROOT / "requirements-app.txt").read_text(), re.M)
+
+
+def test_the_image_installs_requirements_txt_s_pins_without_the_development_tools() -> None:
+    """requirements-app.txt (`make requirements-app.txt`): every pin as in requirements.txt,
+    and none of the tools only development and the tests use."""
+    def pins(name: str) -> dict[str, str]:
+        found = re.findall(r"^([A-Za-z0-9_.-]+)==(\S+)$", (ROOT / name).read_text(), re.M)
+        return {re.sub(r"[-_.]+", "-", package).lower(): version for package, version in found}
+
+    app, everything = pins("requirements-app.txt"), pins("requirements.txt")
+    assert {"django", "tensorflow", "jupyterlab", "gunicorn", "drf-spectacular-sidecar"} <= set(app)
+    assert {package: version for package, version in app.items()
+            if everything.get(package, version) != version} == {}
+    assert not {"pytest", "mypy", "ruff", "playwright", "pyspark", "mkdocs-material",
+                "podman-compose", "schemathesis"} & set(app)
+    assert "COPY requirements-app.txt ." in (ROOT / "Dockerfile").read_text()
 
 
 def test_tf_serving_shares_the_model_volume_with_the_platform_read_only() -> None:

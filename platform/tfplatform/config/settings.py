@@ -231,8 +231,9 @@ if env.bool("DJANGO_SECURE", default=not DEBUG):
     SECURE_HSTS_PRELOAD = True
     SESSION_COOKIE_SECURE = env.bool("DJANGO_SECURE_COOKIES", default=True)
     CSRF_COOKIE_SECURE = env.bool("DJANGO_SECURE_COOKIES", default=True)
-    # Prometheus scrapes the web app directly on the internal network, in plain HTTP.
-    SECURE_REDIRECT_EXEMPT = [r"^metrics$"]
+    # Prometheus scrapes the web app, and the engine's health checks probe it, directly on the
+    # internal network, in plain HTTP.
+    SECURE_REDIRECT_EXEMPT = [r"^metrics$", r"^healthz$"]
     if env.bool("DJANGO_BEHIND_TLS_PROXY", default=False):
         SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 

@@ -9,6 +9,7 @@ from django.db import close_old_connections
 from tfplatform.config.celery import app
 from tfplatform.modelregistry.dispatch import MODELS_QUEUE
 from tfplatform.modelregistry.services.publish import model_files_leftovers_remove
+from tfplatform.modelregistry.services.sync import model_config_ensure
 from tfplatform.modelregistry.services.versions import model_versions_loading_resume
 
 logger = logging.getLogger(__name__)
@@ -26,6 +27,8 @@ class Command(BaseCommand):
                             help="versions loaded at once (each sends the whole model list)")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        # TF Serving does not start without its config file, even before any model is deployed.
+        model_config_ensure()
         resumed = model_versions_loading_resume()
         if resumed:
             self.stdout.write(f"Loading {len(resumed)} version(s) left waiting")
