@@ -3,11 +3,13 @@ var folders of its own and only the folders a cluster shares in common (shared/)
 
 - A: PostgreSQL and Redis (listening on A's address only), the web app with the lab (uvicorn,
   ASGI), the scheduler, the model loader and the model server (on A's loopback).
-- B and C: a worker node each, which reach A's database and broker over the link.
+- B and C: a worker node each, which reach A's database and broker over the link, and relay
+  their workspaces' Jupyter to A's lab (PLATFORM_WORKSPACE_RELAY_PORT); homes are their own.
 
 A gang across B and C trains under MultiWorkerMirroredStrategy; C is killed mid-training and
 the gang resumes from its checkpoint once C is back. The model it trained is deployed and
-served from A. A workspace scheduled on B opens through A's web app. The test's own requests
+served from A. A workspace scheduled on B opens through A's web app (through B's relay: its
+socket is in B's own homes). The test's own requests
 reach A from a thread that entered A's network namespace: nothing of it is on the machine's.
 """
 
@@ -37,6 +39,7 @@ pytestmark = [pytest.mark.xdist_group("netns"), pytest.mark.slow]
 
 LINK = "10.233.0"
 ADDRESS = {"a": f"{LINK}.1", "b": f"{LINK}.2", "c": f"{LINK}.3"}
+RELAY_PORT = 8790
 CLONE_NEWNET = 0x40000000
 PASSWORD = "three-hosts-pass-phrase"
 
@@ -114,7 +117,9 @@ class Cluster:
             PLATFORM_RUN_DIR=str(own / "runs"), PLATFORM_ENVIRONMENTS_DIR=str(own / "envs"),
             PLATFORM_WORK_DIR=str(shared / "work"), PLATFORM_MEDIA_ROOT=str(shared / "uploads"),
             DATASETS_DIR=str(shared / "datasets"), PLATFORM_SHARED_DIR=str(shared / "shared"),
-            PLATFORM_DATASET_ROOTS=str(shared / "data"), PLATFORM_HOME_DIR=str(shared / "homes"),
+            PLATFORM_DATASET_ROOTS=str(shared / "data"),
+            # Homes are the nodes' own: the lab reaches a session through its node's relay.
+            PLATFORM_HOME_DIR=str(own / "homes"), PLATFORM_WORKSPACE_RELAY_PORT=str(RELAY_PORT),
             MODEL_BASE_PATH=str(shared / "models"),
             TF_SERVING_GRPC="127.0.0.1:8500", TF_SERVING_REST="http://127.0.0.1:8501",
             PLATFORM_WORKSPACE_API_URL=f"http://{a}:8000",
@@ -249,10 +254,8 @@ def test_a_cluster_of_three_hosts_trains_resumes_serves_and_opens_a_workspace(
     assert answer.status_code == 200, answer.text
     assert len(answer.json()["predictions"][0]["probabilities"]) == 10
 
-    # A workspace scheduled on B (C cordoned) opens through A's web app. The lab reaches its
-    # Jupyter through a Unix socket in the shared homes: these hosts share one kernel, so the
-    # socket connects; across machines on NFS it would not (deployment.md: workspaces run on
-    # nodes of the lab's own host until nodes relay them over TCP).
+    # A workspace scheduled on B (C cordoned) opens through A's web app: its Jupyter's socket
+    # is in B's own homes, which A cannot see; A's lab reaches it through B's relay.
     assert ops("POST", f"/api/v1/nodes/{nodes()['host-c']['id']}/cordon/").status_code == 200
     opened = ada("POST", "/api/v1/workspaces/", json={"name": "lab", "gpus": 0})
     assert opened.status_code == 201, opened.text

@@ -231,6 +231,11 @@ class PlatformSettings:
     workspace_lab_origin: str = _setting(
         env="PLATFORM_WORKSPACE_LAB_ORIGIN", group="Workspaces", default="",
         doc="Where /workspaces/<id>/lab/ is served (empty: this origin).")
+    workspace_relay_port: int = _setting(
+        env="PLATFORM_WORKSPACE_RELAY_PORT", group="Workspaces", default=0,
+        doc="Port every worker node relays its workspaces' Jupyter on, on its --address, for a "
+            "lab on another machine (0: the lab reaches them through their Unix sockets, on "
+            "its own machine only).")
     # API and security
     lookup_cache_seconds: float = _setting(
         env="PLATFORM_LOOKUP_CACHE_SECONDS", group="API and security", default=1.0,

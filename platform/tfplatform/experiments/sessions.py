@@ -33,6 +33,9 @@ class SessionHooks:
     end: Callable[..., None]
     # The process answered, last active at `at`. Called with experiment_id= and at=.
     activity_record: Callable[..., None]
+    # What a node starts before it takes sessions of this kind (the workspaces' relay to other
+    # machines). Called with address=, the node's --address.
+    node_start: Callable[..., None] | None = None
 
 
 _hooks: dict[str, SessionHooks] = {}
@@ -56,3 +59,9 @@ def session_end(*, trial: Trial) -> None:
 
 def session_activity_record(*, kind: str, experiment_id: int, at: datetime) -> None:
     _hooks[kind].activity_record(experiment_id=experiment_id, at=at)
+
+
+def sessions_node_start(*, address: str) -> None:
+    for hooks in _hooks.values():
+        if hooks.node_start is not None:
+            hooks.node_start(address=address)

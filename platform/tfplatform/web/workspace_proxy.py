@@ -3,9 +3,11 @@
 Every request (and every websocket handshake) is checked: the Django session cookie or an API
 token (`Authorization: Token …`) names a user, and the workspace must be theirs with a running
 session; anything else is 404, whatever the path. The request then goes to the session's Jupyter
-on its Unix socket with Jupyter's token added as an `Authorization` header, so that token never
-appears in a URL, a page or the browser. The platform's own credentials (session and CSRF
-cookies, the client's Authorization header) never reach Jupyter, where user code runs.
+on its Unix socket (or, with PLATFORM_WORKSPACE_RELAY_PORT, through the relay of the session's
+node: tfplatform/workspaces/relay.py) with Jupyter's token added as an `Authorization` header,
+so that token never appears in a URL, a page or the browser. The platform's own credentials
+(session and CSRF cookies, the client's Authorization header) never reach Jupyter, where user
+code runs.
 
 What Jupyter answers is the user's code's too: its `Set-Cookie` headers are dropped (cookies
 ignore ports, so they would land on the platform's host), and every answer carries the
@@ -36,8 +38,10 @@ from django.db import close_old_connections
 from django.http import HttpRequest
 
 from tfplatform.accounts.tokens import api_token_check
+from tfplatform.cluster.models import Allocation
 from tfplatform.core.errors import NotFound
 from tfplatform.experiments.models import Experiment
+from tfplatform.workspaces.relay import relay_connect, relay_greeting
 from tfplatform.workspaces.selectors import workspace_get
 from tfplatform.workspaces.services import workspace_jupyter_token, workspace_socket
 
@@ -99,6 +103,30 @@ def _host_port(netloc: str, *, default: int) -> tuple[str, int]:
 class Upstream:
     socket: str
     token: str
+    # The session's node (address, relay port) where the cluster relays workspaces.
+    relay: tuple[str, int] | None = None
+    greeting: bytes = b""
+
+    def connector(self) -> aiohttp.BaseConnector:
+        if self.relay is None:
+            return aiohttp.UnixConnector(path=self.socket)
+        return RelayConnector(host=self.relay[0], port=self.relay[1], greeting=self.greeting)
+
+
+class RelayConnector(aiohttp.BaseConnector):
+    """Connections to a Jupyter on another machine, through its node's relay (as aiohttp's
+    UnixConnector makes them to a socket)."""
+
+    def __init__(self, *, host: str, port: int, greeting: bytes) -> None:
+        super().__init__()
+        self._host, self._port, self._greeting = host, port, greeting
+
+    async def _create_connection(self, req: Any, traces: Any, timeout: Any) -> Any:
+        sock = await asyncio.wait_for(
+            relay_connect(host=self._host, port=self._port, greeting=self._greeting),
+            timeout.sock_connect)
+        _, proto = await self._loop.create_connection(self._factory, sock=sock)
+        return proto
 
 
 def _headers(scope: Scope) -> dict[str, str]:
@@ -149,7 +177,17 @@ def _upstream_for(*, workspace_id: int, headers: dict[str, str]) -> Upstream | N
     if session is None or session.state != Experiment.State.RUNNING:
         return None
     socket = workspace_socket(owner_id=workspace.owner_id, experiment_id=session.pk)
-    return Upstream(socket=str(socket), token=workspace_jupyter_token(experiment_id=session.pk))
+    token = workspace_jupyter_token(experiment_id=session.pk)
+    relay_port = settings.PLATFORM.workspace_relay_port
+    if not relay_port:
+        return Upstream(socket=str(socket), token=token)
+    held = Allocation.objects.filter(trial__experiment=session, released_at__isnull=True
+                                     ).select_related("node").first()
+    if held is None:
+        return None
+    return Upstream(socket=str(socket), token=token, relay=(held.node.address, relay_port),
+                    greeting=relay_greeting(owner_id=workspace.owner_id,
+                                            experiment_id=session.pk))
 
 
 def _same_origin(headers: dict[str, str]) -> bool:
@@ -203,7 +241,7 @@ async def workspace_proxy(scope: Scope, receive: Receive, send: Send) -> None:
         await workspace_not_found(scope, send)
         return
     forwarded = _forwarded(headers, token=upstream.token)
-    connector = aiohttp.UnixConnector(path=upstream.socket)
+    connector = upstream.connector()
     timeout = aiohttp.ClientTimeout(total=None, sock_connect=10)
     async with aiohttp.ClientSession(connector=connector, auto_decompress=False,
                                      timeout=timeout) as client:
@@ -212,7 +250,8 @@ async def workspace_proxy(scope: Scope, receive: Receive, send: Send) -> None:
                 await _websocket(scope, receive, send, client=client, headers=forwarded)
             else:
                 await _http(scope, receive, send, client=client, headers=forwarded)
-        except (aiohttp.ClientConnectionError, aiohttp.WSServerHandshakeError) as error:
+        except (aiohttp.ClientConnectionError, aiohttp.WSServerHandshakeError, OSError,
+                TimeoutError) as error:
             logger.warning("Workspace %s unreachable: %s", workspace_id, error)
             await _unavailable(scope, send)
 

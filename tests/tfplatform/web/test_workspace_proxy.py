@@ -17,14 +17,17 @@ from asgiref.sync import async_to_sync
 from asgiref.testing import ApplicationCommunicator
 from django.test import Client
 
-from tests.factories import UserFactory
+from tests import live
+from tests.factories import NodeFactory, TrialFactory, UserFactory
 from tests.fixtures_settings import PlatformSettingsOverride
 from tfplatform.accounts.tokens import api_token_issue
+from tfplatform.cluster.models import Allocation, Node
 from tfplatform.config.asgi import application
 from tfplatform.experiments.models import Experiment
 from tfplatform.experiments.services.transitions import experiment_transition
 from tfplatform.web.workspace_proxy import LAB_POLICY
 from tfplatform.workspaces.models import Workspace
+from tfplatform.workspaces.relay import relay_start
 from tfplatform.workspaces.services import (
     WorkspaceRequest,
     workspace_create,
@@ -207,3 +210,35 @@ def test_jupyters_cookies_stay_behind_and_its_answers_carry_the_labs_policy(
     finally:
         jupyter.terminate()
         jupyter.wait(timeout=30)
+
+
+def test_with_a_relay_the_lab_reaches_the_jupyter_of_another_machine_through_its_node(
+    short_home: Path, platform_settings_override: PlatformSettingsOverride,
+) -> None:
+    """PLATFORM_WORKSPACE_RELAY_PORT: the lab opens no socket itself (the session's socket is
+    on its node's machine); it connects to the node holding the session, which relays."""
+    relay = relay_start(address="127.0.0.1", port=live.free_port())
+    platform_settings_override(workspace_relay_port=relay.port)
+    alice = UserFactory()
+    workspace = _running_workspace(alice)
+    session = workspace.experiment
+    assert session is not None
+    Allocation.objects.create(holder=TrialFactory(experiment=session),
+                              node=NodeFactory(address="127.0.0.1"))
+    socket = workspace_socket(owner_id=alice.pk, experiment_id=session.pk)
+    socket.parent.mkdir(parents=True)
+    base = f"/workspaces/{workspace.pk}/lab/"
+    jupyter = _jupyter_start(socket=socket, base_url=base, token=workspace_jupyter_token(
+        experiment_id=session.pk), root=short_home / "r")
+    cookie = {"cookie": _session_cookie(alice)}
+    try:
+        status, _, body = answer(f"{base}api/contents", headers=cookie)
+        assert status == 200 and b'"type": "directory"' in body, body[:500]
+        assert b"JupyterLab" in answer(f"{base}lab", headers=cookie)[2]
+        # Where the session's node is not (nothing relays there), the lab is unavailable.
+        Node.objects.update(address="127.0.0.2")
+        assert ask(f"{base}api/contents", headers=cookie) == 503
+    finally:
+        jupyter.terminate()
+        jupyter.wait(timeout=30)
+        relay.close()

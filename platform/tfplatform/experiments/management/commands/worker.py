@@ -23,6 +23,7 @@ from tfplatform.cluster.services import (
 from tfplatform.config.celery import app
 from tfplatform.core.database import DATABASE_ERRORS, database_connection_reset
 from tfplatform.experiments.services.execution import node_restart_recover, node_runtime
+from tfplatform.experiments.sessions import sessions_node_start
 from training.errors import NodeUnfit
 from training.isolation.container_settings import RUNTIME_IMAGE
 from training.isolation.containers import containers_reap, runtime_image_ensure
@@ -117,6 +118,8 @@ class Command(BaseCommand):
             self.stdout.write(
                 f"Requeued {len(recovered)} trial(s) this node held before restarting"
             )
+        # Before the node takes a session (the workspaces' relay: the lab reaches them by it).
+        sessions_node_start(address=options["address"])
         stop = threading.Event()
         threading.Thread(
             target=_heartbeat_loop, kwargs={"hostname": hostname, "stop": stop}, daemon=True
