@@ -206,8 +206,8 @@ def test_the_compose_stack_trains_serves_opens_a_lab_and_keeps_it_all_across_a_r
     again = api("POST", "/api/v1/models/digits:predict", json={"instances": DIGIT})
     assert again.status_code == 200 and again.json()["predictions"] == predictions, again.text
     # The workspace's Jupyter went with its node; started again, it finds its home as it was.
-    assert api("GET", f"/api/v1/workspaces/{workspace}/").json()["state"] in ("failed",
-                                                                              "stopped")
+    after = api("GET", f"/api/v1/workspaces/{workspace}/").json()
+    assert after["state"] == "stopped" or (after["state"] == "failed" and after["error"]), after
     assert api("POST", f"/api/v1/workspaces/{workspace}/start/").status_code == 200
     _workspace_wait_running(stack, api, workspace)
     kept = lab("GET", f"{note}?content=1")

@@ -23,6 +23,9 @@ class WorkspaceSerializer(serializers.ModelSerializer):
     devices = serializers.SerializerMethodField()
     pending_reason = serializers.CharField(source="experiment.pending_reason", default="",
                                            read_only=True)
+    error = serializers.CharField(
+        source="experiment.error", default="", read_only=True,
+        help_text="Why its session failed (state `failed`), e.g. its node restarted.")
     started_at = serializers.DateTimeField(source="experiment.started_at", default=None,
                                            read_only=True, allow_null=True)
     session = serializers.IntegerField(source="experiment_id", read_only=True, allow_null=True)
@@ -31,9 +34,8 @@ class WorkspaceSerializer(serializers.ModelSerializer):
     class Meta:
         model = Workspace
         fields = ["id", "name", "owner", "environment", "gpus", "cpu_slots", "priority", "state",
-                  "devices",
-                  "pending_reason", "stop_reason", "session", "started_at", "last_activity_at",
-                  "lab_url", "created_at"]
+                  "devices", "pending_reason", "stop_reason", "error", "session", "started_at",
+                  "last_activity_at", "lab_url", "created_at"]
         read_only_fields = fields
 
     def get_state(self, workspace: Workspace) -> str:

@@ -1,5 +1,6 @@
 """The workspace API's CPU slots: bounds and the GPU rule as 400s with field errors, restarts
-that resize them, the schema that documents them, and another user's 404."""
+that resize them, the schema that documents them, and another user's 404; a failed session's
+reason."""
 
 from pathlib import Path
 from typing import Any
@@ -7,8 +8,11 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
-from tests.factories import UserFactory
+from tests.factories import TrialFactory, UserFactory
 from tests.fixtures_settings import PlatformSettingsOverride
+from tfplatform.experiments.models import Experiment
+from tfplatform.experiments.services.execution import trial_fail_orphaned
+from tfplatform.experiments.services.transitions import experiment_transition
 from tfplatform.workspaces.models import Workspace
 
 pytestmark = pytest.mark.django_db
@@ -85,3 +89,20 @@ def test_the_lab_url_names_the_lab_processs_own_origin_when_it_has_one(settings:
     platform_settings_override(workspace_lab_origin="http://127.0.0.1:8100")
     found = alice.get(f"/api/v1/workspaces/{workspace_id}/").json()
     assert found["lab_url"] == f"http://127.0.0.1:8100/workspaces/{workspace_id}/lab/"
+
+
+def test_a_failed_session_says_why_to_its_owner_only() -> None:
+    """A workspace whose node restarted under it: `failed`, and the reason with it."""
+    alice = UserFactory()
+    created = _client(alice).post("/api/v1/workspaces/", {"name": "w"}, format="json").json()
+    session = Workspace.objects.get(pk=created["id"]).experiment
+    assert session is not None
+    experiment_transition(experiment=session, to=Experiment.State.SCHEDULED)
+    experiment_transition(experiment=session, to=Experiment.State.RUNNING)
+    trial = TrialFactory(experiment=session, state="running")
+    trial_fail_orphaned(trial_id=trial.pk, reason="The worker node restarted mid-trial.")
+
+    found = _client(alice).get(f"/api/v1/workspaces/{created['id']}/").json()
+    assert found["state"] == "failed"
+    assert "The worker node restarted mid-trial." in found["error"], found
+    assert _client(UserFactory()).get(f"/api/v1/workspaces/{created['id']}/").status_code == 404
