@@ -161,8 +161,9 @@ def python_image(podman_engine: str, tmp_path_factory: pytest.TempPathFactory) -
     import shutil
     import subprocess
 
-    known = subprocess.run(["podman", "image", "exists", TEST_PYTHON_IMAGE], check=False)
-    if known.returncode == 0:
+    from tests.rootfs import image_exists, rootfs_import
+
+    if image_exists(TEST_PYTHON_IMAGE):
         return TEST_PYTHON_IMAGE
     if shutil.which("debootstrap") is None:
         if os.environ.get("CI"):
@@ -173,10 +174,7 @@ def python_image(podman_engine: str, tmp_path_factory: pytest.TempPathFactory) -
         [*TEST_PYTHON_ROOTFS, str(root), "http://deb.debian.org/debian"],
         check=True, capture_output=True, timeout=900,
     )
-    tar = subprocess.Popen(["tar", "-C", str(root), "-c", "."], stdout=subprocess.PIPE)
-    subprocess.run(["podman", "import", "-", TEST_PYTHON_IMAGE], stdin=tar.stdout, check=True,
-                   capture_output=True, timeout=600)
-    tar.wait()
+    rootfs_import(root=root, tag=TEST_PYTHON_IMAGE)
     shutil.rmtree(root, ignore_errors=True)
     return TEST_PYTHON_IMAGE
 

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.rootfs import image_exists, rootfs_import
+
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_DIR = Path(__file__).resolve().parent / "compose"
 # This machine's podman refuses the engine's default rlimits: every build and container gets these.
@@ -62,7 +64,7 @@ def _base_ensure() -> str:
     recipe = {"rootfs": ROOTFS, "python": [sys.version, str(python)],
               "cas": {ca.name: hashlib.sha256(ca.read_bytes()).hexdigest() for ca in cas}}
     tag = "localhost/tfplatform-compose-base:" + _digest(json.dumps(recipe, sort_keys=True))
-    if _exists(tag):
+    if image_exists(tag):
         return tag
     assert sys.version_info >= (3, 11, 5), "the pinned packages need CPython 3.11.5 or later"
     root = Path(tempfile.mkdtemp(prefix="tfp-compose-rootfs-"))
@@ -74,10 +76,7 @@ def _base_ensure() -> str:
         subprocess.run(["chroot", str(root), "update-ca-certificates"], check=True,
                        capture_output=True, timeout=120)
         _python_copy(python=python, root=root)
-        tar = subprocess.Popen(["tar", "-C", str(root), "-c", "."], stdout=subprocess.PIPE)
-        subprocess.run(["podman", "import", "-", tag], stdin=tar.stdout, check=True,
-                       capture_output=True, timeout=900)
-        assert tar.wait() == 0
+        rootfs_import(root=root, tag=tag)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     return tag
@@ -106,14 +105,10 @@ def _service_ensure(*, name: str, base: str) -> str:
     content = [base] + [f"{path.name}:{hashlib.sha256(path.read_bytes()).hexdigest()}"
                         for path in sorted(context.iterdir())]
     tag = f"localhost/tfplatform-compose-{name}:" + _digest(json.dumps(content))
-    if not _exists(tag):
+    if not image_exists(tag):
         _podman("build", *LIMITS, "--build-arg", f"BASE={base}", "-t", tag, str(context),
                 timeout=600)
     return tag
-
-
-def _exists(tag: str) -> bool:
-    return subprocess.run(["podman", "image", "exists", tag], check=False).returncode == 0
 
 
 def _podman(*args: str, timeout: float) -> None:
