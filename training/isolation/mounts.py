@@ -54,6 +54,17 @@ def mounts_inject(*, pid: int, write: tuple[str, ...], read: tuple[str, ...]) ->
         raise OSError(f"could not mount the task's folders: {result.stderr.strip()[-500:]}")
 
 
+def mounts_settled(*, pid: int) -> bool:
+    """Whether the sandbox whose pid 1 is `pid` stands in its own root yet. Until bwrap (or the
+    engine's runtime) pivots into it, the pid's root is still the node's: a mount made then lands
+    in a tree the task never sees, and a look at its root sees the node's files."""
+    try:
+        root, own = os.stat(f"/proc/{pid}/root"), os.stat("/")
+    except OSError:  # gone
+        return False
+    return (root.st_dev, root.st_ino) != (own.st_dev, own.st_ino)
+
+
 def _check(result: int) -> int:
     if result < 0:
         error = ctypes.get_errno()

@@ -21,11 +21,14 @@ import threading
 import time
 from pathlib import Path
 
-from training.isolation.mounts import mounts_inject
+from training.isolation.mounts import mounts_inject, mounts_settled
 from training.isolation.runtime import Runtime, TaskPython, node_privileged
 from training.isolation.sandbox import Exposure
 from training.supervisor.hosts import Host, host_start
 
+# A host joins the pool as soon as it is started, while its sandbox may still be setting up: a take
+# that comes that soon waits for it this long, then starts the task cold instead.
+SETTLE_SECONDS = 10.0
 # After the task a warm host became has ended, before its replacement starts importing.
 REFILL_DELAY_SECONDS = 2.0
 ORDER_MAX_BYTES = 4 * 1024 * 1024
@@ -119,10 +122,10 @@ class WarmPool:
         threading.Thread(target=self._refill_after, args=(chosen,), name="warm-refill",
                          daemon=True).start()
         if self.inject:
-            pid = chosen.task_pid()
+            pid = host_settled_pid(chosen, seconds=SETTLE_SECONDS)
             try:
                 if pid is None:
-                    raise OSError("the warm host has no sandbox")
+                    raise OSError("the warm host's sandbox did not set up")
                 mounts_inject(pid=pid, write=write, read=read)
             except OSError:
                 chosen.kill()  # it ran nothing; the task starts cold
@@ -149,6 +152,20 @@ class WarmPool:
             except subprocess.TimeoutExpired:
                 host.kill()  # still importing: it has run nothing, so nothing is lost
                 host.wait()
+
+
+def host_settled_pid(host: Host, *, seconds: float) -> int | None:
+    """The host's sandbox pid once the sandbox stands in its own root (None: not within
+    `seconds`, or the host is gone)."""
+    deadline = time.monotonic() + seconds
+    while host.poll() is None:
+        pid = host.task_pid()
+        if pid is not None and mounts_settled(pid=pid):
+            return pid
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.01)
+    return None
 
 
 _pool: WarmPool | None = None

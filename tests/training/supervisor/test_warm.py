@@ -16,7 +16,7 @@ from training.isolation.runtime_factory import runtime_for
 from training.isolation.sandbox import Exposure
 from training.spec import Resources, TrialSpec
 from training.supervisor.supervise import task_base_environment, trial_supervise
-from training.supervisor.warm import WarmPool, warm_pool, warm_pool_configure
+from training.supervisor.warm import WarmPool, host_settled_pid, warm_pool, warm_pool_configure
 
 pytestmark = pytest.mark.slow
 
@@ -108,7 +108,8 @@ def test_a_warm_host_holds_nothing_of_anyone_until_its_order(
         assert pool.inject, "the test suite runs as root: warm hosts get their folders injected"
         _wait_ready(pool, 1)
         [host] = pool._ready["node"]
-        root = Path(f"/proc/{host.task_pid()}/root")
+        # Until bwrap pivots, the pid's root is the node's own: look once the sandbox stands.
+        root = Path(f"/proc/{host_settled_pid(host, seconds=30)}/root")
         assert not (root / str(tmp_path).lstrip("/")).exists()  # nothing under the test's tmp
         spec = make_spec(work_dir=tmp_path / "work" / "experiment-mine", model=digits_module)
         Path(spec.work_dir).mkdir()
@@ -122,6 +123,33 @@ def test_a_warm_host_holds_nothing_of_anyone_until_its_order(
         assert not (root / str(other).lstrip("/")).exists()
         assert sorted(p.name for p in (root / str(tmp_path / "work").lstrip("/")).iterdir()) == [
             "experiment-mine"]
+        host.kill()
+    finally:
+        pool.close()
+
+
+def test_a_host_taken_the_moment_it_starts_still_gets_its_folders(
+    tmp_path: Path, make_spec: Callable[..., Any], digits_module: str,
+) -> None:
+    """A host is in the pool from its start, before bwrap has pivoted into its root: a take
+    then waits for the sandbox, so the folders land where the task will look for them."""
+    from training.isolation.runtime import TaskPython
+    from training.isolation.sandbox import trial_paths
+
+    pool = _new_pool(size=1, log_dir=tmp_path / "warm",
+                     exposure=Exposure(write=(str(tmp_path / "work"),)))
+    try:
+        spec = make_spec(work_dir=tmp_path / "work" / "experiment-mine", model=digits_module)
+        Path(spec.work_dir).mkdir(parents=True)
+        write, read = trial_paths(spec=spec)
+        deadline = time.monotonic() + 30
+        while not pool._ready["node"] and time.monotonic() < deadline:
+            time.sleep(0.001)
+        host = pool.take(python=TaskPython(), write=write, read=read)
+        assert host is not None
+        root = Path(f"/proc/{host.task_pid()}/root")
+        assert (root / spec.work_dir.lstrip("/")).is_dir()
+        assert (root / digits_module.lstrip("/")).read_text() == Path(digits_module).read_text()
         host.kill()
     finally:
         pool.close()
