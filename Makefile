@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat requirements.txt pyproject.toml | sha1sum | cut -c1-12)
 
-.PHONY: run test test-fast lint typecheck pytest bench install browser sandbox containers clean-var
+.PHONY: run test test-fast lint typecheck pytest bench install browser sandbox containers test-images clean-var
 
 # uv installs the pinned requirements (pip stays in the venv: environments are built with it).
 # From uv's cache alone when it holds every pin, as on a second clone (seconds, where pip took
@@ -83,7 +83,13 @@ PYTEST_XDIST := -n $(PYTEST_WORKERS) --dist loadgroup
 PYTEST := $(PY) -m compileall -q -j 0 platform training confinement serving >/dev/null && \
 	env -u PYTHONDONTWRITEBYTECODE $(VENV)/bin/pytest
 
-pytest: install browser sandbox containers
+# The suite's container images (a debootstrap root with its own Python, the image derived from
+# it with TensorFlow, the compose stack's), each built once per machine and tagged by its recipe:
+# built here, alone, rather than inside the suite against its other tests and their time limits.
+test-images: install containers
+	$(PY) -m tests.images
+
+pytest: install browser sandbox containers test-images
 	$(PYTEST) $(PYTEST_XDIST)
 
 # The local loop: what trains no real model, starts no real process and drives no browser.

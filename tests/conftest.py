@@ -1,8 +1,6 @@
 """Shared fixtures. Tests use the real database, broker and processes, never mocks of ours."""
 
-import hashlib
 import importlib
-import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -125,58 +123,32 @@ def podman_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """Podman's Docker-compatible API on a socket of the test run's own: the engine the
     `podman` trial runtime talks to. `make test` installs podman (as root); CI must have it."""
     import shutil
-    import subprocess
-    import time
+
+    from tests.images import podman_service
 
     if shutil.which("podman") is None:
         if os.environ.get("CI"):
             pytest.fail("CI needs podman for the container runtime tests (`make containers`)")
         pytest.skip("podman is not installed (`make containers` installs it)")
-    socket_path = tmp_path_factory.mktemp("podman") / "podman.sock"
-    service = subprocess.Popen(
-        ["podman", "system", "service", "--time=0", f"unix://{socket_path}"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-    )
-    deadline = time.monotonic() + 30
-    while not socket_path.exists() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert socket_path.exists(), "podman system service did not start"
-    yield f"unix://{socket_path}"
-    service.terminate()
-    service.wait(timeout=30)
-
-
-# What the Python image is made of; its tag is their hash, so the engine keeps one image per
-# recipe: built once (the first run on a machine), then found by every session, on any worker.
-TEST_PYTHON_ROOTFS = ["debootstrap", "--variant=minbase", "--include=python3,python3-pip",
-                      "bookworm"]
-TEST_PYTHON_IMAGE = "localhost/tfplatform-test-python:" + hashlib.sha256(
-    json.dumps(TEST_PYTHON_ROOTFS).encode()).hexdigest()[:12]
+    with podman_service(folder=tmp_path_factory.mktemp("podman")) as url:
+        yield url
 
 
 @pytest.fixture(scope="session")
-def python_image(podman_engine: str, tmp_path_factory: pytest.TempPathFactory) -> str:
+def python_image(podman_engine: str) -> str:
     """An image with its own Python (Debian's, with pip) and no TensorFlow, built from a root
-    filesystem debootstrap assembles (no registry can be pulled from); kept by the engine."""
+    filesystem debootstrap assembles (no registry can be pulled from): by `make test-images`
+    before the suite, here only where a run skipped that."""
     import shutil
-    import subprocess
 
-    from tests.rootfs import image_exists, rootfs_import
+    from tests.images import PYTHON_IMAGE, python_image_ensure
+    from tests.rootfs import image_exists
 
-    if image_exists(TEST_PYTHON_IMAGE):
-        return TEST_PYTHON_IMAGE
-    if shutil.which("debootstrap") is None:
+    if not image_exists(PYTHON_IMAGE) and shutil.which("debootstrap") is None:
         if os.environ.get("CI"):
             pytest.fail("CI needs debootstrap for the derived-image tests (`make containers`)")
         pytest.skip("debootstrap is not installed (`make containers` installs it)")
-    root = tmp_path_factory.mktemp("python-rootfs")
-    subprocess.run(
-        [*TEST_PYTHON_ROOTFS, str(root), "http://deb.debian.org/debian"],
-        check=True, capture_output=True, timeout=900,
-    )
-    rootfs_import(root=root, tag=TEST_PYTHON_IMAGE)
-    shutil.rmtree(root, ignore_errors=True)
-    return TEST_PYTHON_IMAGE
+    return python_image_ensure()
 
 
 @pytest.fixture

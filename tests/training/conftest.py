@@ -91,12 +91,6 @@ def trial_run(
     return run
 
 
-# An environment image that brings its own Python (conftest's python_image) gets these from the
-# derived build: what trains, and JupyterLab for a workspace; the tests that use it share one build.
-OWN_PYTHON_PACKAGES = ["scikit-learn==1.9.1", "tensorflow==2.21.0", "tf-keras==2.21.0",
-                       "jupyterlab==4.6.6"]
-
-
 def spec_make(
     *,
     work_dir: Path,

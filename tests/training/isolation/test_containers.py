@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.training.conftest import OWN_PYTHON_PACKAGES
+from tests.images import OWN_PYTHON_PACKAGES
 from training.isolation.container_settings import GANG_NETWORK_PREFIX
 from training.isolation.containers import (
     LABEL_NODE,

@@ -16,7 +16,7 @@ import pytest
 from websockets.sync.client import unix_connect
 
 from tests import live
-from tests.training.conftest import OWN_PYTHON_PACKAGES
+from tests.images import OWN_PYTHON_PACKAGES
 from training.catalog import WORKSPACE_JOB
 from training.isolation.container_settings import ContainerSettings
 from training.isolation.containers import LABEL_TRIAL, containers_reap
