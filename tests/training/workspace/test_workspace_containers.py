@@ -115,7 +115,8 @@ def _execute(sock: str, kernel: str, code: str) -> str:
                            "content": content, "channel": "shell", "buffers": []})
 
     with unix_connect(sock, f"ws://localhost/api/kernels/{kernel}/channels",
-                      additional_headers={"Authorization": f"token {TOKEN}"}) as ws:
+                      additional_headers={"Authorization": f"token {TOKEN}"},
+                      open_timeout=120) as ws:  # a loaded machine: Jupyter answers late
         # The kernel may not listen yet: ask until it answers, then send the code once.
         for _ in range(60):
             ws.send(message("kernel_info_request", {}))
