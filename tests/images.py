@@ -30,6 +30,10 @@ OWN_PYTHON_PACKAGES = ["scikit-learn==1.9.1", "tensorflow==2.21.0", "tf-keras==2
 TOOLS = ("podman", "debootstrap")
 
 
+def tools_missing() -> list[str]:
+    return [tool for tool in TOOLS if shutil.which(tool) is None]
+
+
 def python_image_ensure() -> str:
     if image_exists(PYTHON_IMAGE):
         return PYTHON_IMAGE
@@ -77,8 +81,7 @@ def _derived_ensure() -> None:
 
 
 def main() -> int:
-    missing = [tool for tool in TOOLS if shutil.which(tool) is None]
-    if missing:
+    if missing := tools_missing():
         print(f"no {' or '.join(missing)}: the container tests will skip (`make containers`)")
         # Under CI they fail instead: conftest's podman_engine and python_image say so.
         return 0

@@ -38,8 +38,9 @@ APP_IMAGE = "localhost/tfplatform-compose-app:test"
 
 
 def tools_or_skip() -> None:
-    missing = [tool for tool in ("podman", "debootstrap") if shutil.which(tool) is None]
-    if not missing:
+    from tests.images import tools_missing
+
+    if not (missing := tools_missing()):
         return
     message = f"the compose test needs {' and '.join(missing)} (`make containers`)"
     if os.environ.get("CI"):
