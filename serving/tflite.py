@@ -1,7 +1,8 @@
 """TF Lite versions (--prefer_tflite_model): a version directory holding `model.tflite` is
 served by tf.lite.Interpreter instead of its SavedModel, as TF Serving's TfLiteSession does.
 
-The model's own SignatureDefs become the servable's: each input and output keeps its alias,
+The model's own SignatureDefs become the servable's (a model with none gets TF Serving's
+`serving_default` over its tensors: tflite_signatures.py): each input and output keeps its alias,
 its TF Lite tensor name stands as the graph tensor name, and Predict, its `signature_name`,
 output_filter and GetModelMetadata work over them as over a SavedModel's (method name
 `tensorflow/serving/predict`; TF Lite has no classify or regress).
@@ -28,8 +29,12 @@ from serving import tensors as T
 from serving.errors import Code, ServingError, invalid_argument
 from serving.servable import Servable
 from serving.tflite_convert import TFLITE_FILE
-
-PREDICT_METHOD = "tensorflow/serving/predict"
+from serving.tflite_signatures import (
+    DEFAULT_SIGNATURE,
+    PREDICT_METHOD,
+    TensorRunner,
+    metadata_aliases,
+)
 
 
 def tflite_model_path(version_dir: Path) -> Path | None:
@@ -58,11 +63,12 @@ class TfLiteServable(Servable):
         self.path = path
         model = path / TFLITE_FILE
         try:
+            content = model.read_bytes()
             with warnings.catch_warnings():
                 # "tf.lite.Interpreter is deprecated": still TF 2.21's, and the one it ships.
                 warnings.simplefilter("ignore", UserWarning)
                 self._interpreter = tf.lite.Interpreter(
-                    model_content=model.read_bytes(), num_threads=num_threads or None)
+                    model_content=content, num_threads=num_threads or None)
             # This wheel's interpreter has no Flex delegate: TensorFlow ops inside a .tflite
             # (FlexReadFile...) would fail at their first run; refused before serving instead.
             # (_get_ops_details is the op list TF Lite's own Python tools read.)
@@ -71,16 +77,22 @@ class TfLiteServable(Servable):
             if flex:
                 raise ValueError(f"it uses TensorFlow ops, which TF Lite here cannot run: "
                                  f"{', '.join(flex)}")
-            runners = {key: self._interpreter.get_signature_runner(key)
-                       for key in self._interpreter.get_signature_list()}
+            runners: dict[str, Any] = {
+                key: self._interpreter.get_signature_runner(key)
+                for key in self._interpreter.get_signature_list()}
+            if not runners:
+                # TF Serving's default signature (tflite_signatures.py).
+                aliases, method = metadata_aliases(content=content)
+                if method != PREDICT_METHOD:
+                    raise ValueError(f"its SignatureDef's method is {method!r}; TF Lite models "
+                                     f"are served for Predict only")
+                runners = {DEFAULT_SIGNATURE: TensorRunner(interpreter=self._interpreter,
+                                                           aliases=aliases)}
         except OSError as exc:
             raise ServingError(Code.NOT_FOUND, str(exc)) from exc
         except (ValueError, RuntimeError) as exc:
             raise ServingError(Code.INVALID_ARGUMENT,
                                f"Cannot load TF Lite model {model}: {exc}") from exc
-        if not runners:
-            raise ServingError(Code.INVALID_ARGUMENT,
-                               f"TF Lite model {model} has no SignatureDefs to serve.")
         self._runners = runners
         self.meta_graph_def = meta_graph_pb2.MetaGraphDef()
         self._routes: dict[str, tuple[str, str]] = {}  # tensor name -> (signature, alias)

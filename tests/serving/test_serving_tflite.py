@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import requests
 import tensorflow as tf
+from tensorflow.core.framework import types_pb2
 from tensorflow_serving.apis import (
     get_model_metadata_pb2,
     predict_pb2,
@@ -25,6 +26,7 @@ from serving.errors import ServingError
 from serving.server import ModelServer
 from serving.tensors import to_proto
 from serving.tflite_convert import EXIT_FAILED
+from tests.serving.conftest import copy_tree
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -150,3 +152,59 @@ def test_a_tflite_model_with_tensorflow_ops_does_not_load(
         start_server(config=single_model_config(name="reader", base_path=str(version.parent)),
                      prefer_tflite_model=True)
     assert "FlexReadFile" in failed.value.message
+
+
+@pytest.mark.parametrize(("model", "tensor"), [
+    ("saved_model_half_plus_two_tflite", "x"),  # no SignatureDefs: one built from its tensors
+    ("saved_model_half_plus_two_tflite_with_sigdef", "tflite_input"),  # in its metadata buffer
+], ids=["no-signature-defs", "signature-defs-metadata"])
+def test_tf_servings_own_tflite_models_answer_as_tf_serving_does(
+    start_server: Callable[..., ModelServer], testdata: Path, tmp_path: Path, model: str,
+    tensor: str
+) -> None:
+    """As tensorflow_model_server_test.py's VerifyPredictRequest asks them: x = 2.0 gives 3.0."""
+    base = copy_tree(testdata / model, tmp_path / "default")
+    server = start_server(config=single_model_config(name="default", base_path=str(base)),
+                          prefer_tflite_model=True)
+    request = predict_pb2.PredictRequest()
+    request.model_spec.name = "default"
+    request.inputs["x"].CopyFrom(tf.make_tensor_proto([2.0], shape=[1]))
+    request.output_filter.append("y")
+    with grpc.insecure_channel(server.grpc_target) as channel:
+        stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
+        reply = stub.Predict(request, 30)
+        assert reply.outputs["y"].dtype == types_pb2.DT_FLOAT
+        assert list(reply.outputs["y"].float_val) == [3.0]
+        assert reply.model_spec.version.value == 123
+        assert reply.model_spec.signature_name == "serving_default"
+        request.inputs["x"].CopyFrom(tf.make_tensor_proto([[2.0], [2.0]], shape=[2, 1]))
+        assert list(stub.Predict(request, 30).outputs["y"].float_val) == [3.0, 3.0]
+        request.inputs["x"].CopyFrom(tf.make_tensor_proto([2], dtype=tf.int32, shape=[1]))
+        with pytest.raises(grpc.RpcError) as wrong:
+            stub.Predict(request, 30)
+        assert wrong.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    rest = requests.post(f"{server.rest_url}/v1/models/default:predict",
+                         json={"instances": [[2.0], [5.0]]}, timeout=30)
+    assert rest.json() == {"predictions": [[3.0], [4.5]]}
+    metadata = requests.get(f"{server.rest_url}/v1/models/default/metadata", timeout=30).json()
+    signature = metadata["metadata"]["signature_def"]["signature_def"]
+    assert list(signature) == ["serving_default"]
+    assert signature["serving_default"]["method_name"] == "tensorflow/serving/predict"
+    assert signature["serving_default"]["inputs"]["x"]["name"] == tensor
+    assert signature["serving_default"]["outputs"]["y"]["name"] == "y"
+
+
+def test_a_tflite_model_whose_signature_defs_metadata_is_not_one_does_not_load(
+    start_server: Callable[..., ModelServer], testdata: Path, tmp_path: Path
+) -> None:
+    """TF Serving's own model with its metadata buffer's SignatureDef bytes broken."""
+    base = copy_tree(testdata / "saved_model_half_plus_two_tflite_with_sigdef",
+                     tmp_path / "default")
+    model = base / "00000123" / "model.tflite"
+    content = model.read_bytes()
+    at = content.index(b"tflite_input:0")
+    model.write_bytes(content[:at] + b"\xff" * len("tflite_input:0") + content[at + 14:])
+    with pytest.raises(ServingError) as failed:
+        start_server(config=single_model_config(name="default", base_path=str(base)),
+                     prefer_tflite_model=True)
+    assert "Invalid SignatureDefs found in TfLite model" in failed.value.message
