@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime
+import functools
 import os
 import tempfile
 import time
@@ -18,7 +19,7 @@ from pathlib import Path
 
 from bench.machine import machine_describe, versions_describe
 from bench.plots import bar_chart_write
-from bench.report import Section, report_markdown, section_text
+from bench.report import Section, failure_section, report_markdown, section_text
 from training.isolation.container_settings import RUNTIME_IMAGE
 from training.isolation.runtime import CONTAINER_RUNTIMES
 
@@ -26,6 +27,57 @@ RESULTS = Path(__file__).resolve().parent / "results"
 ITEMS = ("configurations", "overhead", "inference", "scheduler", "dispatch", "input_pipeline",
          "search")
 STACK_ITEMS = ("configurations", "overhead", "inference")
+# Each item's section title (numbered as in the issue): a failed item keeps its place.
+TITLES = {"configurations": "1. Configuration comparison",
+          "overhead": "2. Platform overhead on training", "inference": "3. Inference",
+          "scheduler": "4. Scheduler", "dispatch": "5. Celery dispatch",
+          "input_pipeline": "6. Input pipeline", "search": "7. Hyperparameter search"}
+
+
+class Report:
+    """The report so far, written again as each item ends: an item that fails (or a run that
+    is stopped) loses only itself, and a failure is in the report as its own section."""
+
+    def __init__(self, *, args: argparse.Namespace) -> None:
+        self.args = args
+        self.started = time.monotonic()
+        self.today = datetime.date.today().isoformat()
+        self.stem = (self.today if args.items == list(ITEMS)
+                     else f"{self.today}-{'-'.join(args.items)}")
+        self.path = args.results / f"{self.stem}.md"
+        self.sections: list[Section] = []
+
+    def add(self, section: Section) -> None:
+        self.sections.append(section)
+        self.sections.sort(key=lambda s: s.title)
+        print(section_text(section), flush=True)
+        plots = self.args.results / self.stem
+        for chart in section.charts:
+            bar_chart_write(chart, directory=plots)
+        self.write()
+
+    def measure(self, item: str, measure: Callable[[], Section]) -> None:
+        started = time.monotonic()
+        try:
+            section = measure()
+        except Exception as error:  # any failure of an item is reported, not fatal to the run
+            section = failure_section(title=TITLES[item], error=error,
+                                      seconds=time.monotonic() - started)
+        self.add(section)
+
+    @property
+    def failed(self) -> list[str]:
+        return [s.title for s in self.sections if s.failed]
+
+    def write(self) -> None:
+        text = report_markdown(
+            title=f"Benchmarks {self.today}"
+            + ("" if self.stem == self.today else f" ({', '.join(self.args.items)})"),
+            machine=machine_describe(), versions=versions_describe(), sections=self.sections,
+            plots_dir=self.stem, total_seconds=time.monotonic() - self.started,
+        )
+        self.args.results.mkdir(parents=True, exist_ok=True)
+        self.path.write_text(text)
 
 
 def _arguments(argv: list[str] | None) -> argparse.Namespace:
@@ -68,7 +120,7 @@ def _pick(value: int | None, *, full: int, quick: int, is_quick: bool) -> int:
     return value if value is not None else quick if is_quick else full
 
 
-def _stack_sections(args: argparse.Namespace) -> list[Section]:
+def _stack_measure(args: argparse.Namespace, report: Report) -> None:
     from bench.api import PlatformClient
     from bench.configurations import configurations_measure
     from bench.inference import BATCHING_PARAMETERS, SESSION_PARALLELISM
@@ -80,7 +132,6 @@ def _stack_sections(args: argparse.Namespace) -> list[Section]:
     workload = Workload(epochs=_pick(args.epochs, full=10, quick=5, is_quick=quick),
                         hidden_units=1024)
     broker = os.environ.get("BENCH_STACK_REDIS_URL", "redis://127.0.0.1:6379/3")
-    sections = []
     with tempfile.TemporaryDirectory(prefix="bench-stack-") as var, Stack(
         var_dir=Path(var), broker_url=broker if args.broker == "redis" else "",
         batching_parameters=BATCHING_PARAMETERS, session_parallelism=SESSION_PARALLELISM,
@@ -91,8 +142,8 @@ def _stack_sections(args: argparse.Namespace) -> list[Section]:
             client.environment = client.environment_create(name="node-image", image=RUNTIME_IMAGE)
         if "configurations" in args.items:
             rounds = _pick(args.rounds, full=2, quick=1, is_quick=quick)
-            sections.append(configurations_measure(client, workload=workload, rounds=rounds))
-            print(section_text(sections[-1]), flush=True)
+            report.measure("configurations", lambda: configurations_measure(
+                client, workload=workload, rounds=rounds))
         if "overhead" in args.items:
             # The target's runs are side by side: 8 repeats, whose range is a 99 % interval for
             # the median; long runs, since each epoch's rate still wanders by ~8 % on this VM.
@@ -102,23 +153,20 @@ def _stack_sections(args: argparse.Namespace) -> list[Section]:
                 workload, epochs=_pick(args.epochs, full=12, quick=5, is_quick=quick))
             side = dataclasses.replace(
                 workload, epochs=_pick(args.side_epochs, full=30, quick=8, is_quick=quick))
-            sections.append(overhead_measure(
+            report.measure("overhead", lambda: overhead_measure(
                 client, stack_pids=[p.pid for p in stack.processes.values()],
                 workload=sequential, repeats=_pick(args.repeats, full=4, quick=1, is_quick=quick),
                 side_workload=side,
                 side_repeats=_pick(args.side_repeats, full=8, quick=1, is_quick=quick),
             ))
-            print(section_text(sections[-1]), flush=True)
         if "inference" in args.items:
             from bench.inference import inference_measure
 
-            sections.append(inference_measure(
+            report.measure("inference", lambda: inference_measure(
                 stack, client,
                 rounds=_pick(args.inference_rounds, full=5, quick=1, is_quick=quick),
                 requests_per_thread=_pick(args.requests, full=150, quick=20, is_quick=quick),
             ))
-            print(section_text(sections[-1]), flush=True)
-    return sections
 
 
 def _scheduler_section(args: argparse.Namespace) -> Section:
@@ -161,34 +209,32 @@ def _search_section(args: argparse.Namespace) -> Section:
 
 def main(argv: list[str] | None = None) -> int:
     args = _arguments(argv)
-    started = time.monotonic()
-    today = datetime.date.today().isoformat()
-    stem = today if args.items == list(ITEMS) else f"{today}-{'-'.join(args.items)}"
-    sections: list[Section] = []
-    if any(item in args.items for item in STACK_ITEMS):
-        sections += _stack_sections(args)
+    report = Report(args=args)
+    stack_items = [item for item in STACK_ITEMS if item in args.items]
+    if stack_items:
+        started = time.monotonic()
+        try:
+            _stack_measure(args, report)
+        except Exception as error:  # the stack itself: what it had not measured fails with it
+            done = {s.title for s in report.sections}
+            for item in stack_items:
+                if TITLES[item] not in done:
+                    report.add(failure_section(title=TITLES[item], error=error,
+                                               seconds=time.monotonic() - started))
     others: dict[str, Callable[[argparse.Namespace], Section]] = {
         "scheduler": _scheduler_section, "dispatch": _dispatch_section,
         "input_pipeline": _input_pipeline_section, "search": _search_section,
     }
     for item, measure in others.items():
         if item in args.items:
-            sections.append(measure(args))
-            print(section_text(sections[-1]), flush=True)
-    sections.sort(key=lambda s: s.title)  # titles are numbered as in the issue
-    plots = args.results / stem
-    for section in sections:
-        for chart in section.charts:
-            bar_chart_write(chart, directory=plots)
-    text = report_markdown(
-        title=f"Benchmarks {today}" + ("" if stem == today else f" ({', '.join(args.items)})"),
-        machine=machine_describe(), versions=versions_describe(), sections=sections,
-        plots_dir=stem, total_seconds=time.monotonic() - started,
-    )
-    args.results.mkdir(parents=True, exist_ok=True)
-    path = args.results / f"{stem}.md"
-    path.write_text(text)
-    print(f"\nwritten to {path} (plots in {plots}/) in {(time.monotonic() - started) / 60:.1f} min")
+            report.measure(item, functools.partial(measure, args))
+    report.write()
+    minutes = (time.monotonic() - report.started) / 60
+    print(f"\nwritten to {report.path} (plots in {args.results / report.stem}/) in "
+          f"{minutes:.1f} min")
+    if report.failed:
+        print(f"failed: {', '.join(report.failed)}")
+        return 1
     return 0
 
 

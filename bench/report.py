@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -63,6 +64,23 @@ class Section:
     charts: list[BarChart] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    failed: bool = False
+
+
+# A failed item's report keeps the end of its traceback: where it failed, not the whole stack.
+FAILURE_LINES = 20
+
+
+def failure_section(*, title: str, error: BaseException, seconds: float) -> Section:
+    lines = traceback.format_exception(error)
+    tail = "".join(lines).rstrip().splitlines()[-FAILURE_LINES:]
+    return Section(
+        title=f"{title}: FAILED",
+        description=(f"This item failed after {seconds:.0f} s and measured nothing: "
+                     f"{type(error).__name__}: {' '.join(str(error).split())[:500]}\n\n"
+                     "```\n" + "\n".join(tail) + "\n```"),
+        seconds=seconds, failed=True,
+    )
 
 
 def number(value: float | None, digits: int = 1, suffix: str = "") -> str:

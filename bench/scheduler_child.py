@@ -22,6 +22,10 @@ from typing import Any
 
 import django
 
+# Passes in a row that admit nothing while no trial runs: nothing will change, so the drain
+# fails at once with the queue's reasons instead of waiting for its timeout.
+STALLED_PASSES = 3
+
 
 def _setup() -> None:
     django.setup()
@@ -52,6 +56,17 @@ def decision_rate(*, repeats: int) -> dict[str, list[dict[str, Any]]]:
     return {"cold": cold, "warm": warm}
 
 
+def _pending_reasons() -> str:
+    """Why the experiments still queued wait, most common first: what a failed drain says."""
+    from django.db.models import Count
+
+    from tfplatform.experiments.models import Experiment
+
+    reasons = (Experiment.objects.filter(state=Experiment.State.QUEUED)
+               .values("pending_reason").annotate(n=Count("pk")).order_by("-n")[:5])
+    return "still queued: " + "; ".join(f"{r['n']} × {r['pending_reason']!r}" for r in reasons)
+
+
 def drain(*, seed: int, run_min: float, run_max: float, timeout: float) -> dict[str, Any]:
     from bench.scheduler_load import nodes_heartbeat, queue_reset, trials_end, trials_preempted
     from tfplatform.experiments.models import Experiment, Trial
@@ -61,10 +76,10 @@ def drain(*, seed: int, run_min: float, run_max: float, timeout: float) -> dict[
     arrived = time.perf_counter()
     latencies: dict[int, float] = {}  # experiment → seconds, first allocation only
     ends: dict[int, float] = {}  # trial → when its simulated run is over
-    passes, seen, preempted, beat = [], 0, 0, arrived
+    passes, seen, preempted, beat, idle = [], 0, 0, arrived, 0
     while Experiment.objects.filter(state=Experiment.State.QUEUED).exists():
         if time.perf_counter() - arrived > timeout:
-            raise TimeoutError(f"the queue did not drain in {timeout:.0f}s")
+            raise TimeoutError(f"the queue did not drain in {timeout:.0f}s; {_pending_reasons()}")
         passes.append(_timed_pass())
         committed = time.perf_counter()
         for trial, experiment in Trial.objects.filter(pk__gt=seen).values_list(
@@ -76,6 +91,10 @@ def drain(*, seed: int, run_min: float, run_max: float, timeout: float) -> dict[
         preempted += len(stopped)
         for trial in stopped:
             ends.pop(trial, None)
+        idle = 0 if passes[-1]["scheduled"] or stopped or ends else idle + 1
+        if idle >= STALLED_PASSES:
+            raise RuntimeError(f"the queue stopped draining: nothing runs and {STALLED_PASSES} "
+                               f"passes admitted nothing; {_pending_reasons()}")
         if not stopped:
             now = time.perf_counter()
             if ends and min(ends.values()) > now:

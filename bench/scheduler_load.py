@@ -3,14 +3,16 @@ django.setup(), inside bench/scheduler_child.py's process).
 
 50 declared nodes of 8 GPU slots and 4 CPU slots; 1,000 queued experiments of mixed sizes
 (1, 2 or 4 workers × 0, 1, 2, 4 or 8 GPUs, with or without a parameter server), priorities 0
-and 5, from users of three teams (GPU quotas 64, 128, 1,000) and one without a team. Every
-request fits the cluster and its team's quota, so the queue can drain completely.
+and 5, from users of three teams (GPU quotas 64, 128, 1,000) and one without a team (the quota
+of a user of their own, PLATFORM_USER_GPU_QUOTA). Every request fits the cluster and its
+owner's quota, so the queue can drain completely.
 """
 
 from __future__ import annotations
 
 import random
 
+from django.conf import settings
 from django.utils import timezone
 
 from tfplatform.accounts.models import Team, User
@@ -54,13 +56,27 @@ def queue_fill(*, seed: int, count: int = QUEUED) -> None:
     experiments = []
     for index in range(count):
         owner = rng.choice(owners)
+        workers, gpus_per_worker = _size_draw(rng=rng, quota=_quota_of(owner=owner))
         experiments.append(Experiment(
             owner=owner, team=owner.team, name=f"sim-{index}", model="mlp", dataset="digits",
-            workers=rng.choice((1, 1, 2, 4)), gpus_per_worker=rng.choice((0, 1, 2, 4, 8)),
+            workers=workers, gpus_per_worker=gpus_per_worker,
             parameter_servers=rng.choice((0, 0, 1)), priority=rng.choice((0, 0, 5)),
             pending_reason=WAITING,
         ))
     Experiment.objects.bulk_create(experiments)
+
+
+def _quota_of(*, owner: User) -> int:
+    return owner.team.gpu_quota if owner.team else settings.PLATFORM.user_gpu_quota
+
+
+def _size_draw(*, rng: random.Random, quota: int) -> tuple[int, int]:
+    """Workers × GPUs per worker, drawn again until it fits the owner's quota: a request over
+    it never runs, and the drain would wait for it forever."""
+    while True:
+        workers, gpus_per_worker = rng.choice((1, 1, 2, 4)), rng.choice((0, 1, 2, 4, 8))
+        if workers * gpus_per_worker <= quota:
+            return workers, gpus_per_worker
 
 
 def queue_reset() -> None:

@@ -1,7 +1,10 @@
 """Result tables, targets and the Markdown report."""
 
+from pathlib import Path
+
 import pytest
 
+from bench.__main__ import Report, _arguments
 from bench.report import (
     BarChart,
     Section,
@@ -61,3 +64,24 @@ def test_markdown_has_every_table_target_and_plot() -> None:
 def test_table_markdown_without_title_starts_with_the_header() -> None:
     lines = table_markdown(Table(columns=("a",), rows=[("1",)]))
     assert lines == ["| a |", "|---|", "| 1 |", ""]
+
+
+def test_the_report_is_written_as_each_item_ends_and_a_failed_item_keeps_its_place(
+    tmp_path: Path
+) -> None:
+    report = Report(args=_arguments(["--only", "scheduler,dispatch", "--results",
+                                     str(tmp_path)]))
+
+    def drain_that_times_out() -> Section:
+        raise TimeoutError("the queue did not drain in 300s")
+
+    report.measure("scheduler", drain_that_times_out)
+    [written] = tmp_path.glob("*-scheduler-dispatch.md")
+    text = written.read_text()
+    assert "## 4. Scheduler: FAILED" in text
+    assert "TimeoutError: the queue did not drain in 300s" in text
+    assert "in drain_that_times_out" in text  # the traceback's end, where it failed
+    report.measure("dispatch", lambda: Section(title="5. Celery dispatch", description="ok"))
+    text = written.read_text()
+    assert text.index("## 4. Scheduler: FAILED") < text.index("## 5. Celery dispatch")
+    assert report.failed == ["4. Scheduler: FAILED"]
