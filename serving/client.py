@@ -1,9 +1,9 @@
 """Client for TF Serving's APIs, for both the embedded server and a tensorflow/serving container.
 
-Importing this module, reload_config, model_status, wait_available and predict_rest do not load
-TensorFlow: the web process can deploy models and forward REST predictions cheaply. The gRPC
-inference calls (predict, classify, regress, metadata) need TF's protos and import TensorFlow
-on first use.
+Importing this module, reload_config, model_status, wait_available and the REST calls
+(rest_forward, predict_rest) do not load TensorFlow: the web process can deploy models and
+forward REST inference cheaply. The gRPC inference calls (predict, classify, regress,
+metadata) need TF's protos and import TensorFlow on first use.
 """
 
 from __future__ import annotations
@@ -244,18 +244,29 @@ class ModelServerClient:
     def predict_rest(
         self, *, name: str, version: int | None = None, label: str | None = None, body: bytes
     ) -> tuple[int, bytes]:
-        """POSTs TF Serving JSON to :predict and returns (HTTP status, response body) as is.
+        """POSTs TF Serving JSON to :predict and returns (HTTP status, response body) as is."""
+        return self.rest_forward(call="predict", name=name, version=version, label=label,
+                                 body=body)
+
+    def rest_forward(
+        self, *, call: str, name: str, version: int | None = None, label: str | None = None,
+        body: bytes = b"",
+    ) -> tuple[int, bytes]:
+        """One of TF Serving's REST calls on a model (REST_CALLS), its answer as is: (HTTP
+        status, response body).
 
         The platform forwards every inference request through here, so it skips `requests`
         (whose per-call session, adapter and pool bookkeeping showed in bench/inference.py's
         platform REST latency) for one kept-alive http.client connection per thread.
         """
-        path = f"{self._rest_prefix}{_model_path(name, version, label)}:predict"
+        method, suffix = REST_CALLS[call]
+        path = f"{self._rest_prefix}{_model_path(name, version, label)}{suffix}"
         headers = {"Content-Type": "application/json", **self._auth}
         for attempt in (1, 2):
             try:
                 connection = self._predict_connection()
-                connection.request("POST", path, body=body, headers=headers)
+                connection.request(method, path, body=body if method == "POST" else None,
+                                   headers=headers)
                 answer = connection.getresponse()
                 return answer.status, answer.read()
             except (OSError, http.client.HTTPException) as error:
@@ -263,8 +274,8 @@ class ModelServerClient:
                 self._predict_connections.open = None
                 if stale is not None:
                     stale.close()
-                # A kept-alive connection the server closed meanwhile fails at once; predict
-                # has no side effects, so one retry on a fresh connection is safe.
+                # A kept-alive connection the server closed meanwhile fails at once; no REST
+                # call changes anything, so one retry on a fresh connection is safe.
                 if attempt == 2 or isinstance(error, TimeoutError):
                     raise ModelServerError(code="UNAVAILABLE", message=str(error)) from error
         raise AssertionError("unreachable")
@@ -416,6 +427,12 @@ class ModelServerClient:
                 for key, sig in signature_map.signature_def.items()
             },
         )
+
+
+# TF Serving's REST calls on a model: HTTP method and what follows the model's path.
+REST_CALLS = {"predict": ("POST", ":predict"), "classify": ("POST", ":classify"),
+              "regress": ("POST", ":regress"), "metadata": ("GET", "/metadata"),
+              "status": ("GET", "")}
 
 
 def _model_path(name: str, version: int | None, label: str | None) -> str:

@@ -52,6 +52,12 @@ class UnixSocketAdapter(requests.adapters.HTTPAdapter):
         }
 
 
+# TF Serving's REST calls on a model, as the platform serves them below /api/v1/models/<name>.
+TF_SERVING_CALLS = {"predict": ("POST", ":predict"), "classify": ("POST", ":classify"),
+                    "regress": ("POST", ":regress"), "metadata": ("GET", "/metadata"),
+                    "status": ("GET", "")}
+
+
 class Client:
     def __init__(self, *, server: str, token: str | None = None) -> None:
         self.server = server
@@ -244,25 +250,28 @@ class Client:
         path = f"/models/{quote(name, safe='')}/"
         return dict(self.json("GET", path, not_found=f"model {name} not found"))
 
-    def predict(
-        self, name: str, *, body: bytes, version: int | None, label: str | None
+    def tf_serving(
+        self, name: str, *, call: str, version: int | None, label: str | None,
+        body: bytes | None = None,
     ) -> tuple[Any, str | None, str | None]:
-        """The answer as TF Serving shapes it, and the version and label that gave it."""
+        """One of TF Serving's REST calls on a model (TF_SERVING_CALLS): the answer as TF Serving
+        shapes it, and the version and label that gave it."""
+        method, suffix = TF_SERVING_CALLS[call]
         path = f"/models/{quote(name, safe='')}"
         if version is not None:
             path += f"/versions/{version}"
         elif label:
             path += f"/labels/{quote(label, safe='')}"
         response = self.request(
-            "POST",
-            f"{path}:predict",
+            method,
+            f"{path}{suffix}",
             data=body,
-            headers={"Content-Type": "application/json"},
+            headers={"Content-Type": "application/json"} if body is not None else None,
         )
         try:
             answer = response.json()
         except ValueError as error:
-            raise CliError(f"{self.server} answered the prediction without JSON") from error
+            raise CliError(f"{self.server} answered the {call} request without JSON") from error
         return (
             answer,
             response.headers.get("X-Model-Version"),

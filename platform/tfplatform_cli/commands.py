@@ -175,15 +175,19 @@ def download(args: argparse.Namespace) -> int:
     return 0
 
 
-def predict(args: argparse.Namespace) -> int:
-    body = _request_body(args.file)
-    answer, version, label = client_for(args).predict(
-        args.model, body=body, version=args.version, label=args.label
+def tf_serving(args: argparse.Namespace) -> int:
+    """predict, classify, regress (a JSON request from a file) and model-status, model-metadata
+    (none): TF Serving's REST calls through the platform, its JSON answer printed as is."""
+    body = _request_body(args.file) if getattr(args, "file", None) else None
+    answer, version, label = client_for(args).tf_serving(
+        args.model, call=args.call, body=body, version=args.version, label=args.label
     )
     _print_json(answer)
-    # On stderr, so that stdout stays the model server's JSON for other programs.
-    answered = f"{args.model} version {version or '?'}" + (f" (label {label})" if label else "")
-    print(f"answered by {answered}", file=sys.stderr)
+    if version or label:
+        # On stderr, so that stdout stays the model server's JSON for other programs.
+        answered = f"{args.model} version {version or '?'}" + (
+            f" (label {label})" if label else "")
+        print(f"answered by {answered}", file=sys.stderr)
     return 0
 
 

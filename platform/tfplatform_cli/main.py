@@ -96,13 +96,23 @@ def parser_build() -> argparse.ArgumentParser:
                           help="file or folder to write (default: experiment-ID-NAME.zip)")
     download.set_defaults(run=commands.download)
 
-    predict = add("predict", "send a TF Serving predict request; prints the JSON answer")
-    predict.add_argument("model")
-    predict.add_argument("file", help='JSON {"instances": [...]} or {"inputs": ...}; - for stdin')
-    which = predict.add_mutually_exclusive_group()
-    which.add_argument("--version", type=int, help="ask this version")
-    which.add_argument("--label", help="ask the version with this label (stable, canary)")
-    predict.set_defaults(run=commands.predict)
+    # TF Serving's REST API through the platform: a request's JSON in, the answer's JSON out.
+    for call, what, request in (
+        ("predict", "predict", '{"instances": [...]} or {"inputs": ...}'),
+        ("classify", "classify", '{"signature_name": ..., "examples": [...]}'),
+        ("regress", "regress", '{"signature_name": ..., "examples": [...]}'),
+        ("status", "model status (its versions' states)", None),
+        ("metadata", "model metadata (its signatures)", None),
+    ):
+        name = call if request else f"model-{call}"
+        command = add(name, f"send a TF Serving {what} request; prints the JSON answer")
+        command.add_argument("model")
+        if request:
+            command.add_argument("file", help=f"JSON {request}; - for stdin")
+        which = command.add_mutually_exclusive_group()
+        which.add_argument("--version", type=int, help="ask this version")
+        which.add_argument("--label", help="ask the version with this label (stable, canary)")
+        command.set_defaults(run=commands.tf_serving, call=call)
 
     usage = add("usage", "GPU-hours and CPU-slot-hours held per user, team, experiment or UTC "
                 "day, and measured GPU utilization: yours and your team's (staff: everyone's)")

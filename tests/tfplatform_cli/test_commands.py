@@ -12,11 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 from sklearn.datasets import load_digits
 
 from bench.stack import Stack
 from tests import live
 from tests.factories import PASSWORD
+from tests.tfplatform.modelregistry.conftest import HALF_PLUS_TWO, saved_model_zip
 from tests.tfplatform_cli.conftest import TFP, TIMEOUT, Tfp
 
 pytestmark = pytest.mark.slow
@@ -191,6 +193,48 @@ def test_predict_answers_by_label_and_by_version(trained: Trained, deployed: Pat
     assert pinned.stderr == "answered by cli-digits version 1\n"
     absent = trained.alice("predict", "cli-digits", str(deployed), "--version", "2")
     assert absent.returncode == 1 and absent.stderr.startswith("error: ")
+
+
+def _half_plus_two_registered(trained: Trained) -> None:
+    """TF Serving's half_plus_two (it has classify and regress signatures) as alice's "half",
+    uploaded through the API as a user does, loaded."""
+    token = requests.post(f"{trained.stack.base_url}/api/v1/auth/token/", timeout=30,
+                          json={"username": "alice", "password": PASSWORD}).json()["token"]
+    headers = {"Authorization": f"Token {token}"}
+    uploaded = requests.post(
+        f"{trained.stack.base_url}/api/v1/models/", headers=headers, timeout=60,
+        data={"model_name": "half"}, files={"file": saved_model_zip(HALF_PLUS_TWO)})
+    assert uploaded.status_code == 202, uploaded.text
+    live.wait_for(lambda: requests.get(f"{trained.stack.base_url}/api/v1/models/half/",
+                                       headers=headers, timeout=30).json()["versions"][0]["state"]
+                  != "loading", timeout=120, what="half to load")
+
+
+def test_classify_regress_status_and_metadata_as_tf_serving_answers_them(
+    trained: Trained, deployed: Path
+) -> None:
+    _half_plus_two_registered(trained)
+    request = trained.alice.home / "examples.json"
+    request.write_text(json.dumps({"signature_name": "regress_x_to_y",
+                                   "examples": [{"x": 80.0}, {"x": 2.0}]}))
+    regressed = trained.alice("regress", "half", str(request))
+    assert regressed.returncode == 0, regressed.stderr
+    assert json.loads(regressed.stdout) == {"results": [42.0, 3.0]}
+    assert regressed.stderr == "answered by half version 1 (label stable)\n"
+    classified = trained.alice("classify", "half", "-", "--version", "1", stdin=json.dumps(
+        {"signature_name": "classify_x_to_y", "examples": [{"x": 20.0}]}))
+    assert json.loads(classified.stdout) == {"results": [[["", 12.0]]]}
+    status = json.loads(trained.alice("model-status", "cli-digits").stdout)
+    assert [(v["version"], v["state"]) for v in status["model_version_status"]] == [
+        ("1", "AVAILABLE")]
+    metadata = trained.alice("model-metadata", "half", "--label", "stable")
+    signatures = json.loads(metadata.stdout)["metadata"]["signature_def"]["signature_def"]
+    assert {"serving_default", "classify_x_to_y", "regress_x_to_y"} <= set(signatures)
+    assert metadata.stderr == "answered by half version 1 (label stable)\n"
+    for command in (("model-status", "half"), ("regress", "half", str(request))):
+        refused = trained.bob(*command)
+        assert refused.returncode == 1, command
+        assert refused.stderr == "error: Servable not found for request: Latest(half)\n", command
 
 
 def test_deploy_tflite_serves_the_platforms_export_converted(

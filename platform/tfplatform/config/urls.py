@@ -18,6 +18,23 @@ from tfplatform.monitoring.views import cluster_health_page, metrics
 from tfplatform.searches import api as searches_api
 from tfplatform.workspaces import api as workspace_api
 
+# TF Serving's REST API on a model (/v1/models/<name>[/versions/<v>|/labels/<l>]...), so its
+# clients work against /api with a platform token. The calls come first: a name pattern with
+# no suffix would take "<name>:predict" too.
+_MODEL_PATHS = (("", ""), ("/versions/<int:version>", "-version"),
+                ("/labels/<str:label>", "-label"))
+tf_serving_paths = [
+    *(path(f"models/<str:name>{where}:{call}", models_api.PredictApi.as_view(), {"call": call},
+           name=f"api-{call}{suffix}")
+      for call in ("predict", "classify", "regress") for where, suffix in _MODEL_PATHS),
+    *(path(f"models/<str:name>{where}/metadata", models_api.ModelStatusApi.as_view(),
+           {"call": "metadata"}, name=f"api-model-metadata{suffix}")
+      for where, suffix in _MODEL_PATHS),
+    *(path(f"models/<str:name>{where}", models_api.ModelStatusApi.as_view(), {"call": "status"},
+           name=f"api-model-status{suffix}")
+      for where, suffix in _MODEL_PATHS),
+]
+
 api_v1 = [
     path("auth/token/", TokenObtainApi.as_view(), name="api-token"),
     path("auth/tokens/", TokenListApi.as_view(), name="api-tokens"),
@@ -97,17 +114,8 @@ api_v1 = [
         name="api-node-state",
     ),
     path("models/", models_api.ModelVersionListApi.as_view(), name="api-models"),
-    path("models/<str:name>:predict", models_api.PredictApi.as_view(), name="api-predict"),
-    path(
-        "models/<str:name>/versions/<int:version>:predict",
-        models_api.PredictApi.as_view(),
-        name="api-predict-version",
-    ),
-    path(
-        "models/<str:name>/labels/<str:label>:predict",
-        models_api.PredictApi.as_view(),
-        name="api-predict-label",
-    ),
+    # TF Serving's REST API, at its own paths below /api (tf_serving_paths above).
+    *tf_serving_paths,
     path("models/<str:name>/", models_api.ModelDetailApi.as_view(), name="api-model"),
     path("models/<str:name>/labels/", models_api.ModelLabelApi.as_view(), name="api-model-labels"),
     path("models/<str:name>/health/", models_api.ModelHealthApi.as_view(), name="api-model-health"),

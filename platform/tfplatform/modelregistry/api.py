@@ -4,6 +4,7 @@ from typing import Any
 from django.conf import settings
 from django.db.models import QuerySet
 from django.http import HttpResponse
+from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import OpenApiTypes, extend_schema
 from rest_framework import generics, serializers, status
 from rest_framework.parsers import JSONParser, MultiPartParser
@@ -18,7 +19,7 @@ from tfplatform.core.serializers import StrictInputSerializer
 from tfplatform.core.throttling import ScopedWindowRateThrottle
 from tfplatform.experiments.selectors.experiments import experiment_get
 from tfplatform.modelregistry.health import WHOLE_MODEL
-from tfplatform.modelregistry.inference import inference_predict
+from tfplatform.modelregistry.inference import InferenceAnswer, inference_forward
 from tfplatform.modelregistry.models import ModelVersion, RegisteredModel
 from tfplatform.modelregistry.selectors.health import model_versions_serving_health
 from tfplatform.modelregistry.selectors.models import (
@@ -272,8 +273,27 @@ class ExperimentDeployApi(APIView):
         return Response(ModelVersionSerializer(version).data, status=status.HTTP_202_ACCEPTED)
 
 
-class PredictApi(APIView):
-    """TF Serving's REST predict, through the platform: same JSON in, same JSON out."""
+def _answer_response(answer: InferenceAnswer) -> HttpResponse:
+    response = HttpResponse(answer.body, status=answer.status, content_type="application/json")
+    if answer.version is not None:
+        response["X-Model-Version"] = str(answer.version)
+    if answer.label:
+        response["X-Model-Label"] = answer.label
+    return response
+
+
+class _TfServingSchema(AutoSchema):
+    def get_operation_id(self) -> str:
+        # TF Serving's status path is the model's without its slash: the registry's detail
+        # (`/models/{name}/`) would otherwise get the same generated id.
+        return f"tf_serving_{super().get_operation_id().replace(':', '')}"
+
+
+class _TfServingApi(APIView):
+    """TF Serving's REST API on a model, through the platform: same JSON in, same JSON out.
+    The URL names the call (`call`: serving.client.REST_CALLS)."""
+
+    schema = _TfServingSchema()
 
     throttle_classes = [ScopedWindowRateThrottle]
     throttle_scope = "inference"
@@ -282,9 +302,15 @@ class PredictApi(APIView):
     renderer_classes = [JSONRenderer]
     content_negotiation_class = JsonOnlyNegotiation
 
+
+class PredictApi(_TfServingApi):
+    """TF Serving's REST predict, classify and regress: the version as the URL names it, else
+    the canary's share or the stable label's."""
+
     @extend_schema(request=OpenApiTypes.OBJECT, responses=OpenApiTypes.OBJECT)
     def post(
-        self, request: Request, name: str, version: int | None = None, label: str | None = None
+        self, request: Request, name: str, version: int | None = None, label: str | None = None,
+        call: str = "predict",
     ) -> HttpResponse:
         declared = int(request.META.get("CONTENT_LENGTH") or 0)
         if declared > settings.PLATFORM.max_predict_bytes:
@@ -293,10 +319,19 @@ class PredictApi(APIView):
                 f"Request body is larger than {settings.PLATFORM.max_predict_bytes} bytes."
             )
         model = model_route_get(user=request.user, name=name)
-        answer = inference_predict(model=model, version=version, label=label, body=request.body)
-        response = HttpResponse(answer.body, status=answer.status, content_type="application/json")
-        if answer.version is not None:
-            response["X-Model-Version"] = str(answer.version)
-        if answer.label:
-            response["X-Model-Label"] = answer.label
-        return response
+        return _answer_response(inference_forward(model=model, call=call, version=version,
+                                                  label=label, body=request.body))
+
+
+class ModelStatusApi(_TfServingApi):
+    """TF Serving's REST model status and metadata: of every version the server has, of the one
+    the URL names, or (metadata) of the stable one."""
+
+    @extend_schema(responses=OpenApiTypes.OBJECT)
+    def get(
+        self, request: Request, name: str, version: int | None = None, label: str | None = None,
+        call: str = "status",
+    ) -> HttpResponse:
+        model = model_route_get(user=request.user, name=name)
+        return _answer_response(inference_forward(model=model, call=call, version=version,
+                                                  label=label))

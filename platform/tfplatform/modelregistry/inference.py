@@ -1,4 +1,5 @@
-"""Inference through the platform: pick the version (canary share), forward TF Serving JSON."""
+"""Inference through the platform: pick the version (canary share), forward TF Serving's REST
+calls (predict, classify, regress, model status and metadata) and their JSON as is."""
 
 import random
 from dataclasses import dataclass
@@ -39,16 +40,32 @@ def inference_route(
     return None, None
 
 
-def inference_predict(
-    *, model: ModelRoute, version: int | None, label: str | None, body: bytes
+# Calls that run the model take the canary's share; the others describe a version, and without
+# one asked for they describe the stable one (or, with no label yet, what the server serves).
+RUNNING_CALLS = ("predict", "classify", "regress")
+STABLE = ModelLabel.Name.STABLE.value
+
+
+def inference_forward(
+    *, model: ModelRoute, call: str, version: int | None, label: str | None, body: bytes = b""
 ) -> InferenceAnswer:
+    """One of TF Serving's REST calls (serving.client.REST_CALLS) on a model the caller may use:
+    the version chosen as for predict, TF Serving's answer as is."""
     if len(body) > settings.PLATFORM.max_predict_bytes:
         raise PayloadTooLarge(
             f"Request body is larger than {settings.PLATFORM.max_predict_bytes} bytes."
         )
-    chosen, chosen_label = inference_route(model=model, version=version, label=label)
+    if call in RUNNING_CALLS:
+        chosen, chosen_label = inference_route(model=model, version=version, label=label)
+    elif call == "metadata" and version is None and label is None and STABLE in model.labels:
+        chosen, chosen_label = model.labels[STABLE], STABLE
+    elif label is not None:
+        chosen, chosen_label = model.labels.get(label), label
+    else:
+        chosen, chosen_label = version, None
     try:
-        status, answer = model_server_client().predict_rest(
+        status, answer = model_server_client().rest_forward(
+            call=call,
             name=model.name,
             version=chosen,
             label=None if chosen is not None else chosen_label,
@@ -57,3 +74,9 @@ def inference_predict(
     except ModelServerError as error:
         raise Unavailable(f"The model server is unavailable: {error.message}") from error
     return InferenceAnswer(status=status, body=answer, version=chosen, label=chosen_label)
+
+
+def inference_predict(
+    *, model: ModelRoute, version: int | None, label: str | None, body: bytes
+) -> InferenceAnswer:
+    return inference_forward(model=model, call="predict", version=version, label=label, body=body)

@@ -23,6 +23,7 @@ from tests.tfplatform.modelregistry.conftest import (
     saved_model_zip,
     version_loaded,
 )
+from tfplatform.accounts.tokens import api_token_issue
 from tfplatform.modelregistry.models import ModelVersion
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -449,3 +450,51 @@ def test_model_page_promotes_rolls_back_and_undeploys(model_server: dict[str, An
     stranger.force_login(UserFactory())
     assert stranger.get("/models/paged/").status_code == 404
     assert stranger.post(action, {"action": "undeploy", "version": 1}).status_code == 404
+
+
+def test_tf_servings_rest_api_through_the_platform_with_a_token(
+    model_server: dict[str, Any], live_server: Any
+) -> None:
+    """A TF Serving REST client pointed at {platform}/api with the user's platform token:
+    classify, regress, model status and metadata answer as the model server's own."""
+    owner = UserFactory()
+    register(api(owner), "half")  # half_plus_two: classify_x_to_y, regress_x_to_y
+    _, token = api_token_issue(user=owner, name="tf-serving-client")
+    base = f"{live_server.url}/api/v1/models/half"
+    with requests.Session() as http:
+        http.headers["Authorization"] = f"Token {token}"
+        classify = http.post(f"{base}:classify", timeout=30, json={
+            "signature_name": "classify_x_to_y", "examples": [{"x": 20.0}]})
+        assert classify.status_code == 200 and classify.json() == {"results": [[["", 12.0]]]}
+        assert classify.headers["X-Model-Version"] == "1"
+        regress = http.post(f"{base}/versions/1:regress", timeout=30, json={
+            "signature_name": "regress_x_to_y", "examples": [{"x": 80.0}, {"x": 2.0}]})
+        assert regress.json() == {"results": [42.0, 3.0]}
+        labelled = http.post(f"{base}/labels/stable:regress", timeout=30, json={
+            "signature_name": "regress_x_to_y", "context": {"x": 4.0}, "examples": [{}]})
+        assert labelled.json() == {"results": [4.0]}
+        status = {"model_version_status": [{"version": "1", "state": "AVAILABLE",
+                                            "status": {"error_code": "OK", "error_message": ""}}]}
+        for where in ("", "/versions/1", "/labels/stable"):
+            assert http.get(f"{base}{where}", timeout=30).json() == status, where
+        # TF Serving's own answer for this model, less the name and version it was served as.
+        expected = json.loads((peer_data_or_skip() / "tf-serving-testdata"
+                               / "half_plus_two_model_metadata.json").read_text())
+        expected["model_spec"].update(name="half", version="1")
+        for where in ("", "/versions/1", "/labels/stable"):
+            metadata = http.get(f"{base}{where}/metadata", timeout=30)
+            assert metadata.status_code == 200 and metadata.json() == expected, where
+        missing = http.get(f"{base}/versions/9/metadata", timeout=30)
+        assert missing.status_code == 404 and "error" in missing.json()
+
+        http.headers["Authorization"] = f"Token {api_token_issue(user=UserFactory(), name='b')[1]}"
+        for method, where in (("POST", ":classify"), ("POST", "/versions/1:regress"),
+                              ("GET", ""), ("GET", "/labels/stable"), ("GET", "/metadata"),
+                              ("GET", "/versions/1/metadata")):
+            denied = http.request(method, f"{base}{where}", timeout=30, json={})
+            # The answer for a name nobody has: B learns nothing of A's model.
+            never = http.request(method, f"{base.replace('half', 'nohalf')}{where}",
+                                 timeout=30, json={})
+            assert denied.status_code == never.status_code == 404, where
+            assert denied.json() == {**never.json(), "error": never.json()["error"].replace(
+                "nohalf", "half")}, where
