@@ -46,6 +46,7 @@ ROOT = Path(__file__).resolve().parents[1]
 REFILL_STARTED_SECONDS = REFILL_DELAY_SECONDS + 1.5
 # Polls cost the web process CPU on the platform's side; the run's end can wait a little.
 POLL_SECONDS = 3.0
+THROUGHPUT_RATIO = 0.98  # the performance round's goal (issue #43)
 
 
 def plain_run(*, workload: Workload) -> TrainingRun:
@@ -250,7 +251,7 @@ def overhead_measure(client: PlatformClient, *, stack_pids: list[int], workload:
                       rows=rows)],
         targets=[
             Target("training images/sec, platform ÷ plain (side by side, one core each; median "
-                   "over repeats)", side_ratio, ">=", 0.97),
+                   "over repeats)", side_ratio, ">=", THROUGHPUT_RATIO),
             Target("start → first step, platform ÷ plain", stats.ratio(first_platform, first_plain),
                    "<=", 1.0),
         ],
