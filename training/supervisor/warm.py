@@ -10,7 +10,8 @@ serves one task of one trial, never more.
 
 `WarmPool` keeps `size` hosts per environment (`TaskPython.key`): the node's own from the start,
 an environment's from the first trial that asks for it. A taken host is replaced shortly after
-the task it became has ended, so the replacement's import never competes with that trial.
+the task it became has ended, so the replacement's import never competes with that trial; and it
+imports at idle priority (priority.py), so it never competes with another trial of the node.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from training.isolation.mounts import mounts_inject, mounts_settled
 from training.isolation.runtime import Runtime, TaskPython, node_privileged
 from training.isolation.sandbox import Exposure
 from training.supervisor.hosts import Host, host_start
+from training.supervisor.priority import spawner_idle, tree_normal
 
 # A host joins the pool as soon as it is started, while its sandbox may still be setting up: a take
 # that comes that soon waits for it this long, then starts the task cold instead.
@@ -42,7 +44,7 @@ class WarmPool:
     def __init__(self, *, size: int, runtime: Runtime, env: dict[str, str], exposure: Exposure,
                  log_dir: Path, python: TaskPython | None = None,
                  refill_delay_seconds: float = REFILL_DELAY_SECONDS,
-                 inject: bool | None = None) -> None:
+                 inject: bool | None = None, idle: bool = True) -> None:
         self.runtime, self.env = runtime, env
         # Where the node can mount a task's folders into a waiting sandbox or container
         # (mounts.py: a node run as root), a warm host starts with no one's data at all;
@@ -56,6 +58,8 @@ class WarmPool:
         self.mount_points = tuple(dict.fromkeys(exposure.write + exposure.read)) \
             if self.inject and containers else ()
         self.log_dir, self.refill_delay = log_dir, refill_delay_seconds
+        # Only where a taken host can be set back to normal: a node that injects is root.
+        self.idle = idle and self.inject
         self._ready: dict[str, list[Host]] = {}
         self._pythons: dict[str, TaskPython] = {}
         self._lock = threading.Lock()
@@ -80,6 +84,10 @@ class WarmPool:
             self._orders.put(python)
 
     def _spawn_loop(self) -> None:
+        if self.idle:
+            # Hosts import at idle priority: a refill never slows a trial that trains meanwhile.
+            # A taken host is set back to normal (take); only a node that may do so does this.
+            spawner_idle()
         while (python := self._orders.get()) is not None:
             with self._lock:
                 if self._closed or len(self._ready[python.key]) >= self.size:
@@ -127,6 +135,8 @@ class WarmPool:
                 if pid is None:
                     raise OSError("the warm host's sandbox did not set up")
                 mounts_inject(pid=pid, write=write, read=read)
+                if self.idle:
+                    tree_normal(pid=chosen.pid)  # the task runs at normal priority, never idle
             except OSError:
                 chosen.kill()  # it ran nothing; the task starts cold
                 return None
@@ -172,13 +182,13 @@ _pool: WarmPool | None = None
 
 
 def warm_pool_configure(*, size: int, runtime: Runtime, env: dict[str, str], exposure: Exposure,
-                        log_dir: Path) -> WarmPool | None:
+                        log_dir: Path, idle: bool = True) -> WarmPool | None:
     """Set this process's pool (a worker node calls it once at start); size 0 turns it off."""
     global _pool
     if _pool is not None:
         _pool.close()
-    _pool = (WarmPool(size=size, runtime=runtime, env=env, exposure=exposure, log_dir=log_dir)
-             if size > 0 else None)
+    _pool = (WarmPool(size=size, runtime=runtime, env=env, exposure=exposure, log_dir=log_dir,
+                      idle=idle) if size > 0 else None)
     return _pool
 
 

@@ -54,6 +54,11 @@ class PlatformSettings:
     warm_trial_processes: int = _setting(
         env="PLATFORM_WARM_TRIAL_PROCESSES", group="Node", default=1,
         doc="Task processes per node kept ready with TensorFlow imported (0: no warm start).")
+    warm_idle_priority: bool = _setting(
+        env="PLATFORM_WARM_IDLE_PRIORITY", group="Node", default=True,
+        doc="Warm task processes import TensorFlow at idle priority (SCHED_IDLE), so a refill "
+            "never slows a trial that trains meanwhile; the task one becomes runs at normal "
+            "priority.")
     heartbeat_seconds: float = _setting(env="PLATFORM_HEARTBEAT_SECONDS", group="Node",
                                         default=5.0, doc="How often a node reports itself alive.")
     node_lost_seconds: float = _setting(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
@@ -15,6 +16,7 @@ import pytest
 from training.isolation.runtime_factory import runtime_for
 from training.isolation.sandbox import Exposure
 from training.spec import Resources, TrialSpec
+from training.supervisor.priority import tree_threads
 from training.supervisor.supervise import task_base_environment, trial_supervise
 from training.supervisor.warm import WarmPool, host_settled_pid, warm_pool, warm_pool_configure
 
@@ -27,8 +29,10 @@ def _exposure(tmp_path_factory: pytest.TempPathFactory) -> Exposure:
 
 
 def _new_pool(*, size: int, log_dir: Path, exposure: Exposure, **options: Any) -> WarmPool:
+    # Normal priority: on the suite's saturated cores an idle host would wait for every other
+    # test (the idle path has a test of its own).
     return WarmPool(size=size, runtime=runtime_for(name="sandbox"), env=task_base_environment(),
-                    exposure=exposure, log_dir=log_dir, **options)
+                    exposure=exposure, log_dir=log_dir, **{"idle": False, **options})
 
 
 def _wait_ready(pool: WarmPool, count: int, *, seconds: float = 60) -> list[int]:
@@ -43,7 +47,7 @@ def _wait_ready(pool: WarmPool, count: int, *, seconds: float = 60) -> list[int]
 def pool(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WarmPool]:
     configured = warm_pool_configure(
         size=1, runtime=runtime_for(name="sandbox"), env=task_base_environment(),
-        exposure=_exposure(tmp_path_factory), log_dir=tmp_path / "warm",
+        exposure=_exposure(tmp_path_factory), log_dir=tmp_path / "warm", idle=False,
     )
     assert configured is not None and warm_pool() is configured
     _wait_ready(configured, 1)
@@ -255,3 +259,45 @@ def test_a_trial_on_a_registered_dataset_starts_cold_its_folders_bound_by_descri
     assert run.outcome.status == "completed", run.outcome.exit_reason
     [launched] = _launched(run)
     assert launched["warm"] is False and pool.ready_pids() != []
+
+
+def _policies(pid: int) -> set[int]:
+    """The scheduling policies of every thread of the process tree."""
+    found = set()
+    for tid in tree_threads(pid=pid):
+        with contextlib.suppress(ProcessLookupError):  # a thread that ended meanwhile
+            found.add(os.sched_getscheduler(tid))
+    return found
+
+
+def test_a_warm_host_imports_at_idle_priority_and_its_task_runs_at_normal(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, run_trial: Callable[..., Any],
+    make_spec: Callable[..., Any], digits_module: str,
+) -> None:
+    """A refill's TensorFlow import takes only CPU that no trial wants (SCHED_IDLE, what the
+    pool's spawner thread hands down); the host it becomes runs its task at SCHED_OTHER."""
+    configured = warm_pool_configure(
+        size=1, runtime=runtime_for(name="sandbox"), env=task_base_environment(),
+        exposure=_exposure(tmp_path_factory), log_dir=tmp_path / "warm", idle=True,
+    )
+    assert configured is not None
+    try:
+        [pid] = _wait_ready(configured, 1)
+        # Idle on a saturated machine: its sandbox may take a while to stand.
+        assert host_settled_pid(configured._ready["node"][0], seconds=300) is not None
+        assert _policies(pid) == {os.SCHED_IDLE}
+        seen: list[set[int]] = []
+
+        def on_event(event: Any) -> None:
+            if event.payload.get("phase") == "first_step":
+                seen.append(_policies(pid))
+
+        spec = make_spec(work_dir=tmp_path / "trial", model=digits_module,
+                         hyperparameters={"epochs": 500})
+        run = run_trial(spec=spec, on_event=on_event, should_cancel=lambda: bool(seen))
+        assert _launched(run) == [{"task": "worker:0", "host": pid, "warm": True,
+                                   "forked": False}]
+        assert seen == [{os.SCHED_OTHER}], "every thread of the task at normal priority"
+    finally:
+        warm_pool_configure(size=0, runtime=configured.runtime, env={}, exposure=Exposure(),
+                            log_dir=tmp_path / "warm")

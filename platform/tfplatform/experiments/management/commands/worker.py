@@ -148,6 +148,7 @@ class Command(BaseCommand):
             env=task_base_environment(),
             exposure=_warm_exposure(),
             log_dir=settings.PLATFORM.run_dir / "warm" / hostname,
+            idle=settings.PLATFORM.warm_idle_priority,
         )
         try:
             app.worker_main(argv)
