@@ -5,6 +5,9 @@ Layout (work_dir survives restarts of the same trial):
     checkpoints/progress-<n>.json  epochs done, cumulative training seconds, per-epoch history
     best/epoch-<n>.*               the epoch best by the target metric (older bests deleted)
 
+Nothing is fsynced, as TF fsyncs none of a checkpoint: a power cut may lose the last epochs, and a
+progress file it leaves unreadable is read as the checkpoint's epoch count alone.
+
 An epoch is saved in this order: its best weights (when it is the best), its progress file (written
 to a temporary name and renamed), its checkpoint, which TF registers in the `checkpoint` index file
 (again by rename) only after the data is complete; only then do older bests go. A crash or a full
@@ -70,9 +73,7 @@ class TrainingState:
                 f"the checkpoint in {self.chief_dir} does not fit this model (was the module "
                 f"changed after the trial started?): {exc}"
             ) from exc
-        progress_file = self.chief_dir / f"progress-{number}.json"
-        progress = (Progress(**json.loads(progress_file.read_text())) if progress_file.exists()
-                    else Progress(epochs_completed=number))
+        progress = _progress_read(self.chief_dir / f"progress-{number}.json", epochs=number)
         if self.is_chief:
             # Bests saved by an epoch that never registered, or left over by a crash before
             # the older ones went: the registered progress names the one best.
@@ -126,12 +127,21 @@ class TrainingState:
                 old.unlink() if old.is_file() else shutil.rmtree(old, ignore_errors=True)
 
 
+def _progress_read(path: Path, *, epochs: int) -> Progress:
+    """The epoch's progress; without a readable one (none, or one a power cut left empty or
+    torn: it is not fsynced, as TF fsyncs none of the checkpoint it belongs to), the epochs
+    the checkpoint holds, with no history or best."""
+    try:
+        return Progress(**json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError, TypeError):
+        return Progress(epochs_completed=epochs)
+
+
 def _write_atomic(path: Path, text: str) -> None:
+    # Renamed into place, never half written; not fsynced (a sync per epoch costs more than
+    # the whole write): a power cut may lose it, and _progress_read then falls back.
     temporary = path.with_name(f".{path.name}.tmp")
-    with open(temporary, "w", encoding="utf-8") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
+    temporary.write_text(text, encoding="utf-8")
     os.replace(temporary, path)
 
 

@@ -60,6 +60,34 @@ def test_killed_trial_resumes_at_the_next_epoch(
     assert sorted(p.name for p in attempts.iterdir()) == ["001", "002"]
 
 
+def test_a_progress_file_a_power_cut_left_empty_resumes_from_the_checkpoint_alone(
+    tmp_path: Path,
+    digits_module: str,
+    run_trial: Callable[..., Any],
+    make_spec: Callable[..., Any],
+) -> None:
+    """Progress files are not fsynced (TF fsyncs no checkpoint either): after a power cut the
+    renamed file may be empty. The checkpoint it belongs to still resumes the trial."""
+    hyperparameters = {"epochs": 2, "batch_size": 32, "learning_rate": 0.01}
+    spec = make_spec(work_dir=tmp_path / "trial", model=digits_module,
+                     hyperparameters=hyperparameters)
+    first = run_trial(spec=spec)
+    assert first.outcome.status == "completed", first.outcome.exit_reason
+    steps = first.phase("batch")[0]["steps_per_epoch"]
+    progress = tmp_path / "trial" / "checkpoints" / "progress-2.json"
+    assert progress.is_file()
+    progress.write_bytes(b"")
+
+    longer = make_spec(work_dir=tmp_path / "trial", model=digits_module,
+                       hyperparameters={**hyperparameters, "epochs": 3})
+    second = run_trial(spec=longer)
+    assert second.outcome.status == "completed", second.outcome.exit_reason
+    assert second.phase("resumed") == [{"phase": "resumed", "from_epoch": 2,
+                                        "optimizer_step": 2 * steps}]
+    assert [m["epoch"] for m in second.payloads("metric")] == [3]  # no history to replay
+    assert second.outcome.epochs_completed == 3
+
+
 @pytest.mark.parametrize(
     "resources",
     [Resources(workers=2), Resources(workers=2, parameter_servers=1)],
