@@ -173,7 +173,8 @@ def _scheduler_section(args: argparse.Namespace) -> Section:
     from bench.scheduler import scheduler_measure
 
     databases = [d.strip() for d in args.databases.split(",") if d.strip()]
-    return scheduler_measure(databases=databases, repeats=1 if args.quick else 3)
+    return scheduler_measure(databases=databases, repeats=1 if args.quick else 3,
+                             large=not args.quick)
 
 
 def _dispatch_section(args: argparse.Namespace) -> Section:

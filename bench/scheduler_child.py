@@ -130,18 +130,22 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--run-min", type=float, default=0.5)
     parser.add_argument("--run-max", type=float, default=2.0)
     parser.add_argument("--timeout", type=float, default=300.0)
+    parser.add_argument("--queued", type=int, default=1000)
+    parser.add_argument("--nodes", type=int, default=50)
+    parser.add_argument("--no-drain", action="store_true", help="the decision rate alone")
     args = parser.parse_args(argv)
     _setup()
     from bench.scheduler_load import cluster_declare, queue_fill
 
-    cluster_declare()
-    queue_fill(seed=args.seed)
+    cluster_declare(nodes=args.nodes)
+    queue_fill(seed=args.seed, count=args.queued)
     result = {
-        "database": _database(),
+        "database": _database(), "queued": args.queued, "nodes": args.nodes,
         **decision_rate(repeats=args.repeats),
-        "drain": drain(seed=args.seed, run_min=args.run_min, run_max=args.run_max,
-                       timeout=args.timeout),
     }
+    if not args.no_drain:
+        result["drain"] = drain(seed=args.seed, run_min=args.run_min, run_max=args.run_max,
+                                timeout=args.timeout)
     Path(args.out).write_text(json.dumps(result))
 
 

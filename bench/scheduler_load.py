@@ -26,16 +26,16 @@ QUEUED = 1000
 WAITING = "Waiting for the scheduler."
 
 
-def cluster_declare() -> None:
+def cluster_declare(*, nodes: int = NODES) -> None:
     now = timezone.now()
-    nodes = Node.objects.bulk_create(
-        Node(hostname=f"sim-{i:02d}", queue=f"node.sim-{i:02d}", cpu_count=32,
+    declared = Node.objects.bulk_create(
+        Node(hostname=f"sim-{i:03d}", queue=f"node.sim-{i:03d}", cpu_count=32,
              last_heartbeat=now)
-        for i in range(NODES)
+        for i in range(nodes)
     )
     Device.objects.bulk_create(
         Device(node=node, kind=kind, index=index, name="declared slot", emulated=True)
-        for node in nodes
+        for node in declared
         for kind, count in ((Device.Kind.GPU, GPUS_PER_NODE), (Device.Kind.CPU, CPU_SLOTS_PER_NODE))
         for index in range(count)
     )
