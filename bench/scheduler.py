@@ -167,7 +167,7 @@ def scheduler_section(*, results: list[dict[str, Any]], notes: list[str], repeat
         ],
         targets=targets,
         charts=[BarChart(
-            "scheduler_decisions_per_sec.png", "Scheduler decisions per second (1,000 queued)",
+            "scheduler_decisions_per_sec.png", "Scheduler decisions per second, cold and warm pass",
             "decisions/s",
             tuple(f"{r['database'].split()[0]} {r['queued']:,}×{r['nodes']}" for r in results),
             {"cold pass": tuple(_rate(r["cold"]) for r in results),
