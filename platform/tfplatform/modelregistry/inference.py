@@ -75,8 +75,3 @@ def inference_forward(
         raise Unavailable(f"The model server is unavailable: {error.message}") from error
     return InferenceAnswer(status=status, body=answer, version=chosen, label=chosen_label)
 
-
-def inference_predict(
-    *, model: ModelRoute, version: int | None, label: str | None, body: bytes
-) -> InferenceAnswer:
-    return inference_forward(model=model, call="predict", version=version, label=label, body=body)

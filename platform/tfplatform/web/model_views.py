@@ -14,7 +14,7 @@ from django.views.decorators.http import require_POST
 from tfplatform.core.errors import InvalidInput, PayloadTooLarge, PlatformError
 from tfplatform.core.throttling import ScopedWindowRateThrottle
 from tfplatform.modelregistry.health import WHOLE_MODEL, Health
-from tfplatform.modelregistry.inference import inference_predict
+from tfplatform.modelregistry.inference import inference_forward
 from tfplatform.modelregistry.models import ModelLabel
 from tfplatform.modelregistry.selectors.health import model_versions_serving_health
 from tfplatform.modelregistry.selectors.models import (
@@ -136,7 +136,8 @@ def model_predict_action(request: HttpRequest, name: str) -> HttpResponse:
                 f"Request body is larger than {settings.PLATFORM.max_predict_bytes} bytes."
             )
         model = model_route_get(user=request.user, name=name)
-        answer = inference_predict(model=model, version=None, label=None, body=request.body)
+        answer = inference_forward(model=model, call="predict", version=None, label=None,
+                                   body=request.body)
     except PlatformError as error:
         return JsonResponse(
             {"error": error.message, "code": error.code}, status=error.status_code
