@@ -6,11 +6,12 @@ while loop of small ops) that a batch shares: the kind of model batching is for 
 
 Paths, slowest-layered last: direct (the SavedModel loaded in this process and run the way the
 model server runs it: serving.servable.Servable through the same runner, no protocol), the
-embedded server's gRPC PredictionService, its REST API, and the platform's REST API (gunicorn →
-Django → the model server, with a token). Batching on is the stack's own model server
-(`manage.py serve_models`: --enable_batching with BATCHING_PARAMETERS as the operator's
-TF_SERVING_BATCHING_PARAMETERS_FILE); batching off is a second embedded server on the same model
-config without the flag, with its own gunicorn in front.
+embedded server's gRPC PredictionService, its REST API (both with the server's own token), the
+same two with a user's platform token (checked in the server's front, serving/front.py), and the
+platform's REST API (gunicorn → Django → the model server, with a token). Batching on is the
+stack's own model server (`manage.py serve_models`: --enable_batching with BATCHING_PARAMETERS
+as the operator's TF_SERVING_BATCHING_PARAMETERS_FILE); batching off is a second embedded server
+on the same model config without the flag, with its own gunicorn in front.
 
 Closed-loop clients at concurrency 1 and 8 (processes of their own for the protocol paths,
 threads of this process for the direct one), rounds interleaved; latency percentiles pool every
@@ -42,7 +43,11 @@ from bench.quiet import wait_quiet
 from bench.report import BarChart, Section, Table, Target, number
 from bench.stack import PYTHON, Stack, web_args
 
-PATHS = ("direct", "embedded gRPC", "embedded REST", "platform REST")
+PATHS = ("direct", "embedded gRPC", "embedded REST", "front gRPC", "front REST", "platform REST")
+# The user-facing paths and the model server's own ones they add to (a user's token checked,
+# throttled and routed in the model server's front, against the server's own token).
+FRONT_OVER = (("front REST", "embedded REST"), ("front gRPC", "embedded gRPC"),
+              ("platform REST", "embedded REST"))
 # The performance round's goals (issue #43).
 OVERHEAD_MS = 0.3
 BATCHING_GAIN = 2.5
@@ -186,6 +191,9 @@ def _models_available(rest_url: str, headers: dict[str, str]) -> bool:
         return False
 
 
+UNBATCHED_FRONT_MAX_AGE = 24 * 3600
+
+
 def unbatched_start(stack: Stack) -> Endpoints:
     """A second model server without --enable_batching, on the same config, and a web for it."""
     grpc_port, rest_port, web_port = free_port(), free_port(), free_port()
@@ -193,7 +201,7 @@ def unbatched_start(stack: Stack) -> Endpoints:
         PYTHON, "-m", "serving", f"--port={grpc_port}", f"--rest_api_port={rest_port}",
         f"--model_config_file={stack.model_base_path / 'models.config'}",
         "--allow_version_labels_for_unavailable_models", "--host=127.0.0.1",
-        *stack.session_flags,
+        f"--platform_access_max_age_seconds={UNBATCHED_FRONT_MAX_AGE}", *stack.session_flags,
     ])
     endpoints = Endpoints(f"127.0.0.1:{grpc_port}", f"http://127.0.0.1:{rest_port}",
                           f"http://127.0.0.1:{web_port}")
@@ -204,6 +212,8 @@ def unbatched_start(stack: Stack) -> Endpoints:
                process="serving-unbatched")
     stack.wait(lambda: _ok(f"{endpoints.platform_url}/healthz"), what="unbatched web",
                process="web-unbatched")
+    # Its front's table, once: no scheduler loop refreshes this server (its maximum age above).
+    stack.manage("serving_access_push", TF_SERVING_REST=endpoints.rest_url)
     return endpoints
 
 
@@ -269,7 +279,9 @@ def inference_measure(stack: Stack, client: PlatformClient, *, rounds: int,
 CpuShares = dict[Key, list[dict[str, float]]]  # CPU ms per request, by process, per round
 CPU_SIDES = ("load generator", "web", "model server")
 ON_PATH = {"direct": ("load generator",), "embedded gRPC": ("load generator", "model server"),
-           "embedded REST": ("load generator", "model server"), "platform REST": CPU_SIDES}
+           "embedded REST": ("load generator", "model server"),
+           "front gRPC": ("load generator", "model server"),
+           "front REST": ("load generator", "model server"), "platform REST": CPU_SIDES}
 
 
 def _cpu_snapshot(groups: dict[str, int], pool: ClientPool) -> dict[str, float]:
@@ -290,6 +302,8 @@ def _runs(*, model: BenchModel, endpoints: dict[str, Endpoints], directs: dict[s
         return lambda **load: pool.run(request=request, **load)
 
     runs: dict[tuple[str, str], Run] = {}
+    # gRPC metadata keys are lower case; TF Serving clients send their token as a bearer token.
+    user_grpc = {"authorization": headers["Authorization"].replace("Token ", "Bearer ", 1)}
     for batching, where in endpoints.items():
         runs["direct", batching] = threads(directs[batching].make)
         runs["embedded gRPC", batching] = processes(grpc_request(
@@ -297,6 +311,10 @@ def _runs(*, model: BenchModel, endpoints: dict[str, Endpoints], directs: dict[s
         runs["embedded REST", batching] = processes(rest_request(
             url=f"{where.rest_url}/v1/models/{model.name}:predict", row=row,
             headers=serving_headers))
+        runs["front gRPC", batching] = processes(grpc_request(
+            target=where.grpc_target, name=model.name, row=row, headers=user_grpc))
+        runs["front REST", batching] = processes(rest_request(
+            url=f"{where.rest_url}/v1/models/{model.name}:predict", row=row, headers=headers))
         runs["platform REST", batching] = processes(rest_request(
             url=f"{where.platform_url}/api/v1/models/{model.name}:predict", row=row,
             headers=headers))
@@ -399,9 +417,10 @@ def _section(*, measured: dict[str, Measured], rounds: int, requests_per_thread:
     def gain(label: str, name: str) -> float:
         return batching_gain(measured[label].results, name=name)
 
-    def added(label: str, batching: str) -> float:
-        return (pooled(label, ("platform REST", batching, 1)).p50
-                - pooled(label, ("embedded REST", batching, 1)).p50)
+    def added(label: str, batching: str, path: str = "front REST") -> float:
+        base = dict(FRONT_OVER)[path]
+        return (pooled(label, (path, batching, 1)).p50
+                - pooled(label, (base, batching, 1)).p50)
 
     labels = [m.label for m in MODELS]
     rows = []
@@ -415,8 +434,9 @@ def _section(*, measured: dict[str, Measured], rounds: int, requests_per_thread:
                                  number(all_of.p99, 2), number(throughput(label, key), 0)))
     gains_rows = [(label, name, number(gain(label, name), 2)) for label in labels
                   for name in PATHS]
-    added_rows = [(label, f"{added(label, 'on'):.2f}", f"{added(label, 'off'):.2f}")
-                  for label in labels]
+    added_rows = [(label, f"{path} − {base}", f"{added(label, 'on', path):.2f}",
+                   f"{added(label, 'off', path):.2f}")
+                  for label in labels for path, base in FRONT_OVER]
     cpu_rows = [(label, *row) for label in labels for row in _cpu_rows(measured[label].cpu)]
     categories = tuple(name.replace(" ", "\n", 1) for name in PATHS)
     models_text = "; ".join(f"{m.label}: {m.description}" for m in MODELS)
@@ -445,8 +465,9 @@ def _section(*, measured: dict[str, Measured], rounds: int, requests_per_thread:
             Table(title="Batching on ÷ off, throughput at concurrency 8 (median of the "
                         "rounds' back-to-back ratios)",
                   columns=("model", "path", "on ÷ off"), rows=gains_rows),
-            Table(title="Platform REST p50 − embedded REST p50 at concurrency 1, ms",
-                  columns=("model", "batching on", "batching off"), rows=added_rows),
+            Table(title="What the platform adds: p50 over the model server's own path at "
+                        "concurrency 1, ms",
+                  columns=("model", "paths", "batching on", "batching off"), rows=added_rows),
             Table(
                 title="CPU per request at concurrency 8, ms (median over rounds; processes on "
                       "the request's path; load generator = the benchmark process and its "
@@ -457,7 +478,7 @@ def _section(*, measured: dict[str, Measured], rounds: int, requests_per_thread:
         ],
         targets=[
             # Batching off: no batch timeout in either path to add its jitter to the difference.
-            Target("platform REST p50 − embedded REST p50, concurrency 1 (dense, batching off)",
+            Target("front REST p50 − embedded REST p50, concurrency 1 (dense, batching off)",
                    added(DENSE.label, "off"), "<=", OVERHEAD_MS, " ms"),
             Target("batching on ÷ off throughput at concurrency 8, embedded gRPC (recurrent)",
                    gain(RECURRENT.label, "embedded gRPC"), ">=", BATCHING_GAIN),

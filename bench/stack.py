@@ -129,11 +129,11 @@ class Stack:
         self.processes[name] = process
         return process
 
-    def manage(self, *args: str) -> None:
+    def manage(self, *args: str, **extra_env: str) -> None:
         self.logs.mkdir(parents=True, exist_ok=True)
         with (self.logs / f"manage-{args[0]}.log").open("ab") as log:
             subprocess.run(
-                [PYTHON, "manage.py", *args], cwd=ROOT, env=self.env(), stdout=log,
+                [PYTHON, "manage.py", *args], cwd=ROOT, env=self.env(**extra_env), stdout=log,
                 stderr=subprocess.STDOUT, check=True, timeout=STARTUP_SECONDS,
             )
 

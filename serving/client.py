@@ -25,6 +25,7 @@ import requests
 from tensorflow_serving.config import model_server_config_pb2
 
 from serving.access import access_header, channel_with_token
+from serving.front import ACCESS_PATH, AccessTable, access_table_to_wire
 
 _RELOAD_METHOD = "/tensorflow.serving.ModelService/HandleReloadConfigRequest"
 _UNLIMITED = [("grpc.max_receive_message_length", -1), ("grpc.max_send_message_length", -1)]
@@ -306,6 +307,13 @@ class ModelServerClient:
         except requests.RequestException as exc:
             raise ModelServerError(code="UNAVAILABLE", message=str(exc)) from exc
         return response.status_code, response.content
+
+    def access_push(self, *, table: AccessTable, timeout: float = 5.0) -> None:
+        """Hands the embedded server's front (front.py) the platform's current access table."""
+        body = json.dumps(access_table_to_wire(table), separators=(",", ":")).encode()
+        status, answer = self._request("PUT", ACCESS_PATH, body, timeout)
+        if status != 204:
+            raise _rest_error(status, answer)
 
     def metrics(self, *, path: str, timeout: float = 5.0) -> str:
         """The server's Prometheus text at `path` (its --monitoring_config_file's path)."""

@@ -105,6 +105,10 @@ def parser() -> argparse.ArgumentParser:
     # these comma-separated paths (the model base path), its flag files and the Python runtime,
     # binding its own ports and connecting nowhere (confine.py).
     flag("confine_read_paths", str, "")
+    # Not a TF Serving flag: when positive, platform users call the server with their own API
+    # tokens, checked against the access table the platform pushes, which is trusted this many
+    # seconds after a push (front.py). Needs the server's access token.
+    flag("platform_access_max_age_seconds", float, 0.0)
     for name in _IGNORED:
         parser.add_argument(f"--{name}", nargs="?", const="true", default=None)
     return parser
@@ -152,6 +156,9 @@ def options_from_args(args: argparse.Namespace, *, access_token: str | None = No
         raise ValueError(
             "Both server_options.model_base_path and server_options.model_config_file are empty!"
         )
+    token = access_token_from_env() if access_token is None else access_token
+    if args.platform_access_max_age_seconds > 0 and not token:
+        raise ValueError("--platform_access_max_age_seconds needs the server's access token.")
     batching: BatchingOptions | None = None
     if args.enable_batching:
         batching = BatchingOptions()
@@ -189,7 +196,8 @@ def options_from_args(args: argparse.Namespace, *, access_token: str | None = No
         intra_op_parallelism=intra,
         inter_op_parallelism=inter,
         grpc_channel_arguments=channel_arguments_parse(args.grpc_channel_arguments),
-        access_token=access_token_from_env() if access_token is None else access_token,
+        access_token=token,
+        front_max_age_seconds=args.platform_access_max_age_seconds,
         enable_model_warmup=args.enable_model_warmup,
         num_request_iterations_for_warmup=args.num_request_iterations_for_warmup,
         monitoring=monitoring,

@@ -17,6 +17,8 @@ from tensorflow_serving.apis import (
 
 from serving.access import TokenInterceptor
 from serving.errors import ServingError, invalid_argument
+from serving.front import Front
+from serving.front_grpc import FrontInterceptor
 from serving.inference import Inference
 from serving.manager import ModelManager
 from serving.multi_inference import multi_inference
@@ -94,14 +96,24 @@ class ModelServicer(model_service_pb2_grpc.ModelServiceServicer):
         return response
 
 
+def _access_interceptors(*, token: str, front: Front | None) -> list[grpc.ServerInterceptor]:
+    if not token:
+        return []
+    if front is None:
+        return [TokenInterceptor(token=token)]
+    return [FrontInterceptor(token=token, front=front)]
+
+
 def create_grpc_server(
     *, inference: Inference, manager: ModelManager, max_threads: int, access_token: str = "",
+    front: Front | None = None,
     channel_arguments: tuple[tuple[str, str | int], ...] = (),
     interceptors: tuple[grpc.ServerInterceptor, ...] = (),
     profiler: ProfilerService | None = None,
 ) -> grpc.Server:
     """`channel_arguments`: --grpc_channel_arguments, over TF Serving's unlimited message size
-    (e.g. grpc.max_receive_message_length, which the platform caps)."""
+    (e.g. grpc.max_receive_message_length, which the platform caps). `front`: platform tokens
+    are taken too (front_grpc.py)."""
     # A thread pool rather than grpc.aio (unlike the REST port's event loop): on this project's
     # 2-core benchmark machine grpc.aio's per-call work on its one loop outlasted the 2 ms batch
     # timeout, so batches ran half full and batched throughput fell by about 30 %.
@@ -109,8 +121,7 @@ def create_grpc_server(
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=max_threads), options=list(options.items()),
         # The token first: a refused call is not counted in the metrics (`interceptors`).
-        interceptors=[*([TokenInterceptor(token=access_token)] if access_token else []),
-                      *interceptors],
+        interceptors=[*_access_interceptors(token=access_token, front=front), *interceptors],
     )
     prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(
         PredictionServicer(inference), server

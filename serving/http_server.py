@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 import logging
 import os
 import re
@@ -27,6 +28,8 @@ from aiohttp import web
 from serving import rjson
 from serving.access import DENIED, HEADER, access_allowed
 from serving.errors import Code, ServingError
+from serving.front import Front, access_table_from_wire
+from serving.front_rest import ACCESS_PATH, FrontCall, front_rest_call
 from serving.rest_api import PATH_PREFIX, RestApi
 
 log = logging.getLogger(__name__)
@@ -41,10 +44,13 @@ _NOT_FOUND = b"<HTML><HEAD><TITLE>404 Not Found</TITLE></HEAD></HTML>"
 
 class RestServer:
     def __init__(self, *, api: RestApi, host: str, port: int, cors: bool = False,
-                 threads: int | None = None, access_token: str = "",
+                 threads: int | None = None, access_token: str = "", front: Front | None = None,
                  metrics: tuple[str, Callable[[], bytes]] | None = None) -> None:
-        """`metrics`: (path, exposition) when --monitoring_config_file enables Prometheus."""
+        """`metrics`: (path, exposition) when --monitoring_config_file enables Prometheus.
+        `front`: platform tokens are taken too (front_rest.py), and the platform pushes the
+        access table to ACCESS_PATH with the server's own token."""
         self._api = api
+        self._front = front
         self._cors = cors
         self._token = access_token
         self._metrics = metrics
@@ -92,11 +98,18 @@ class RestServer:
 
     async def _handle(self, request: web.Request) -> web.Response:
         path = request.raw_path.split("?", 1)[0]
-        if not access_allowed(token=self._token, presented=request.headers.get(HEADER)):
-            # Before the body is read: a caller without the token gets nothing of ours.
-            response = self._reply(401, rjson.error_body(DENIED).encode())
-            response.force_close()
-            return response
+        presented = request.headers.get(HEADER)
+        routed: FrontCall | None = None
+        if not access_allowed(token=self._token, presented=presented):
+            if self._front is None:
+                # Before the body is read: a caller without the token gets nothing of ours.
+                return self._refuse(401, DENIED)
+            try:
+                routed = front_rest_call(front=self._front, method=request.method, path=path,
+                                         presented=presented)
+            except ServingError as error:
+                return self._refuse(error.http_status, error.message)
+            path = routed.path
         try:
             body = await request.read()
         except web.HTTPRequestEntityTooLarge:
@@ -105,6 +118,8 @@ class RestServer:
             response = self._reply(400, rjson.error_body("Malformed request body").encode())
             response.force_close()
             return response
+        if routed is None and path == ACCESS_PATH and self._front is not None:
+            return await self._access_push(request.method, body)
         if self._metrics is not None and path == self._metrics[0] and request.method == "GET":
             text = await self._loop.run_in_executor(self._pool, self._metrics[1])
             return self._reply(200, text, "text/plain")
@@ -118,7 +133,28 @@ class RestServer:
         if answer is None:
             answer = await self._loop.run_in_executor(self._pool, functools.partial(
                 self._api.handle, method=request.method, path=path, body=body))
-        return self._reply(*answer)
+        response = self._reply(*answer)
+        if routed is not None and answer[0] == 200:
+            response.headers.update(routed.headers)
+        return response
+
+    async def _access_push(self, method: str, body: bytes) -> web.Response:
+        assert self._front is not None
+        if method != "PUT":
+            return self._reply(405, rjson.error_body("PUT the access table.").encode())
+        try:
+            table = await self._loop.run_in_executor(
+                self._pool, lambda: access_table_from_wire(json.loads(body)))
+        except ValueError as error:  # json's errors are ValueErrors too
+            return self._reply(400, rjson.error_body(str(error)).encode())
+        self._front.table_set(table)
+        return self._reply(204, b"")
+
+    def _refuse(self, status: int, message: str) -> web.Response:
+        # Before the body is read: a refused caller gets nothing of ours, not even a read.
+        response = self._reply(status, rjson.error_body(message).encode())
+        response.force_close()
+        return response
 
     async def _predict(self, path: str, body: bytes) -> tuple[int, bytes] | None:
         call = self._api.predict_parse(path=path, body=body)

@@ -28,31 +28,31 @@ from serving.servable import Servable
 log = logging.getLogger(__name__)
 
 PATH_PREFIX = re.compile(r"/v1/.*", re.IGNORECASE)
-_PREDICTION = re.compile(
+PREDICTION = re.compile(
     r"/v1/models/([^/:]+)(?:(?:/versions/(\d+))|(?:/labels/([^/:]+)))?:(classify|regress|predict)",
     re.IGNORECASE,
 )
-_MODEL_STATUS = re.compile(
+MODEL_STATUS = re.compile(
     r"/v1/models(?:/([^/:]+))?(?:(?:/versions/(\d+))|(?:/labels/([^/:]+)))?(?:/(metadata))?",
     re.IGNORECASE,
 )
 _INT64_MAX = 2**63 - 1
 
 
-def _decode(text: str) -> str:
+def path_decode(text: str) -> str:
     return unquote_to_bytes(text).decode("utf-8", "surrogateescape")
 
 
 def _model_spec(match: re.Match[str]) -> model_pb2.ModelSpec:
     name_raw, version_raw, label_raw, _ = match.groups()
-    spec = model_pb2.ModelSpec(name=_decode(name_raw) if name_raw else "")
+    spec = model_pb2.ModelSpec(name=path_decode(name_raw) if name_raw else "")
     if version_raw:
         version = int(version_raw)
         if version > _INT64_MAX:
             raise invalid_argument(f"Failed to convert version: {version_raw} to numeric.")
         spec.version.value = version
     if label_raw:
-        spec.version_label = _decode(label_raw)
+        spec.version_label = path_decode(label_raw)
     return spec
 
 
@@ -114,10 +114,10 @@ class RestApi:
         if self._metrics is None or not codes:
             return
         name, api = "", ""
-        if method == "POST" and (match := _PREDICTION.fullmatch(path)):
-            name, api = _decode(match.group(1)), match.group(4)
-        elif method == "GET" and (match := _MODEL_STATUS.fullmatch(path)) and match.group(1):
-            name = _decode(match.group(1))
+        if method == "POST" and (match := PREDICTION.fullmatch(path)):
+            name, api = path_decode(match.group(1)), match.group(4)
+        elif method == "GET" and (match := MODEL_STATUS.fullmatch(path)) and match.group(1):
+            name = path_decode(match.group(1))
         self._metrics.request(model_name=name, api=api, entrypoint="REST",
                               latency_us=since_us(started), status=codes[0].name,
                               version=version if name else None)
@@ -128,7 +128,7 @@ class RestApi:
         """A POST's JSON parsed and checked against its model, not yet run: what an event loop
         can do itself. The answer instead when the request fails here; None when the path is
         not a predict (answer those with handle())."""
-        match = _PREDICTION.fullmatch(path)
+        match = PREDICTION.fullmatch(path)
         if match is None or match.group(4) != "predict":  # as _process: other cases are malformed
             return None
         stack = ExitStack()
@@ -170,9 +170,9 @@ class RestApi:
     def _process(self, method: str, path: str, body: bytes) -> bytes:
         malformed = invalid_argument(f"Malformed request: {method} {path}")
         if method == "POST":
-            match = _PREDICTION.fullmatch(path)
+            match = PREDICTION.fullmatch(path)
         elif method == "GET":
-            match = _MODEL_STATUS.fullmatch(path)
+            match = MODEL_STATUS.fullmatch(path)
         else:
             raise malformed
         if match is None:

@@ -20,6 +20,7 @@ from tensorflow_serving.config import model_server_config_pb2
 
 from serving.batching import BatchingRunner, DirectRunner, Runner
 from serving.config import BatchingOptions, read_model_server_config
+from serving.front import Front
 from serving.grpc_api import create_grpc_server
 from serving.http_server import RestServer
 from serving.inference import Inference
@@ -65,6 +66,9 @@ class ServerOptions:
     profiler_write_root: str = ""
     # Required of every call when set (access.py); TF Serving has none.
     access_token: str = field(default="", repr=False)
+    # Not TF Serving's: when positive, platform tokens are taken too (front.py), against the
+    # access table the platform pushes, trusted for this many seconds after each push.
+    front_max_age_seconds: float = 0.0
     extra: dict[str, str] = field(default_factory=dict)  # accepted, not acted upon
 
 
@@ -123,6 +127,8 @@ class ModelServer:
         self.inference.metrics = self.metrics
         if isinstance(runner, BatchingRunner):
             runner.metrics = self.metrics
+        self.front = (Front(max_age_seconds=options.front_max_age_seconds)
+                      if options.front_max_age_seconds > 0 else None)
         self._grpc: grpc.Server | None = None
         self._rest: RestServer | None = None
         self._grpc_port = 0
@@ -149,6 +155,7 @@ class ModelServer:
                 port=self.options.rest_api_port,
                 cors=self.options.rest_api_enable_cors_support,
                 access_token=self.options.access_token,
+                front=self.front,
                 metrics=(monitoring.path, self.metrics.exposition)
                 if monitoring.prometheus else None,
             )
@@ -168,6 +175,7 @@ class ModelServer:
             manager=self.manager,
             max_threads=self.options.grpc_max_threads,
             access_token=self.options.access_token,
+            front=self.front,
             channel_arguments=self.options.grpc_channel_arguments,
             interceptors=(MetricsInterceptor(metrics=self.metrics),),
             profiler=(ProfilerService(write_root=self.options.profiler_write_root)

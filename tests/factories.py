@@ -7,7 +7,7 @@ from tfplatform.cluster.discovery import emulated_gpu_uuid
 from tfplatform.cluster.models import Device, Node
 from tfplatform.datasets.models import Dataset
 from tfplatform.experiments.models import Environment, Experiment, Metric
-from tfplatform.modelregistry.models import ModelVersion, RegisteredModel
+from tfplatform.modelregistry.models import ModelLabel, ModelVersion, RegisteredModel
 
 PASSWORD = "correct-horse-battery-staple"
 HASHED_PASSWORD = make_password(PASSWORD)
@@ -111,6 +111,15 @@ class RegisteredModelFactory(factory.django.DjangoModelFactory):
 
     name = factory.Sequence(lambda n: f"model-{n}")
     owner = factory.SubFactory(UserFactory)
+
+
+class ModelLabelFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = ModelLabel
+
+    model = factory.SelfAttribute("version.model")
+    version = factory.SubFactory("tests.factories.ModelVersionFactory")
+    label = ModelLabel.Name.STABLE
 
 
 class ModelVersionFactory(factory.django.DjangoModelFactory):

@@ -11,6 +11,8 @@ def cpu_shares() -> dict:
         "direct": ((0.5, 9.0, 9.0), (0.3, 9.0, 9.0)),
         "embedded gRPC": ((0.4, 9.0, 1.6), (0.4, 9.0, 1.4)),
         "embedded REST": ((1.0, 9.0, 1.0), (1.0, 9.0, 0.8)),
+        "front gRPC": ((0.4, 9.0, 1.7), (0.4, 9.0, 1.5)),
+        "front REST": ((1.0, 9.0, 1.1), (1.0, 9.0, 0.9)),
         "platform REST": ((1.0, 1.5, 1.0), (1.0, 1.5, 0.8)),
     }
     return {
@@ -27,6 +29,8 @@ def test_only_processes_on_the_path_count() -> None:
     assert _cpu_total(cpu, ("platform REST", "on", 8)) == 1.0 + 1.5 + 0.8
     rows = {(r[0], r[1]): r for r in _cpu_rows(cpu)}
     assert rows["embedded gRPC", "off"][2:] == ("0.40", "—", "1.60", "2.00")
+    # The front is the model server's own: no web app on its path.
+    assert rows["front REST", "on"][2:] == ("1.00", "—", "0.90", "1.90")
 
 
 def test_the_bound_divides_a_request_by_what_batching_saved() -> None:

@@ -18,8 +18,12 @@ from tests import live
 from tests.fixtures_settings import PlatformSettingsOverride
 from tfplatform.cluster.models import Device, Node
 from tfplatform.modelregistry.server import _client
+from tfplatform.modelregistry.services.access import serving_access_push
 
 FLUSH_ATTEMPTS = 3
+# The model server's front is on, as `make run` has it, refreshed faster than there (5 s): a
+# test of the refresh waits for it.
+FRONT_REFRESH_SECONDS = 1.0
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -141,6 +145,7 @@ def model_server_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[d
         tf_serving_rest=rest,
         tf_serving_grpc=f"127.0.0.1:{grpc_port}",
         model_base_path=models,
+        tf_serving_front_refresh_seconds=FRONT_REFRESH_SECONDS,
     )):
         argv, env = serve_models_argv(config=config), serve_models_env()
     process = live.start(argv, env={**env, "PYTHONUNBUFFERED": "1"}, log=log)
@@ -181,7 +186,10 @@ def model_server(
         model_base_path=base,
         tf_serving_grpc=model_server_process["grpc"],
         tf_serving_rest=model_server_process["rest"],
+        tf_serving_front_refresh_seconds=FRONT_REFRESH_SECONDS,
     )
+    # This test's tokens and models, not the last test's: as the scheduler loop would push.
+    assert serving_access_push()
     return {**model_server_process, "base": base}
 
 

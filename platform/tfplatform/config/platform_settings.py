@@ -180,6 +180,13 @@ class PlatformSettings:
         env="TF_SERVING_ACCESS_TOKEN", group="Model serving",
         default_doc="derived from the secret key",
         doc="What the embedded model server demands of every call.")
+    tf_serving_front_refresh_seconds: float = _setting(
+        env="TF_SERVING_FRONT_REFRESH_SECONDS", group="Model serving", default=5.0,
+        doc="How often the platform pushes tokens and routes to the embedded server's front, "
+            "besides at each change (0: users reach models only through the web app).")
+    tf_serving_front_max_age_seconds: float = _setting(
+        env="TF_SERVING_FRONT_MAX_AGE_SECONDS", group="Model serving", default=60.0,
+        doc="The front refuses platform tokens (UNAVAILABLE) when its last push is older.")
     tf_serving_grpc_max_message_bytes: int = _setting(
         env="TF_SERVING_GRPC_MAX_MESSAGE_BYTES", group="Model serving", default=64 * 2**20,
         doc="The largest gRPC message the embedded server takes.")

@@ -8,6 +8,7 @@ from typing import Any
 from django.conf import settings
 
 from serving.client import ModelServerError
+from tfplatform.modelregistry.services.access import serving_access_changed, serving_access_refresh
 from tfplatform.modelregistry.services.health import serving_health_record
 
 logger = logging.getLogger(__name__)
@@ -30,3 +31,15 @@ def serving_health_on_scheduler_pass(**_: Any) -> None:
     except ModelServerError as error:
         logger.warning("Serving health: the model server's metrics are unavailable (%s)",
                        error.message)
+
+
+def serving_access_on_scheduler_pass(**_: Any) -> None:
+    serving_access_refresh()
+
+
+def serving_access_on_change(*, update_fields: frozenset[str] | None = None, **_: Any) -> None:
+    """A token, user, model or label was saved or deleted. A sign-in's last_login is not a
+    change the front needs."""
+    if update_fields is not None and update_fields <= {"last_login"}:
+        return
+    serving_access_changed()

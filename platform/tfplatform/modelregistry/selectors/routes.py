@@ -1,25 +1,14 @@
 """Where a prediction's traffic goes, remembered between requests."""
 
 import threading
-from collections.abc import Mapping
-from dataclasses import dataclass
 
 from cachetools import TTLCache
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
 
+from serving.routes import ModelRoute
 from tfplatform.accounts.models import User
 from tfplatform.modelregistry.selectors.models import model_get, model_label_versions
-
-
-@dataclass(frozen=True)
-class ModelRoute:
-    """What inference needs of a model the caller may use: where its traffic goes."""
-
-    name: str
-    canary_percent: int
-    labels: Mapping[str, int]
-
 
 _route_lock = threading.Lock()
 _routes: TTLCache[tuple[object, str], ModelRoute] = TTLCache(

@@ -71,6 +71,10 @@ def serve_models_argv(*, config: Path) -> list[str]:
         monitoring = config.with_name("monitoring.config")
         monitoring_config_write(path=monitoring, metrics_path=metrics_path)
         argv.append(f"--monitoring_config_file={monitoring}")
+    if settings.PLATFORM.tf_serving_front_refresh_seconds > 0:
+        # Users call it with their own tokens too, against what the platform pushes.
+        argv.append("--platform_access_max_age_seconds="
+                    f"{settings.PLATFORM.tf_serving_front_max_age_seconds}")
     profiles = settings.PLATFORM.tf_serving_profiler_dir
     # Profile writes where its request says: only ever below this directory, and nowhere at all
     # without one (a confined server could not write it anyway).

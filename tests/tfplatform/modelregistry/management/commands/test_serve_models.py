@@ -2,6 +2,8 @@
 
 from pathlib import Path
 
+import pytest
+
 from serving.flags import options_from_args
 from serving.flags import parser as flag_parser
 from serving.server import ServerOptions
@@ -73,3 +75,17 @@ def test_profiler_and_tflite_follow_the_settings(
     options = _options(serve_models_argv(config=tmp_path / "models.config"))
     assert options.enable_profiler
     assert options.profiler_write_root == str(tmp_path / "profiles")
+
+
+def test_the_front_follows_its_settings(
+    platform_settings_override: PlatformSettingsOverride, tmp_path: Path
+) -> None:
+    _platform(platform_settings_override, tf_serving_front_refresh_seconds=5.0,
+              tf_serving_front_max_age_seconds=45.0)
+    args = flag_parser().parse_args(serve_models_argv(config=tmp_path / "models.config")[3:])
+    assert options_from_args(args, access_token="t")[0].front_max_age_seconds == 45.0
+    with pytest.raises(ValueError, match="needs the server's access token"):
+        options_from_args(args, access_token="")
+    _platform(platform_settings_override, tf_serving_front_refresh_seconds=0.0)
+    assert _options(serve_models_argv(config=tmp_path / "models.config")) \
+        .front_max_age_seconds == 0.0

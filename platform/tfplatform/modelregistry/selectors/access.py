@@ -1,0 +1,45 @@
+"""What the model server's front needs to take platform tokens (serving/front.py): every live
+token's digest with its user, and every model's owner, team, visibility and routes."""
+
+from collections import defaultdict
+
+from django.conf import settings
+from django.utils import timezone
+
+from serving.front import AccessTable, Caller, ModelAccess
+from serving.routes import ModelRoute
+from tfplatform.accounts.models import ApiToken
+from tfplatform.core.throttling import ScopedWindowRateThrottle
+from tfplatform.modelregistry.models import ModelLabel, RegisteredModel
+
+INFERENCE_SCOPE = "inference"  # the web app's throttle scope for TF Serving's calls
+
+
+def serving_access_table() -> AccessTable:
+    """Three queries, whatever the number of tokens and models."""
+    callers = {
+        digest: Caller(user=user, team=team, staff=staff, expires_at=expires.timestamp())
+        for digest, user, team, staff, expires in ApiToken.objects.filter(
+            expires_at__gt=timezone.now(), user__is_active=True,
+        ).values_list("digest", "user_id", "user__team_id", "user__is_staff", "expires_at")
+    }
+    labels: defaultdict[str, dict[str, int]] = defaultdict(dict)
+    for name, label, version in ModelLabel.objects.values_list(
+            "model__name", "label", "version__version"):
+        labels[name][label] = version
+    models = {
+        name: ModelAccess(
+            route=ModelRoute(name=name, canary_percent=canary, labels=labels[name]),
+            owner=owner, team=team, public=public,
+        )
+        for name, owner, team, public, canary in RegisteredModel.objects.values_list(
+            "name", "owner_id", "team_id", "public", "canary_percent")
+    }
+    limit, seconds = _inference_rate()
+    return AccessTable(callers=callers, models=models, rate_limit=limit,
+                       rate_seconds=float(seconds or 60))
+
+
+def _inference_rate() -> tuple[int | None, int | None]:
+    rate = settings.REST_FRAMEWORK.get("DEFAULT_THROTTLE_RATES", {}).get(INFERENCE_SCOPE)
+    return ScopedWindowRateThrottle().parse_rate(rate)
