@@ -95,7 +95,10 @@ class Stack:
         return self.var_dir / "logs"
 
     def env(self, **extra: str) -> dict[str, str]:
-        inherited = ("DATABASE_URL", "CELERY_BROKER_URL", "CACHE_URL", "DJANGO_SETTINGS_MODULE")
+        # Not taken from the caller: the stack runs as `make run` does (the suite turns the
+        # model server's front off for its own processes, pyproject.toml).
+        inherited = ("DATABASE_URL", "CELERY_BROKER_URL", "CACHE_URL", "DJANGO_SETTINGS_MODULE",
+                     "TF_SERVING_FRONT_REFRESH_SECONDS")
         env = {key: value for key, value in os.environ.items() if key not in inherited}
         env |= {
             "PLATFORM_VAR_DIR": str(self.var_dir),

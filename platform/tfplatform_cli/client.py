@@ -103,6 +103,20 @@ class Client:
                 f"{self.server} did not answer with JSON: is it a TF Platform server?"
             ) from error
 
+    def _direct(self, method: str, url: str, **kwargs: Any) -> requests.Response:
+        """A call to the model server itself, failing as a call through the web app fails."""
+        token = self.session.headers.get("Authorization", "")
+        headers = {**kwargs.pop("headers", {}),
+                   "Authorization": str(token).replace("Token ", "Bearer ", 1)}
+        try:
+            response = requests.request(method, url, timeout=TIMEOUT, headers=headers, **kwargs)
+        except requests.RequestException as error:
+            raise CliError(f"cannot reach the model server at {url}: {_reason(error)}") \
+                from error
+        if not response.ok:
+            raise CliError(self._failure(response, not_found=None))
+        return response
+
     def _failure(self, response: requests.Response, *, not_found: str | None) -> str:
         try:
             body = response.json()
@@ -250,24 +264,32 @@ class Client:
         path = f"/models/{quote(name, safe='')}/"
         return dict(self.json("GET", path, not_found=f"model {name} not found"))
 
+    def serving_endpoints(self) -> dict[str, str | None]:
+        return dict(self.json("GET", "/serving/"))
+
     def tf_serving(
         self, name: str, *, call: str, version: int | None, label: str | None,
-        body: bytes | None = None,
+        body: bytes | None = None, direct: bool = False,
     ) -> tuple[Any, str | None, str | None]:
         """One of TF Serving's REST calls on a model (TF_SERVING_CALLS): the answer as TF Serving
-        shapes it, and the version and label that gave it."""
+        shapes it, and the version and label that gave it. `direct`: to the model server's own
+        REST API (GET /serving/), with this client's token, instead of through the web app."""
         method, suffix = TF_SERVING_CALLS[call]
         path = f"/models/{quote(name, safe='')}"
         if version is not None:
             path += f"/versions/{version}"
         elif label:
             path += f"/labels/{quote(label, safe='')}"
-        response = self.request(
-            method,
-            f"{path}{suffix}",
-            data=body,
-            headers={"Content-Type": "application/json"} if body is not None else None,
-        )
+        headers = {"Content-Type": "application/json"} if body is not None else {}
+        if direct:
+            rest = self.serving_endpoints().get("rest")
+            if not rest:
+                raise CliError(f"{self.server}'s model server takes no direct calls: leave out "
+                               "--direct")
+            response = self._direct(method, f"{rest.rstrip('/')}/v1{path}{suffix}", data=body,
+                                    headers=headers)
+        else:
+            response = self.request(method, f"{path}{suffix}", data=body, headers=headers)
         try:
             answer = response.json()
         except ValueError as error:

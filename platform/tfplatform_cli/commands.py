@@ -180,7 +180,8 @@ def tf_serving(args: argparse.Namespace) -> int:
     (none): TF Serving's REST calls through the platform, its JSON answer printed as is."""
     body = _request_body(args.file) if getattr(args, "file", None) else None
     answer, version, label = client_for(args).tf_serving(
-        args.model, call=args.call, body=body, version=args.version, label=args.label
+        args.model, call=args.call, body=body, version=args.version, label=args.label,
+        direct=args.direct,
     )
     _print_json(answer)
     if version or label:
@@ -188,6 +189,19 @@ def tf_serving(args: argparse.Namespace) -> int:
         answered = f"{args.model} version {version or '?'}" + (
             f" (label {label})" if label else "")
         print(f"answered by {answered}", file=sys.stderr)
+    return 0
+
+
+def serving(args: argparse.Namespace) -> int:
+    """Where TF Serving's own clients reach your models with your token."""
+    endpoints = client_for(args).serving_endpoints()
+    if not endpoints.get("grpc") and not endpoints.get("rest"):
+        print("The model server takes no direct calls here: use `tfp predict` and the others, "
+              "which go through the platform.")
+        return 0
+    print(f"gRPC  {endpoints.get('grpc')}   (metadata: authorization: Bearer <your token>)")
+    print(f"REST  {endpoints.get('rest')}/v1/models/<name>:predict   "
+          "(header: Authorization: Bearer <your token>)")
     return 0
 
 

@@ -112,7 +112,12 @@ def parser_build() -> argparse.ArgumentParser:
         which = command.add_mutually_exclusive_group()
         which.add_argument("--version", type=int, help="ask this version")
         which.add_argument("--label", help="ask the version with this label (stable, canary)")
+        command.add_argument("--direct", action="store_true",
+                             help="call the model server itself (`tfp serving`), not through "
+                                  "the platform's web app")
         command.set_defaults(run=commands.tf_serving, call=call)
+    add("serving", "where TF Serving's own gRPC and REST clients reach your models with your "
+        "token").set_defaults(run=commands.serving)
 
     usage = add("usage", "GPU-hours and CPU-slot-hours held per user, team, experiment or UTC "
                 "day, and measured GPU utilization: yours and your team's (staff: everyone's)")

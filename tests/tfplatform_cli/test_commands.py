@@ -193,6 +193,13 @@ def test_predict_answers_by_label_and_by_version(trained: Trained, deployed: Pat
     assert pinned.stderr == "answered by cli-digits version 1\n"
     absent = trained.alice("predict", "cli-digits", str(deployed), "--version", "2")
     assert absent.returncode == 1 and absent.stderr.startswith("error: ")
+    # The same answers from the model server itself, with the same token (its front).
+    direct = trained.alice("predict", "cli-digits", str(deployed), "--direct")
+    assert direct.returncode == 0, direct.stderr
+    assert json.loads(direct.stdout) == answer and direct.stderr == predicted.stderr
+    where = trained.alice("serving").stdout
+    assert f"gRPC  {trained.stack.grpc_target}" in where
+    assert f"REST  {trained.stack.rest_url}/v1/models/" in where
 
 
 def _half_plus_two_registered(trained: Trained) -> None:
@@ -231,7 +238,9 @@ def test_classify_regress_status_and_metadata_as_tf_serving_answers_them(
     signatures = json.loads(metadata.stdout)["metadata"]["signature_def"]["signature_def"]
     assert {"serving_default", "classify_x_to_y", "regress_x_to_y"} <= set(signatures)
     assert metadata.stderr == "answered by half version 1 (label stable)\n"
-    for command in (("model-status", "half"), ("regress", "half", str(request))):
+    for command in (("model-status", "half"), ("regress", "half", str(request)),
+                    ("model-status", "half", "--direct"),
+                    ("regress", "half", str(request), "--direct")):
         refused = trained.bob(*command)
         assert refused.returncode == 1, command
         assert refused.stderr == "error: Servable not found for request: Latest(half)\n", command

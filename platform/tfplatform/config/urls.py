@@ -116,6 +116,7 @@ api_v1 = [
     path("models/", models_api.ModelVersionListApi.as_view(), name="api-models"),
     # TF Serving's REST API, at its own paths below /api (tf_serving_paths above).
     *tf_serving_paths,
+    path("serving/", models_api.ServingEndpointsApi.as_view(), name="api-serving"),
     path("models/<str:name>/", models_api.ModelDetailApi.as_view(), name="api-model"),
     path("models/<str:name>/labels/", models_api.ModelLabelApi.as_view(), name="api-model-labels"),
     path("models/<str:name>/health/", models_api.ModelHealthApi.as_view(), name="api-model-health"),

@@ -21,6 +21,7 @@ from tfplatform.experiments.selectors.experiments import experiment_get
 from tfplatform.modelregistry.health import WHOLE_MODEL
 from tfplatform.modelregistry.inference import InferenceAnswer, inference_forward
 from tfplatform.modelregistry.models import ModelVersion, RegisteredModel
+from tfplatform.modelregistry.selectors.access import serving_endpoints
 from tfplatform.modelregistry.selectors.health import model_versions_serving_health
 from tfplatform.modelregistry.selectors.models import (
     model_get,
@@ -335,3 +336,19 @@ class ModelStatusApi(_TfServingApi):
         model = model_route_get(user=request.user, name=name)
         return _answer_response(inference_forward(model=model, call=call, version=version,
                                                   label=label))
+
+
+class ServingEndpointsSerializer(serializers.Serializer):
+    grpc = serializers.CharField(allow_null=True, help_text="host:port of TF Serving's gRPC API")
+    rest = serializers.CharField(allow_null=True, help_text="base URL of TF Serving's REST API")
+
+
+class ServingEndpointsApi(APIView):
+    @extend_schema(responses=ServingEndpointsSerializer)
+    def get(self, request: Request) -> Response:
+        """Where TF Serving's own clients call models directly with your API token (as
+        `authorization: Bearer <token>`, gRPC call metadata or an HTTP header): every gRPC and
+        REST call of TF Serving's, on the models you may use. Both are null where the model
+        server takes no platform tokens (stock TF Serving): call through
+        `/api/v1/models/{name}:predict` and the other paths here instead."""
+        return Response(ServingEndpointsSerializer(serving_endpoints()).data)

@@ -16,6 +16,7 @@ from tfplatform.core.throttling import ScopedWindowRateThrottle
 from tfplatform.modelregistry.health import WHOLE_MODEL, Health
 from tfplatform.modelregistry.inference import inference_forward
 from tfplatform.modelregistry.models import ModelLabel
+from tfplatform.modelregistry.selectors.access import serving_endpoints
 from tfplatform.modelregistry.selectors.health import model_versions_serving_health
 from tfplatform.modelregistry.selectors.models import (
     model_get,
@@ -56,6 +57,7 @@ def model_detail_page(request: HttpRequest, name: str) -> HttpResponse:
         **_health_views(model_versions_serving_health(model=model)),
         "health_sample_seconds": settings.PLATFORM.serving_health_sample_seconds,
         "health_scraped": bool(settings.PLATFORM.tf_serving_metrics_path),
+        "direct": serving_endpoints(),
     }
     return render(request, "models/detail.html", context)
 

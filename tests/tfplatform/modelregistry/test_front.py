@@ -9,6 +9,8 @@ import grpc
 import numpy as np
 import pytest
 import requests
+from django.test import Client
+from rest_framework.test import APIClient
 from tensorflow_serving.apis import (
     classification_pb2,
     get_model_metadata_pb2,
@@ -21,7 +23,8 @@ from tensorflow_serving.apis import (
 )
 
 from serving.tensors import to_ndarray, to_proto
-from tests.factories import TeamFactory, UserFactory
+from tests.factories import RegisteredModelFactory, TeamFactory, UserFactory
+from tests.fixtures_settings import PlatformSettingsOverride
 from tests.plugins.live import FRONT_REFRESH_SECONDS
 from tests.tfplatform.modelregistry.conftest import HALF_PLUS_THREE, api, register
 from tfplatform.accounts.models import ApiToken, User
@@ -187,3 +190,24 @@ def test_a_revoked_token_stops_at_once_and_any_change_within_the_refresh(
                             headers={"Authorization": f"Token {second}"})
     assert stopped.status_code == 401 and "error" in stopped.json()
     assert ApiToken.objects.filter(user=owner).count() == 1
+
+
+def test_the_api_says_where_direct_calls_go(
+    platform_settings_override: PlatformSettingsOverride,
+) -> None:
+    owner = UserFactory()
+    client, browser = api(owner), Client()
+    browser.force_login(owner)
+    RegisteredModelFactory(name="m", owner=owner)
+    platform_settings_override(tf_serving_front_refresh_seconds=5.0,
+                               tf_serving_grpc="127.0.0.1:9500",
+                               tf_serving_rest="http://127.0.0.1:9501")
+    assert client.get("/api/v1/serving/").json() == {"grpc": "127.0.0.1:9500",
+                                                     "rest": "http://127.0.0.1:9501"}
+    page = browser.get("/models/m/").content.decode()
+    assert "<code>127.0.0.1:9500</code>" in page
+    assert "<code>POST http://127.0.0.1:9501/v1/models/m:predict</code>" in page
+    platform_settings_override(tf_serving_front_refresh_seconds=0.0)  # stock TF Serving
+    assert client.get("/api/v1/serving/").json() == {"grpc": None, "rest": None}
+    assert "127.0.0.1:9500" not in browser.get("/models/m/").content.decode()
+    assert APIClient().get("/api/v1/serving/").status_code == 401

@@ -2,6 +2,7 @@
 token's digest with its user, and every model's owner, team, visibility and routes."""
 
 from collections import defaultdict
+from dataclasses import dataclass
 
 from django.conf import settings
 from django.utils import timezone
@@ -43,3 +44,19 @@ def serving_access_table() -> AccessTable:
 def _inference_rate() -> tuple[int | None, int | None]:
     rate = settings.REST_FRAMEWORK.get("DEFAULT_THROTTLE_RATES", {}).get(INFERENCE_SCOPE)
     return ScopedWindowRateThrottle().parse_rate(rate)
+
+
+@dataclass(frozen=True)
+class ServingEndpoints:
+    """Where TF Serving's own clients call models directly with a platform token; None where
+    the model server takes none (stock TF Serving: calls go through the web app)."""
+
+    grpc: str | None
+    rest: str | None
+
+
+def serving_endpoints() -> ServingEndpoints:
+    if settings.PLATFORM.tf_serving_front_refresh_seconds <= 0:
+        return ServingEndpoints(grpc=None, rest=None)
+    return ServingEndpoints(grpc=settings.PLATFORM.tf_serving_grpc,
+                            rest=settings.PLATFORM.tf_serving_rest)
