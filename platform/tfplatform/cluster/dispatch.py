@@ -2,6 +2,9 @@
 node; and a scheduling pass when something changed what can be placed. Tasks are sent by name:
 the experiments app defines them, and the cluster app does not import it."""
 
+from contextlib import AbstractContextManager
+from typing import Any, cast
+
 from celery import current_app
 from django.db import transaction
 
@@ -23,5 +26,20 @@ def trial_dispatch(*, trial_id: int) -> None:
     node_ids = sorted(
         set(Allocation.objects.of_trial(trial_id=trial_id).values_list("node_id", flat=True))
     )
-    for node in Node.objects.filter(pk__in=node_ids).order_by("pk"):
-        current_app.send_task(TRIAL_RUN_TASK, args=[trial_id, node.pk], queue=node.queue)
+    nodes = Node.objects.filter(pk__in=node_ids).order_by("pk").values_list("pk", "queue")
+    trial_dispatch_to(trial_id=trial_id, nodes=list(nodes))
+
+
+def trial_dispatch_to(*, trial_id: int, nodes: list[tuple[int, str]],
+                      producer: Any = None) -> None:
+    """One message per node, (node id, its queue), when the sender knows them already (a
+    scheduling pass placed the trial on them). `producer`: one a sender of many holds
+    (dispatch_producer), instead of one taken from the pool per message."""
+    for node_id, queue in nodes:
+        current_app.send_task(TRIAL_RUN_TASK, args=[trial_id, node_id], queue=queue,
+                              producer=producer)
+
+
+def dispatch_producer() -> AbstractContextManager[Any]:
+    """A broker producer held across many messages (a scheduling pass's trials)."""
+    return cast(AbstractContextManager[Any], current_app.producer_or_acquire())

@@ -1,5 +1,5 @@
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
@@ -16,6 +16,11 @@ from tfplatform.experiments.selectors.experiments import (
     METRIC_POINTS_DEFAULT,
     METRIC_POINTS_MAX,
     experiment_unisolated_nodes,
+)
+from tfplatform.experiments.selectors.scheduling import (
+    experiment_queue_position,
+    experiments_queue_positions,
+    pending_reason_shown,
 )
 
 
@@ -145,8 +150,27 @@ class TrialSerializer(serializers.ModelSerializer):
         ]
 
 
+class _ExperimentListSerializer(serializers.ListSerializer):
+    """Queue positions for the whole page in one query (selectors: experiments_queue_positions)."""
+
+    def to_representation(self, data: Any) -> list[Any]:
+        items = list(data.all() if hasattr(data, "all") else data)
+        # The root's context, which every child reads (a page is always a root here).
+        context = cast(dict[str, Any], self.context)
+        context[QUEUE_POSITIONS] = experiments_queue_positions(
+            experiment_ids=[e.pk for e in items if e.state == Experiment.State.QUEUED])
+        return super().to_representation(items)
+
+
+QUEUE_POSITIONS = "queue_positions"
+
+
 class ExperimentSerializer(serializers.ModelSerializer):
     owner = serializers.CharField(source="owner.username")
+    pending_reason = serializers.SerializerMethodField(
+        help_text="Why it waits: the scheduler's reason and, while queued, its queue position.")
+    queue_position = serializers.SerializerMethodField(
+        help_text="1 for the experiment the scheduler considers next; null unless queued.")
     environment = serializers.CharField(source="environment.name", allow_null=True, default=None)
     resources = serializers.SerializerMethodField()
     first_step_at = serializers.SerializerMethodField()
@@ -158,6 +182,7 @@ class ExperimentSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Experiment
+        list_serializer_class = _ExperimentListSerializer
         fields = [
             "id",
             "name",
@@ -175,6 +200,7 @@ class ExperimentSerializer(serializers.ModelSerializer):
             "strategy",
             "strategy_reason",
             "pending_reason",
+            "queue_position",
             "error",
             "results",
             "created_at",
@@ -183,6 +209,16 @@ class ExperimentSerializer(serializers.ModelSerializer):
             "finished_at",
             "trials",
         ]
+
+    def get_queue_position(self, experiment: Experiment) -> int | None:
+        positions = self.context.get(QUEUE_POSITIONS)
+        if positions is None:  # one experiment, not a page
+            return experiment_queue_position(experiment=experiment)
+        return positions.get(experiment.pk)
+
+    def get_pending_reason(self, experiment: Experiment) -> str:
+        return pending_reason_shown(experiment=experiment,
+                                    position=self.get_queue_position(experiment))
 
     def get_first_step_at(self, experiment: Experiment) -> datetime | None:
         """The first trial's first training step: how long the submitter waited to see training."""

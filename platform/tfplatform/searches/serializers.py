@@ -4,6 +4,10 @@ from rest_framework import serializers
 
 from tfplatform.core.serializers import JSONObjectField, StrictInputSerializer, TextSlugRelatedField
 from tfplatform.experiments.models import Environment
+from tfplatform.experiments.selectors.scheduling import (
+    experiment_queue_position,
+    pending_reason_shown,
+)
 from tfplatform.experiments.serializers import ResourcesSerializer
 from tfplatform.searches.models import Search, SearchTrial
 
@@ -63,13 +67,19 @@ class SearchTrialSerializer(serializers.ModelSerializer):
     best_value = serializers.SerializerMethodField(
         help_text="The best value of the search's metric so far, and its epoch.")
     best_epoch = serializers.SerializerMethodField()
-    pending_reason = serializers.CharField(source="experiment.pending_reason")
+    pending_reason = serializers.SerializerMethodField(
+        help_text="Why its experiment waits: the scheduler's reason and its queue position.")
     params = serializers.SerializerMethodField(help_text="Its hyperparameters from the space.")
 
     class Meta:
         model = SearchTrial
         fields = ["index", "experiment", "params", "state", "outcome", "rung", "rung_values",
                   "epochs", "best_value", "best_epoch", "pending_reason"]
+
+    def get_pending_reason(self, member: SearchTrial) -> str:
+        experiment = member.experiment
+        return pending_reason_shown(experiment=experiment,
+                                    position=experiment_queue_position(experiment=experiment))
 
     def get_params(self, member: SearchTrial) -> dict[str, Any]:
         return dict(sorted(member.params.items()))

@@ -10,6 +10,10 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from tfplatform.experiments.models import Environment
+from tfplatform.experiments.selectors.scheduling import (
+    experiment_queue_position,
+    pending_reason_shown,
+)
 from tfplatform.workspaces import selectors as workspace_selectors
 from tfplatform.workspaces import services as workspaces
 from tfplatform.workspaces.models import Workspace
@@ -21,8 +25,8 @@ class WorkspaceSerializer(serializers.ModelSerializer):
                                         allow_null=True)
     state = serializers.SerializerMethodField()
     devices = serializers.SerializerMethodField()
-    pending_reason = serializers.CharField(source="experiment.pending_reason", default="",
-                                           read_only=True)
+    pending_reason = serializers.SerializerMethodField(
+        help_text="Why its session waits: the scheduler's reason and its queue position.")
     error = serializers.CharField(
         source="experiment.error", default="", read_only=True,
         help_text="Why its session failed (state `failed`), e.g. its node restarted.")
@@ -37,6 +41,13 @@ class WorkspaceSerializer(serializers.ModelSerializer):
                   "devices", "pending_reason", "stop_reason", "error", "session", "started_at",
                   "last_activity_at", "lab_url", "created_at"]
         read_only_fields = fields
+
+    def get_pending_reason(self, workspace: Workspace) -> str:
+        experiment = workspace.experiment
+        if experiment is None:
+            return ""
+        return pending_reason_shown(experiment=experiment,
+                                    position=experiment_queue_position(experiment=experiment))
 
     def get_state(self, workspace: Workspace) -> str:
         return workspace_selectors.workspace_state(workspace=workspace)

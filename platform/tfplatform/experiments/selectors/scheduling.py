@@ -2,6 +2,7 @@
 
 from typing import Any
 
+from django.db import connection
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
@@ -38,6 +39,33 @@ def experiment_queue_position(*, experiment: Experiment) -> int | None:
     values = {"priority": experiment.priority, "created_at": experiment.created_at,
               "id": experiment.pk}
     return experiments_queued().filter(_ahead_of(values=values)).count() + 1
+
+
+def experiments_queue_positions(*, experiment_ids: list[int]) -> dict[int, int]:
+    """Queue positions of those of `experiment_ids` that are queued, in one statement: the
+    scheduler stores no positions (each pass would rewrite every queued row), so a page of
+    experiments reads them here. One pass over the queue, whatever the page's size."""
+    if not experiment_ids:
+        return {}
+    table = connection.ops.quote_name(Experiment._meta.db_table)
+    order = ", ".join(f"{t.lstrip('-')}{' DESC' if t.startswith('-') else ''}"
+                      for t in QUEUE_ORDER)
+    marks = ", ".join(["%s"] * len(experiment_ids))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT id, position FROM (SELECT id, ROW_NUMBER() OVER (ORDER BY {order})"  # noqa: S608
+            f" AS position FROM {table} WHERE state = %s) AS queue WHERE id IN ({marks})",
+            [Experiment.State.QUEUED.value, *experiment_ids],
+        )
+        return {pk: int(position) for pk, position in cursor.fetchall()}
+
+
+def pending_reason_shown(*, experiment: Experiment, position: int | None) -> str:
+    """Why it waits, as users read it: the scheduler's reason and, while queued, its place."""
+    reason = experiment.pending_reason
+    if position is None or experiment.state != Experiment.State.QUEUED:
+        return reason
+    return f"{reason} Queue position {position}." if reason else f"Queue position {position}."
 
 
 def experiments_queued_ahead(*, priority: int) -> int:

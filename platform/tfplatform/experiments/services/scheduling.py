@@ -19,7 +19,12 @@ from the database on the next, so none can go stale. A quota-blocked experiment 
 reserves nor preempts.
 
 A pass reads the cluster in a handful of queries and decides in memory; only the decisions
-(allocations, stop requests, changed pending reasons) are written.
+are written, set-based, at its end: one conditional UPDATE … RETURNING admits the experiments it
+started (one canceled meanwhile is left out: a cancel never waits for the pass, which holds no
+row until then), one insert makes their trials and one their allocations; stop requests; and
+the pending reasons that changed. Reasons hold no queue position (readers compute it:
+selectors.scheduling), so a pass rewrites only the reasons whose cause changed. After the commit
+each trial goes to the node queues the pass's own view named, and one UPDATE marks them sent.
 """
 
 import logging
@@ -30,7 +35,7 @@ from django.conf import settings
 from django.db import connection, transaction
 
 from tfplatform.cluster import selectors
-from tfplatform.cluster.dispatch import trial_dispatch
+from tfplatform.cluster.dispatch import dispatch_producer, trial_dispatch, trial_dispatch_to
 from tfplatform.cluster.models import Allocation, Device
 from tfplatform.cluster.placement import (
     PREEMPTED,
@@ -56,17 +61,17 @@ from tfplatform.cluster.placement import (
     view_take,
     waiting_text,
 )
-from tfplatform.cluster.services import allocations_create
-from tfplatform.core.errors import InvalidTransition
+from tfplatform.cluster.services import allocations_create_many
 from tfplatform.experiments.models import Experiment, Trial
 from tfplatform.experiments.selectors.scheduling import experiments_queued
 from tfplatform.experiments.selectors.trials import trials_dispatch_overdue_ids
-from tfplatform.experiments.services.transitions import experiment_transition
+from tfplatform.experiments.services.transitions import experiments_schedule
 from tfplatform.experiments.services.trials import (
     TRIAL_ACTIVE_STATES,
-    trial_create,
     trial_mark_dispatched,
     trial_request_stop,
+    trials_create,
+    trials_mark_dispatched,
 )
 
 logger = logging.getLogger(__name__)
@@ -94,14 +99,55 @@ def scheduler_pass() -> int:
     """Run one pass; returns how many experiments were scheduled."""
     with transaction.atomic():
         _serialize_schedulers()
-        decider = _Pass(view=_cluster_view())
+        view, queues = _cluster_view()
+        decider = _Pass(view=view)
         for experiment in _queued_experiments():
             decider.consider(experiment=experiment)
+        scheduled = _starts_write(starts=decider.starts)
         if decider.reasons_changed:
             _pending_reasons_save(experiments=decider.reasons_changed)
-        for trial_id in decider.scheduled:
-            transaction.on_commit(partial(trial_dispatch_send, trial_id=trial_id))
-    return len(decider.scheduled)
+        if scheduled:
+            # Node queues from the pass's own view: no reads per trial after the commit.
+            messages = {trial_id: [(node, queues[node]) for node in sorted(
+                {placement.node_id for placement in placements})]
+                for trial_id, placements in scheduled.items()}
+            transaction.on_commit(partial(trials_dispatch_send, messages=messages))
+    return len(scheduled)
+
+
+def trials_dispatch_send(*, messages: dict[int, list[tuple[int, str]]]) -> int:
+    """A pass's trials to their nodes, then one write marks those sent; a trial the broker
+    refused is sent again by the scheduler's loop (`trials_dispatch_overdue`)."""
+    sent = []
+    try:
+        with dispatch_producer() as producer:
+            for trial_id, nodes in messages.items():
+                trial_dispatch_to(trial_id=trial_id, nodes=nodes, producer=producer)
+                sent.append(trial_id)
+    except Exception:  # kombu's and redis-py's connection errors share no base class
+        logger.warning("Could not dispatch %d trial(s); will retry", len(messages) - len(sent),
+                       exc_info=True)
+    trials_mark_dispatched(trial_ids=sent)
+    return len(sent)
+
+
+def _starts_write(
+    *, starts: list[tuple[Experiment, list[Placement]]]
+) -> dict[int, list[Placement]]:
+    """The pass's admissions, set-based: one conditional UPDATE … RETURNING, one insert of
+    trials, one of allocations. An experiment canceled while the pass decided keeps its
+    state, gets no trial, and what the pass placed it on stays free."""
+    if not starts:
+        return {}
+    admitted = experiments_schedule(experiment_ids=[e.pk for e, _ in starts])
+    for experiment, _ in starts:
+        if experiment.pk not in admitted:
+            logger.info("Experiment %s left the queue while being scheduled", experiment.pk)
+    kept = [(e, placements) for e, placements in starts if e.pk in admitted]
+    trials = trials_create(experiment_ids=[e.pk for e, _ in kept])
+    placed = {trials[e.pk].pk: placements for e, placements in kept}
+    allocations_create_many(placements_by_trial=placed)
+    return placed
 
 
 def trial_dispatch_send(*, trial_id: int) -> bool:
@@ -154,19 +200,21 @@ def _queued_experiments() -> list[Experiment]:
     )
 
 
-def _cluster_view() -> ClusterView:
-    """Schedulable nodes, their devices, and who holds what: three queries for the pass.
+def _cluster_view() -> tuple[ClusterView, dict[int, str]]:
+    """Schedulable nodes, their devices, and who holds what: three queries for the pass; and
+    each schedulable node's queue, for the dispatch of what it starts.
 
     A node under disk pressure (selectors.nodes_schedulable) takes nothing new."""
     # Online nodes in one query: those under disk pressure only explain why the queue waits.
     minimum = selectors.disk_free_min_bytes()
-    hostnames, disk_full = {}, {}
-    online = selectors.nodes_online().values_list("pk", "hostname", "work_disk_free_bytes")
-    for node, hostname, disk_free in online:
+    hostnames, disk_full, queues = {}, {}, {}
+    online = selectors.nodes_online().values_list(
+        "pk", "hostname", "work_disk_free_bytes", "queue")
+    for node, hostname, disk_free, queue in online:
         if disk_free is not None and disk_free < minimum:
             disk_full[hostname] = disk_free
         else:
-            hostnames[node] = hostname
+            hostnames[node], queues[node] = hostname, queue
     holders: dict[int, Holder] = {}
     device_holder: dict[int, Holder] = {}
     quota_gpus: dict[QuotaKey, int] = defaultdict(int)
@@ -212,7 +260,7 @@ def _cluster_view() -> ClusterView:
         device_holder=device_holder,
         quota_gpus=quota_gpus,
         disk_full=disk_full,
-    )
+    ), queues
 
 
 class _Pass:
@@ -220,9 +268,8 @@ class _Pass:
 
     def __init__(self, *, view: ClusterView) -> None:
         self.view = view
-        self.scheduled: list[int] = []
+        self.starts: list[tuple[Experiment, list[Placement]]] = []
         self.reasons_changed: list[Experiment] = []
-        self.position = 0
         self.head_reserved = False
         # Within a pass capacity only shrinks, so a shape that could not start cannot later;
         # one that could not wait (even by preempting) cannot at an equal or lower priority.
@@ -238,8 +285,9 @@ class _Pass:
                 self._start(experiment=experiment, placements=placements)
                 return
             reason = self._wait(experiment=experiment, needs=needs)
-        self.position += 1
-        text = f"{reason} Queue position {self.position}."[:REASON_MAX_CHARS]
+        # No queue position in it: positions move with every start, and would rewrite every
+        # queued row each pass (readers add it: selectors.scheduling.pending_reason_shown).
+        text = reason[:REASON_MAX_CHARS]
         if experiment.pending_reason != text:
             experiment.pending_reason = text
             self.reasons_changed.append(experiment)
@@ -256,21 +304,11 @@ class _Pass:
         return placements
 
     def _start(self, *, experiment: Experiment, placements: list[Placement]) -> None:
-        try:
-            # First, so an experiment canceled meanwhile is skipped before anything is made;
-            # the transition rolls back its own savepoint when it refuses.
-            experiment_transition(
-                experiment=experiment, to=Experiment.State.SCHEDULED, pending_reason=""
-            )
-        except InvalidTransition:
-            logger.info("Experiment %s left the queue while being scheduled", experiment.pk)
-            return
-        trial = trial_create(experiment=experiment)
-        allocations_create(trial_id=trial.pk, placements=placements)
+        # Decided here, written with the pass's other admissions (_starts_write).
         view_take(view=self.view, placements=placements)
         key = quota_key(team_id=experiment.team_id, owner_id=experiment.owner_id)
         self.view.quota_gpus[key] += experiment.gpus_requested
-        self.scheduled.append(trial.pk)
+        self.starts.append((experiment, placements))
 
     def _wait(self, *, experiment: Experiment, needs: list[TaskNeed]) -> str:
         """Why it waits; reserves what it waits for when that is known."""
@@ -350,7 +388,7 @@ class _Pass:
 
 
 def _pending_reasons_save(*, experiments: list[Experiment]) -> None:
-    """Write the reasons that changed; most of the queue's do, as positions move up.
+    """Write the reasons that changed (a start elsewhere, a quota reached, a new reservation).
 
     Raw SQL because bulk_update's CASE expression for ~1,000 rows costs more than all the
     scheduling decisions. An experiment that left the queue meanwhile keeps its own reason.

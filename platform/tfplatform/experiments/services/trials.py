@@ -5,6 +5,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Count
 from django.db.models.functions import Now
 from django.utils import timezone
 
@@ -18,8 +19,21 @@ STOP_ORPHANED = "orphaned"  # its supervisor is gone; survivors of its gang are 
 
 
 def trial_create(*, experiment: Experiment) -> Trial:
-    restart_count = experiment.trials.count()
-    return Trial.objects.create(experiment=experiment, restart_count=restart_count)
+    return trials_create(experiment_ids=[experiment.pk])[experiment.pk]
+
+
+def trials_create(*, experiment_ids: list[int]) -> dict[int, Trial]:
+    """A new trial for each experiment (a scheduling pass's admissions): one query counts their
+    earlier trials, one insert makes them."""
+    earlier = dict(
+        Trial.objects.filter(experiment_id__in=experiment_ids).order_by()
+        .values_list("experiment_id").annotate(n=Count("id"))
+    )
+    made = Trial.objects.bulk_create(
+        [Trial(experiment_id=pk, restart_count=earlier.get(pk, 0)) for pk in experiment_ids],
+        batch_size=2_000,
+    )
+    return {trial.experiment_id: trial for trial in made}
 
 
 def trial_request_stop(*, trial: Trial, reason: str) -> None:
@@ -29,7 +43,11 @@ def trial_request_stop(*, trial: Trial, reason: str) -> None:
 
 
 def trial_mark_dispatched(*, trial_id: int) -> None:
-    Trial.objects.filter(pk=trial_id).update(dispatched_at=Now())
+    trials_mark_dispatched(trial_ids=[trial_id])
+
+
+def trials_mark_dispatched(*, trial_ids: list[int]) -> None:
+    Trial.objects.filter(pk__in=trial_ids).update(dispatched_at=Now())
 
 
 def trial_start(*, trial_id: int) -> Trial | None:

@@ -7,6 +7,7 @@ from tests.fixtures_settings import PlatformSettingsOverride
 from tfplatform.cluster.models import Allocation
 from tfplatform.cluster.services import node_heartbeat
 from tfplatform.experiments.models import Experiment, Trial
+from tfplatform.experiments.selectors.scheduling import experiment_queue_position
 from tfplatform.experiments.services.execution import trial_outcome_record
 from tfplatform.experiments.services.scheduling import scheduler_pass
 from tfplatform.experiments.services.transitions import experiment_transition
@@ -72,7 +73,8 @@ def test_priority_then_submission_order() -> None:
     assert Experiment.objects.get(pk=urgent.pk).state == "scheduled"
     first.refresh_from_db()
     assert first.state == "queued"
-    assert "Queue position 1" in first.pending_reason
+    assert first.pending_reason == "Waiting for a free CPU slot on a worker node."
+    assert experiment_queue_position(experiment=first) == 1
 
 
 def test_team_quota_holds() -> None:
@@ -167,7 +169,7 @@ def test_small_job_backfills_only_outside_the_heads_reservation() -> None:
     assert {node for node, _ in held_by(pair)} == {"b"}
     assert held_by(head) == set()
     assert "It has a reservation on a (waiting for 1 running trial to end)" in reason(head)
-    assert reason(head).endswith("Queue position 1.")
+    assert experiment_queue_position(experiment=Experiment.objects.get(pk=head.pk)) == 1
     assert "Free devices are reserved for experiments ahead of it." in reason(late)
     assert held_by(late) == set()
 
@@ -186,7 +188,7 @@ def test_head_that_fits_nowhere_reserves_nothing() -> None:
     assert scheduler_pass() == 1
     assert Experiment.objects.get(pk=small.pk).state == "scheduled"
     assert reason(impossible) == (
-        "Needs 8 GPUs on one node; the largest free block is 1. Queue position 1."
+        "Needs 8 GPUs on one node; the largest free block is 1."
     )
 
 
@@ -209,7 +211,6 @@ def test_stopping_trial_is_waited_for_instead_of_preempting() -> None:
     scheduler_pass()
     assert reason(urgent) == (
         "Waiting for 1 stopping trial to release devices; devices on solo are reserved for it."
-        " Queue position 1."
     )
     low.refresh_from_db()
     assert low.stop_reason == "canceled"
@@ -226,7 +227,7 @@ def test_higher_priority_preempts_a_lower_priority_trial_and_starts_after_releas
     assert held_by(urgent) == set()  # nothing is taken before the victim lets go
     expected = (
         "Waiting for devices: preempting 1 lower-priority trial; devices on solo are reserved"
-        " for it. Queue position 1."
+        " for it."
     )
     assert reason(urgent) == expected
 
@@ -240,7 +241,7 @@ def test_higher_priority_preempts_a_lower_priority_trial_and_starts_after_releas
     assert held_by(urgent) == {("solo", 0), ("solo", 1)}
     victim.refresh_from_db()
     assert victim.state == "queued"
-    assert "Queue position 1" in victim.pending_reason
+    assert experiment_queue_position(experiment=victim) == 1
 
 
 def test_equal_priority_is_never_preempted() -> None:

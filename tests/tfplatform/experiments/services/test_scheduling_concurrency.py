@@ -9,12 +9,15 @@ invariants with real worker nodes running real trials are in test_scheduler_real
 import random
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.conf import settings
+from django.db import connection
 from django.utils import timezone
 
 from tests import live
@@ -22,8 +25,11 @@ from tests.factories import DeviceFactory, ExperimentFactory, NodeFactory, TeamF
 from tests.tfplatform.experiments.services.invariants import LIVE, check_invariants
 from tfplatform.accounts.models import User
 from tfplatform.cluster.models import Allocation, Node
+from tfplatform.cluster.placement import gang_place
 from tfplatform.experiments.models import Experiment, Trial
+from tfplatform.experiments.services import scheduling
 from tfplatform.experiments.services.execution import trial_outcome_record
+from tfplatform.experiments.services.submission import experiment_cancel
 from tfplatform.experiments.services.transitions import experiment_transition
 from tfplatform.experiments.services.trials import trial_start
 from training.spec import TrialOutcome
@@ -155,3 +161,47 @@ def test_two_schedulers_never_double_allocate(tmp_path: Path) -> None:
     assert Trial.objects.filter(stop_reason="preempted", state="canceled").exists()
     for log in logs:
         assert "Scheduled" in log.read_text(), f"{log.name} never scheduled anything"
+
+
+def test_a_cancel_never_waits_for_a_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pass writes only at its end, in a few statements: a user who cancels an experiment the
+    pass has already decided to start is not kept waiting by it, and the pass then leaves the
+    canceled one alone (no trial, no devices)."""
+    node = NodeFactory()
+    for index in range(2):
+        DeviceFactory(node=node, kind="gpu", index=index)
+    first, second = (ExperimentFactory(gpus_per_worker=1) for _ in range(2))
+    deciding, release = threading.Event(), threading.Event()
+    calls: list[int] = []
+
+    def place_then_hold(**kwargs: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 2:  # the first experiment is decided; the pass is mid-way
+            deciding.set()
+            release.wait(60)
+        return gang_place(**kwargs)
+
+    monkeypatch.setattr(scheduling, "gang_place", place_then_hold)
+    answers: list[int] = []
+
+    def run_pass() -> None:
+        try:
+            answers.append(scheduling.scheduler_pass())
+        finally:
+            connection.close()
+
+    passing = threading.Thread(target=run_pass)
+    passing.start()
+    try:
+        assert deciding.wait(60), "the pass never reached its second experiment"
+        canceled = experiment_cancel(experiment=first)  # would block here if the pass held it
+        assert not release.is_set()  # done while the pass was still deciding
+        assert canceled.state == Experiment.State.CANCELED
+    finally:
+        release.set()
+        passing.join(60)
+    assert answers == [1]
+    assert Experiment.objects.get(pk=first.pk).state == Experiment.State.CANCELED
+    assert not Trial.objects.filter(experiment=first).exists()
+    assert Experiment.objects.get(pk=second.pk).state == Experiment.State.SCHEDULED
+    assert Allocation.objects.filter(released_at__isnull=True).count() == 1
