@@ -65,16 +65,21 @@ def access_allowed(*, token: str, presented: str | None) -> bool:
     return hmac.compare_digest((presented or "").encode(), f"Bearer {token}".encode())
 
 
+def grpc_refusal(code: grpc.StatusCode, message: str) -> grpc.RpcMethodHandler:
+    """A handler that ends the call with `code` before anything of the server's runs."""
+
+    def refuse(request: Any, context: grpc.ServicerContext) -> Any:
+        context.abort(code, message)
+
+    return grpc.unary_unary_rpc_method_handler(refuse)
+
+
 class TokenInterceptor(grpc.ServerInterceptor):
     """Refuses every RPC (reload included) without the token, before any handler runs."""
 
     def __init__(self, *, token: str) -> None:
         self._token = token
-
-        def deny(request: Any, context: grpc.ServicerContext) -> Any:
-            context.abort(grpc.StatusCode.UNAUTHENTICATED, DENIED)
-
-        self._deny = grpc.unary_unary_rpc_method_handler(deny)
+        self._deny = grpc_refusal(grpc.StatusCode.UNAUTHENTICATED, DENIED)
 
     def intercept_service(self, continuation: Callable[[Any], Any],
                           handler_call_details: Any) -> Any:

@@ -11,7 +11,7 @@ from typing import Any
 
 import grpc
 
-from serving.access import HEADER, access_allowed
+from serving.access import HEADER, access_allowed, grpc_refusal
 from serving.errors import ServingError
 from serving.front import Front
 
@@ -28,13 +28,6 @@ ONLY_MODEL_CALLS = ("A platform token opens TF Serving's model calls only: Predi
                     "Regress, MultiInference, GetModelMetadata and GetModelStatus.")
 
 
-def _refusal(code: grpc.StatusCode, message: str) -> grpc.RpcMethodHandler:
-    def refuse(request: Any, context: grpc.ServicerContext) -> Any:
-        context.abort(code, message)
-
-    return grpc.unary_unary_rpc_method_handler(refuse)
-
-
 class FrontInterceptor(grpc.ServerInterceptor):
     """The server's own token passes as before (access.TokenInterceptor); a platform token is
     checked, throttled and routed by `front`."""
@@ -42,7 +35,7 @@ class FrontInterceptor(grpc.ServerInterceptor):
     def __init__(self, *, token: str, front: Front) -> None:
         self._token = token
         self._front = front
-        self._internal_only = _refusal(grpc.StatusCode.PERMISSION_DENIED, ONLY_MODEL_CALLS)
+        self._internal_only = grpc_refusal(grpc.StatusCode.PERMISSION_DENIED, ONLY_MODEL_CALLS)
 
     def intercept_service(self, continuation: Callable[[Any], Any],
                           handler_call_details: Any) -> Any:
@@ -53,7 +46,7 @@ class FrontInterceptor(grpc.ServerInterceptor):
         try:
             caller = self._front.caller(presented)
         except ServingError as error:
-            return _refusal(error.grpc_code, error.message)
+            return grpc_refusal(error.grpc_code, error.message)
         found = _SPECS.get(handler_call_details.method)
         handler = continuation(handler_call_details) if found else None
         if found is None or handler is None or handler.unary_unary is None:

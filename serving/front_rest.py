@@ -7,10 +7,9 @@ from dataclasses import dataclass
 from urllib.parse import quote
 
 from serving.errors import Code, ServingError
-from serving.front import ACCESS_PATH, Front
+from serving.front import Front
 from serving.rest_api import MODEL_STATUS, PREDICTION, path_decode
 
-__all__ = ["ACCESS_PATH", "FrontCall", "front_rest_call"]
 _INT64_MAX = 2**63 - 1
 
 

@@ -28,8 +28,8 @@ from aiohttp import web
 from serving import rjson
 from serving.access import DENIED, HEADER, access_allowed
 from serving.errors import Code, ServingError
-from serving.front import Front, access_table_from_wire
-from serving.front_rest import ACCESS_PATH, FrontCall, front_rest_call
+from serving.front import ACCESS_PATH, Front, access_table_from_wire
+from serving.front_rest import FrontCall, front_rest_call
 from serving.rest_api import PATH_PREFIX, RestApi
 
 log = logging.getLogger(__name__)

@@ -28,6 +28,7 @@ from tensorflow_serving.apis import (
 from serving.client import ModelEntry, model_server_config
 from serving.errors import Code, ServingError
 from serving.front import (
+    ACCESS_PATH,
     AccessTable,
     Caller,
     Front,
@@ -36,7 +37,6 @@ from serving.front import (
     access_table_to_wire,
     token_digest,
 )
-from serving.front_rest import ACCESS_PATH
 from serving.routes import ModelRoute
 from serving.server import ModelServer
 from serving.tensors import to_ndarray, to_proto

@@ -55,8 +55,14 @@ class ServingEndpoints:
     rest: str | None
 
 
+def serving_front_on() -> bool:
+    """Whether the model server takes platform tokens: only the embedded one has a front, and
+    compose (stock TF Serving) turns it off with a refresh interval of 0."""
+    return settings.PLATFORM.tf_serving_front_refresh_seconds > 0
+
+
 def serving_endpoints() -> ServingEndpoints:
-    if settings.PLATFORM.tf_serving_front_refresh_seconds <= 0:
+    if not serving_front_on():
         return ServingEndpoints(grpc=None, rest=None)
     return ServingEndpoints(grpc=settings.PLATFORM.tf_serving_grpc,
                             rest=settings.PLATFORM.tf_serving_rest)

@@ -10,7 +10,7 @@ from django.conf import settings
 from django.db import transaction
 
 from serving.client import ModelServerError
-from tfplatform.modelregistry.selectors.access import serving_access_table
+from tfplatform.modelregistry.selectors.access import serving_access_table, serving_front_on
 from tfplatform.modelregistry.server import model_server_client
 
 logger = logging.getLogger(__name__)
@@ -22,7 +22,7 @@ _failing = [False]
 def serving_access_push() -> bool:
     """Pushes the current table now; False (logged once per outage) when the server does not
     take it. Does nothing when the front is off."""
-    if settings.PLATFORM.tf_serving_front_refresh_seconds <= 0:
+    if not serving_front_on():
         return False
     try:
         model_server_client().access_push(table=serving_access_table())
@@ -43,7 +43,7 @@ def serving_access_push() -> bool:
 def serving_access_changed() -> None:
     """Tokens, users or models changed: push once the change is committed (none if it rolls
     back), so a revoked token stops at once rather than at the next refresh."""
-    if settings.PLATFORM.tf_serving_front_refresh_seconds > 0:
+    if serving_front_on():
         transaction.on_commit(serving_access_push, robust=True)
 
 
@@ -52,5 +52,5 @@ def serving_access_refresh() -> bool:
     calls it)."""
     refresh = settings.PLATFORM.tf_serving_front_refresh_seconds
     with _lock:
-        due = refresh > 0 and time.monotonic() >= _last_push[0] + refresh
+        due = serving_front_on() and time.monotonic() >= _last_push[0] + refresh
     return serving_access_push() if due else False

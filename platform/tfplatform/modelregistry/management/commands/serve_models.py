@@ -9,6 +9,7 @@ from django.core.management.base import BaseCommand
 
 from serving.access import TOKEN_FILE_ENV, access_token_file_write
 from serving.environment import model_process_env
+from tfplatform.modelregistry.selectors.access import serving_front_on
 from tfplatform.modelregistry.server import monitoring_config_write
 from tfplatform.modelregistry.services.sync import model_config_ensure
 
@@ -71,7 +72,7 @@ def serve_models_argv(*, config: Path) -> list[str]:
         monitoring = config.with_name("monitoring.config")
         monitoring_config_write(path=monitoring, metrics_path=metrics_path)
         argv.append(f"--monitoring_config_file={monitoring}")
-    if settings.PLATFORM.tf_serving_front_refresh_seconds > 0:
+    if serving_front_on():
         # Users call it with their own tokens too, against what the platform pushes.
         argv.append("--platform_access_max_age_seconds="
                     f"{settings.PLATFORM.tf_serving_front_max_age_seconds}")
