@@ -47,9 +47,10 @@ REFILL_STARTED_SECONDS = REFILL_DELAY_SECONDS + 1.5
 # Polls cost the web process CPU on the platform's side; the run's end can wait a little.
 POLL_SECONDS = 3.0
 THROUGHPUT_RATIO = 0.98  # the performance round's goal (issue #43)
+BETWEEN_EPOCHS_MS = 10.0  # the same round's goal on the bench model
 
 
-def plain_run(*, workload: Workload) -> TrainingRun:
+def plain_run(*, workload: Workload, keras_callbacks: bool = False) -> TrainingRun:
     env = {k: v for k, v in os.environ.items() if k not in ("DJANGO_SETTINGS_MODULE", "TF_CONFIG")}
     env |= {"TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONUNBUFFERED": "1"}
     with tempfile.TemporaryDirectory(prefix="bench-plain-") as scratch:
@@ -60,6 +61,7 @@ def plain_run(*, workload: Workload) -> TrainingRun:
             "--epochs", str(workload.epochs), "--batch-size", str(workload.batch_size),
             "--learning-rate", str(workload.learning_rate),
             "--hidden-units", str(workload.hidden_units),
+            *(["--keras-callbacks"] if keras_callbacks else []),
         ]
         started = time.time()
         done = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, timeout=600,
@@ -69,7 +71,7 @@ def plain_run(*, workload: Workload) -> TrainingRun:
                                f"{done.stderr.decode(errors='replace')[-3000:]}")
         result = json.loads(out.read_text())
     return TrainingRun(
-        label="plain script",
+        label="Keras-callbacks script" if keras_callbacks else "plain script",
         epochs=[EpochRecord(epoch=e["epoch"], images_per_sec=e["images_per_sec"],
                             seconds=e["seconds"], ended_at=e["ended_at"],
                             val_accuracy=e["val_accuracy"]) for e in result["epochs"]],
@@ -84,6 +86,11 @@ def _between_epochs_ms(run: TrainingRun) -> float | None:
     pauses = [(later.ended_at - earlier.ended_at - later.seconds) * 1000
               for earlier, later in itertools.pairwise(run.epochs)]
     return stats.median(pauses) if pauses else None
+
+
+def _spread(values: list[float | None]) -> str:
+    present = sorted(v for v in values if v is not None)
+    return f"{present[0]:.1f} – {present[-1]:.1f}" if present else "–"
 
 
 def _median(values: list[float | None]) -> float | None:
@@ -148,6 +155,7 @@ def overhead_measure(client: PlatformClient, *, stack_pids: list[int], workload:
     started = time.monotonic()
     platform: list[TrainingRun] = []
     plain: list[TrainingRun] = []
+    with_callbacks: list[TrainingRun] = []
     spacing = REFILL_STARTED_SECONDS
     platform_ended = time.monotonic() - spacing
 
@@ -157,16 +165,19 @@ def overhead_measure(client: PlatformClient, *, stack_pids: list[int], workload:
         time.sleep(max(0.0, platform_ended + spacing - time.monotonic()))
         wait_quiet(timeout=30)
 
+    sides = ("platform", "plain", "callbacks")
     for repeat in range(repeats):
-        for side in ("platform", "plain") if repeat % 2 == 0 else ("plain", "platform"):
+        for side in sides[repeat % 3:] + sides[:repeat % 3]:
             settle()
             if side == "platform":
                 platform.append(platform_run(client, label="platform", workload=workload,
                                              resources={"workers": 1},
                                              poll_seconds=POLL_SECONDS))
                 platform_ended = time.monotonic()
-            else:
+            elif side == "plain":
                 plain.append(plain_run(workload=workload))
+            else:
+                with_callbacks.append(plain_run(workload=workload, keras_callbacks=True))
     first_platform = _median([r.first_step_seconds for r in platform])
     first_plain = _median([r.first_step_seconds for r in plain])
     lead = max(0.0, (first_plain or 0.0) - (first_platform or 0.0))
@@ -191,6 +202,8 @@ def overhead_measure(client: PlatformClient, *, stack_pids: list[int], workload:
     paired = [a.steady_images_per_sec / b.steady_images_per_sec
               for a, b in zip(platform, plain, strict=True)]
     interval = stats.median_interval(paired)
+    between_platform = _median([_between_epochs_ms(r) for r in platform])
+    between_callbacks = _median([_between_epochs_ms(r) for r in with_callbacks])
     wall_platform = _median([r.wall_images_per_sec for r in platform])
     wall_plain = _median([r.wall_images_per_sec for r in plain])
     rows = [
@@ -208,8 +221,14 @@ def overhead_measure(client: PlatformClient, *, stack_pids: list[int], workload:
          number(wall_platform, 0), number(wall_plain, 0),
          number(stats.ratio(wall_platform, wall_plain), 3)),
         ("between epochs (checkpoints, reporting), ms",
-         number(_median([_between_epochs_ms(r) for r in platform]), 1),
+         number(between_platform, 1),
          number(_median([_between_epochs_ms(r) for r in plain]), 1), ""),
+        ("between epochs, ms: the script with ModelCheckpoint, BackupAndRestore, TensorBoard",
+         number(between_platform, 1), number(between_callbacks, 1),
+         number(stats.ratio(between_platform, between_callbacks), 3)),
+        (f"  its spread over {repeats} repeat(s) (platform; callbacks script)",
+         _spread([_between_epochs_ms(r) for r in platform]),
+         _spread([_between_epochs_ms(r) for r in with_callbacks]), ""),
         ("start → first training step, s (platform: submit; script: Popen)",
          number(first_platform, 2), number(first_plain, 2),
          number(stats.ratio(first_platform, first_plain), 3)),
@@ -254,6 +273,9 @@ def overhead_measure(client: PlatformClient, *, stack_pids: list[int], workload:
                    "over repeats)", side_ratio, ">=", THROUGHPUT_RATIO),
             Target("start → first step, platform ÷ plain", stats.ratio(first_platform, first_plain),
                    "<=", 1.0),
+            Target("between epochs, platform ÷ the Keras-callbacks script",
+                   stats.ratio(between_platform, between_callbacks), "<=", 1.0),
+            Target("between epochs, platform, ms", between_platform, "<=", BETWEEN_EPOCHS_MS),
         ],
         charts=[BarChart(
             "overhead_first_step.png", "Start to first training step", "seconds (median)",

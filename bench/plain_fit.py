@@ -6,12 +6,17 @@ Same zoo model, same arrays, same tf.data pipeline, same compile (optimizer, los
 seed as a one-process platform trial; no strategy scope, supervisor, events or checkpoints. It
 writes when its first training step ended and, per epoch, how long fit's epoch took and when it
 ended (wall clock), measured the way the platform's EpochReporter measures them.
+
+`--keras-callbacks` adds what a careful script keeps between epochs, the peer for the platform's
+cost there: tf-keras' ModelCheckpoint (the best epoch's weights), BackupAndRestore (model and
+optimizer every epoch, for a restart) and TensorBoard (epoch scalars and the graph).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -60,6 +65,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--learning-rate", type=float, default=0.001)
     parser.add_argument("--hidden-units", type=int, default=256)
+    parser.add_argument("--keras-callbacks", action="store_true")
     args = parser.parse_args(argv)
     hparams = catalog.hyperparameters_resolve(model=args.model, values={
         "epochs": args.epochs, "batch_size": args.batch_size,
@@ -75,17 +81,36 @@ def main(argv: list[str] | None = None) -> None:
     model_compile(model=model, hparams=hparams, batch=batch, steps_per_epoch=steps,
                   exact_evaluation=False)
     timing = Timing(images_per_epoch=steps * batch.global_batch_size)
+    with tempfile.TemporaryDirectory(prefix="plain-fit-") as scratch:
+        callbacks = [timing, *(_keras_callbacks(directory=scratch) if args.keras_callbacks
+                               else [])]
+        _fit(model=model, data=data, hparams=hparams, batch=batch, steps=steps,
+             callbacks=callbacks)
+    Path(args.out).write_text(json.dumps({
+        "first_step_at": timing.first_step_at, "epochs": timing.epochs,
+        "global_batch": batch.global_batch_size,
+    }))
+
+
+def _keras_callbacks(*, directory: str) -> list[Any]:
+    # Timing comes first, so each epoch's end is taken before these run, as for the platform.
+    return [
+        keras.callbacks.ModelCheckpoint(f"{directory}/best", monitor="val_accuracy",
+                                        save_best_only=True, save_weights_only=True),
+        keras.callbacks.BackupAndRestore(f"{directory}/backup"),
+        keras.callbacks.TensorBoard(f"{directory}/tensorboard"),
+    ]
+
+
+def _fit(*, model: Any, data: Any, hparams: dict[str, Any], batch: Any, steps: int,
+         callbacks: list[Any]) -> None:
     model.fit(
         dataset_train(data=data, batch_size=batch.global_batch_size, seed=hparams["seed"],
                       augment=hparams["augment"]),
         epochs=hparams["epochs"], steps_per_epoch=steps,
         validation_data=dataset_eval(data=data, batch_size=batch.global_batch_size),
-        callbacks=[timing], verbose=0,
+        callbacks=callbacks, verbose=0,
     )
-    Path(args.out).write_text(json.dumps({
-        "first_step_at": timing.first_step_at, "epochs": timing.epochs,
-        "global_batch": batch.global_batch_size,
-    }))
 
 
 if __name__ == "__main__":

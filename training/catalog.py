@@ -55,6 +55,9 @@ HYPERPARAMETERS: dict[str, tuple[type, Any]] = {
     "synthetic_train_size": (int, 2048),
     "synthetic_test_size": (int, 256),
     "throughput_interval_seconds": (float, 5.0),
+    # 0: a checkpoint at every epoch's end; N: at most N seconds of training between checkpoints,
+    # mid-epoch included, and fewer of them when epochs are short (trial/callbacks.py).
+    "checkpoint_interval_seconds": (float, 0.0),
     "pi_samples_per_replica": (int, 1_000_000),
     "pi_rounds": (int, 5),
 }
@@ -76,6 +79,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "synthetic_train_size": (1, 100_000),
     "synthetic_test_size": (1, 20_000),
     "throughput_interval_seconds": (0.5, 3_600.0),
+    "checkpoint_interval_seconds": (0.0, 86_400.0),
     "pi_samples_per_replica": (1, 10_000_000),
     "pi_rounds": (1, 1_000),
 }

@@ -33,7 +33,13 @@ from training.signals import StopFlag
 from training.spec import TrialSpec
 from training.target import target_make
 from training.tf_config import ClusterPlan, TaskAddress, gpu_ids_for
-from training.trial.callbacks import EpochReporter, FirstStepReporter, StopAtEpoch, StopAtStep
+from training.trial.callbacks import (
+    Cadence,
+    EpochReporter,
+    FirstStepReporter,
+    StopAtEpoch,
+    StopAtStep,
+)
 from training.trial.checkpoints import Progress, TrainingState
 from training.trial.devices import devices_describe, physical_gpus_count, placement_describe
 from training.trial.export import export_saved_model
@@ -170,13 +176,21 @@ def _train(*, spec: TrialSpec, hparams: dict[str, Any], strategy: Any, plan: Str
         events.emit("log", message=f"mixed_precision: {note}")
     events.emit("devices", devices=devices_describe(),
                 placement=placement_describe(strategy=strategy, variables=model.weights))
-    state = TrainingState(model=model, work_dir=spec.work_dir, is_chief=is_chief, task=task.name)
+    # One process holds every replica: TF can write its checkpoints asynchronously, and a stop
+    # can be checkpointed mid-epoch (callbacks.py says why the others cannot).
+    single_process = plan.name not in (MULTI_WORKER, PARAMETER_SERVER)
+    state = TrainingState(model=model, work_dir=spec.work_dir, is_chief=is_chief, task=task.name,
+                          steps_per_epoch=steps, asynchronous=single_process)
     progress = state.restore()
+    if progress.epoch_steps >= steps:
+        # The data or batch size changed since: the epoch's remaining steps are unknown.
+        progress.epoch_steps = 0
     resumed_from = progress.epochs_completed
-    if resumed_from:
+    if resumed_from or progress.epoch_steps:
         # The optimizer step proves the optimizer state came back, not just the weights.
         events.emit("status", phase="resumed", from_epoch=resumed_from,
-                    optimizer_step=int(model.optimizer.iterations.numpy()))
+                    optimizer_step=int(model.optimizer.iterations.numpy()),
+                    **({"from_step": progress.epoch_steps} if progress.epoch_steps else {}))
         if is_chief:
             # A gang can die between saving an epoch's checkpoint and reporting it (the best-
             # weights write is a collective); the recorder keeps only epochs it never saw.
@@ -185,8 +199,8 @@ def _train(*, spec: TrialSpec, hparams: dict[str, Any], strategy: Any, plan: Str
     flag.check()
     if resumed_from < hparams["epochs"] and not _target_done(progress=progress, hparams=hparams):
         _fit(model=model, data=data, strategy=strategy, hparams=hparams, batch=batch, steps=steps,
-             state=state, progress=progress, spec=spec, parameter_servers=parameter_servers,
-             is_chief=is_chief, events=events, flag=flag)
+             state=state, progress=progress, spec=spec, plan=plan, is_chief=is_chief,
+             events=events, flag=flag)
     weights = [np.asarray(w) for w in model.get_weights()]  # a collective under MWMS: all tasks
     events.emit("weights", checksum=weights_checksum([w.numpy() for w in model.trainable_weights]),
                 replica_checksums=replica_checksums(model=model))
@@ -216,7 +230,8 @@ def _target_done(*, progress: Progress, hparams: dict[str, Any]) -> bool:
 
 def _fit(*, model: Any, data: Data, strategy: Any, hparams: dict[str, Any], batch: BatchPlan,
          steps: int, state: TrainingState, progress: Progress, spec: TrialSpec,
-         parameter_servers: bool, is_chief: bool, events: EventWriter, flag: StopFlag) -> None:
+         plan: StrategyPlan, is_chief: bool, events: EventWriter, flag: StopFlag) -> None:
+    parameter_servers = plan.name == PARAMETER_SERVER
     validation_steps = None
     if isinstance(data, PipelineData):
         train = pipeline_train(data=data, strategy=strategy, hparams=hparams,
@@ -233,18 +248,20 @@ def _fit(*, model: Any, data: Data, strategy: Any, hparams: dict[str, Any], batc
         train = dataset_train(data=data, batch_size=batch.global_batch_size,
                               seed=hparams["seed"], augment=hparams["augment"])
         validation = dataset_eval(data=data, batch_size=batch.global_batch_size)
+    cadence = _cadence(plan=plan, hparams=hparams, events=events, is_chief=is_chief)
     reporter = EpochReporter(
         events=events, state=state, progress=progress, batch=batch, steps_per_epoch=steps,
-        interval_seconds=hparams["throughput_interval_seconds"],
+        epochs=hparams["epochs"], interval_seconds=hparams["throughput_interval_seconds"],
         target=target_make(metric=spec.target_metric, mode=spec.target_mode,
                            value=spec.target_value),
         stop_at_target=hparams["stop_at_target"],
-        is_chief=is_chief,
+        is_chief=is_chief, cadence=cadence,
     )
     events.emit("status", phase="training", from_epoch=progress.epochs_completed,
-                epochs=hparams["epochs"])
+                epochs=hparams["epochs"], checkpoint_interval_seconds=cadence.interval_seconds)
     # Parameter-server fit allows no step hooks, so a stop cannot wait for a step boundary.
-    stopper = StopAtEpoch(flag=flag) if parameter_servers else StopAtStep(flag=flag)
+    stopper = (StopAtEpoch(flag=flag) if parameter_servers
+               else StopAtStep(flag=flag, reporter=reporter))
     callbacks = [stopper, reporter]
     if is_chief and not parameter_servers:
         callbacks.append(FirstStepReporter(events=events))
@@ -254,12 +271,34 @@ def _fit(*, model: Any, data: Data, strategy: Any, hparams: dict[str, Any], batc
         events.emit("log", message="TensorBoard: this environment has no tensorboard package, "
                     "so the trial writes no event files (add tensorboard to its packages)")
     flag.immediate = parameter_servers
+    fits = []
+    if progress.epoch_steps:
+        # A checkpoint taken mid-epoch: the rest of that epoch first, from a fresh pass over the
+        # data (tf-keras' BackupAndRestore resumes mid-epoch the same way).
+        fits.append((progress.epochs_completed + 1, steps - progress.epoch_steps))
+    fits.append((hparams["epochs"], steps))
     try:
-        model.fit(
-            train, epochs=hparams["epochs"], initial_epoch=progress.epochs_completed,
-            steps_per_epoch=steps,
-            validation_data=validation, validation_steps=validation_steps,
-            callbacks=callbacks, verbose=0,
-        )
+        for epochs, epoch_steps in fits:
+            if progress.epochs_completed >= epochs or _target_done(progress=progress,
+                                                                   hparams=hparams):
+                break
+            model.fit(
+                train, epochs=epochs, initial_epoch=progress.epochs_completed,
+                steps_per_epoch=epoch_steps,
+                validation_data=validation, validation_steps=validation_steps,
+                callbacks=callbacks, verbose=0,
+            )
     finally:
         flag.immediate = False
+
+
+def _cadence(*, plan: StrategyPlan, hparams: dict[str, Any], events: EventWriter,
+             is_chief: bool) -> Cadence:
+    interval = float(hparams["checkpoint_interval_seconds"])
+    if plan.name == MULTI_WORKER:
+        if interval and is_chief:
+            events.emit("log", message="checkpoint_interval_seconds: multi-worker training "
+                        "checkpoints every epoch (a save is a collective, and workers cannot "
+                        "agree on a clock), so the interval is not used")
+        return Cadence(interval_seconds=0.0, mid_epoch=False)
+    return Cadence(interval_seconds=interval, mid_epoch=plan.name != PARAMETER_SERVER)

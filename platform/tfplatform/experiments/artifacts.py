@@ -24,7 +24,7 @@ from tfplatform.experiments.services.transitions import TERMINAL_STATES
 CHUNK_BYTES = 1 << 20
 KINDS: dict[str, str] = {
     "model": "the exported SavedModel (what deploy serves)",
-    "checkpoints": "the last checkpoints with their progress, and the best epoch's weights",
+    "checkpoints": "the last checkpoints with their progress, and the best epoch's checkpoint",
     "logs": "every attempt's task logs (what the tasks printed)",
 }
 

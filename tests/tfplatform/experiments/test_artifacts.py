@@ -66,11 +66,13 @@ def test_a_finished_experiment_downloads_its_model_checkpoints_and_logs(
     model_files = archives["model"].namelist()
     assert "model/saved_model.pb" in model_files and "model/leak" not in model_files
     checkpoints = archives["checkpoints"].namelist()
-    assert {"checkpoints/checkpoint", "checkpoints/epoch-2.index",
-            "checkpoints/progress-2.json"} <= set(checkpoints)
+    index = archives["checkpoints"].read("checkpoints/checkpoint").decode()
+    latest = index.split('model_checkpoint_path: "')[1].split('"')[0]  # ckpt-<steps done>
+    assert {f"checkpoints/{latest}.index", f"checkpoints/progress-{latest[5:]}.json"} <= set(
+        checkpoints)
     assert any(name.startswith("best/epoch-") for name in checkpoints)
-    progress = json.loads(archives["checkpoints"].read("checkpoints/progress-2.json"))
-    assert progress["epochs_completed"] == 2
+    progress = json.loads(archives["checkpoints"].read(f"checkpoints/progress-{latest[5:]}.json"))
+    assert progress["epochs_completed"] == 2 and progress["epoch_steps"] == 0
     assert "attempts/001/worker-0.log" in archives["logs"].namelist()
 
     archives["model"].extractall(tmp_path)

@@ -50,13 +50,15 @@ def test_a_full_disk_fails_the_trial_retryably_and_a_rerun_resumes_from_the_last
     assert saved == list(range(1, last + 1)) and 2 <= last < SLOW_EPOCHS["epochs"]
 
     checkpoints = small_disk / "trial" / "checkpoints"
+    steps = first.phase("batch")[0]["steps_per_epoch"]
     index = (checkpoints / "checkpoint").read_text()
-    assert f'model_checkpoint_path: "epoch-{last}"' in index
+    assert f'model_checkpoint_path: "ckpt-{last * steps}"' in index
     # Nothing of the epoch that could not be saved, and no staging leftovers.
     names = sorted(p.name for p in checkpoints.iterdir())
-    assert not [n for n in names if n.startswith(f"epoch-{last + 1}.") or "tmp" in n
-                or "_temp" in n or n.startswith(f"progress-{last + 1}")], names
-    progress = json.loads((checkpoints / f"progress-{last}.json").read_text())
+    unsaved = (last + 1) * steps
+    assert not [n for n in names if n.startswith(f"ckpt-{unsaved}.") or "tmp" in n
+                or "_temp" in n or n.startswith(f"progress-{unsaved}")], names
+    progress = json.loads((checkpoints / f"progress-{last * steps}.json").read_text())
     assert progress["epochs_completed"] == last
     best = sorted(p.name for p in (small_disk / "trial" / "best").iterdir())
     assert all(name.startswith(f"epoch-{progress['best_epoch']}.") for name in best), best

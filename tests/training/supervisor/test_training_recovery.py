@@ -31,7 +31,9 @@ def test_killed_trial_resumes_at_the_next_epoch(
     def kill_after_second_epoch(event: TrialEvent) -> None:
         if event.payload.get("phase") == "launched":
             pids.update({task["task"]: task["host"] for task in event.payload["tasks"]})
-        if event.kind == "metric" and event.payload["epoch"] == 2:
+        # The checkpoint event, not the metric: writes are asynchronous, so an epoch is reported
+        # before its checkpoint is on disk.
+        if event.kind == "checkpoint" and event.payload["epoch"] == 2:
             os.kill(pids["worker:0"], signal.SIGKILL)
 
     first = run_trial(spec=spec, on_event=kill_after_second_epoch)
@@ -74,7 +76,7 @@ def test_a_progress_file_a_power_cut_left_empty_resumes_from_the_checkpoint_alon
     first = run_trial(spec=spec)
     assert first.outcome.status == "completed", first.outcome.exit_reason
     steps = first.phase("batch")[0]["steps_per_epoch"]
-    progress = tmp_path / "trial" / "checkpoints" / "progress-2.json"
+    progress = tmp_path / "trial" / "checkpoints" / f"progress-{2 * steps}.json"
     assert progress.is_file()
     progress.write_bytes(b"")
 
@@ -128,4 +130,86 @@ def test_cancel_stops_every_process_within_the_grace_period(
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
     # The checkpoint of the completed epoch is what a later resume starts from.
-    assert (tmp_path / "trial" / "checkpoints" / "progress-1.json").is_file()
+    steps = run.phase("batch")[0]["steps_per_epoch"]
+    assert (tmp_path / "trial" / "checkpoints" / f"progress-{steps}.json").is_file()
+
+
+def test_a_stop_mid_epoch_is_checkpointed_and_the_rerun_trains_only_the_rest_of_that_epoch(
+    tmp_path: Path,
+    digits_module: str,
+    run_trial: Callable[..., Any],
+    make_spec: Callable[..., Any],
+) -> None:
+    epochs = 4
+    spec = make_spec(work_dir=tmp_path / "trial", model=digits_module,
+                     hyperparameters={**SLOW_EPOCHS, "epochs": epochs, "batch_size": 2,
+                                      "throughput_interval_seconds": 0.5})
+    reported: list[int] = []
+    plan: dict[str, int] = {}
+    stop: list[bool] = []
+
+    def watch(event: TrialEvent) -> None:
+        if event.payload.get("phase") == "batch":
+            plan["steps"] = event.payload["steps_per_epoch"]
+        if event.kind == "metric":
+            reported.append(event.payload["epoch"])
+        # Early in an epoch (about 2 s long), so the stop lands before its validation starts.
+        if event.kind == "throughput" and plan:
+            into = event.payload["optimizer_step"] % plan["steps"] / plan["steps"]
+            stop.append(0.05 < into < 0.5)
+
+    first = run_trial(spec=spec, on_event=watch, should_cancel=lambda: any(stop))
+    assert first.outcome.status == "canceled", first.outcome.exit_reason
+    steps = first.phase("batch")[0]["steps_per_epoch"]
+    on_stop = first.payloads("checkpoint")[-1]
+    stopped_after, done = on_stop["epoch"], on_stop["epoch_steps"]
+    assert reported == list(range(1, stopped_after + 1)), reported
+    assert 0 < done < steps, on_stop
+    checkpoints = tmp_path / "trial" / "checkpoints"
+    assert f'model_checkpoint_path: "ckpt-{stopped_after * steps + done}"' in (
+        checkpoints / "checkpoint").read_text()
+
+    second = run_trial(spec=spec)
+    assert second.outcome.status == "completed", second.outcome.exit_reason
+    assert second.phase("resumed") == [{
+        "phase": "resumed", "from_epoch": stopped_after, "from_step": done,
+        "optimizer_step": stopped_after * steps + done}]
+    new = [m for m in second.payloads("metric") if not m.get("replayed")]
+    assert [(m["epoch"], m.get("resumed_at_step")) for m in new] == [
+        (stopped_after + 1, done), *((e, None) for e in range(stopped_after + 2, epochs + 1))]
+    # Exactly the epoch's remaining steps ran: the optimizer ends at whole epochs.
+    assert second.payloads("throughput")[-1]["optimizer_step"] == epochs * steps
+    assert second.outcome.epochs_completed == epochs
+    assert second.outcome.final_metrics["val_accuracy"] >= 0.85
+    # Training time carries over, the part of the epoch trained before the stop included.
+    assert new[0]["train_seconds"] > new[0]["epoch_seconds"] + 0.1
+
+
+def test_a_time_cadence_checkpoints_within_long_epochs_and_skips_short_ones(
+    tmp_path: Path,
+    digits_module: str,
+    run_trial: Callable[..., Any],
+    make_spec: Callable[..., Any],
+) -> None:
+    # val_loss falls every epoch, so under "max" only the first epoch is ever the best.
+    spec = make_spec(work_dir=tmp_path / "often", model=digits_module,
+                     target_metric="val_loss", target_mode="max",
+                     hyperparameters={**SLOW_EPOCHS, "epochs": 2,
+                                      "checkpoint_interval_seconds": 0.3})
+    often = run_trial(spec=spec)
+    assert often.outcome.status == "completed", often.outcome.exit_reason
+    saved = [(c["epoch"], c.get("epoch_steps", 0)) for c in often.payloads("checkpoint")]
+    assert saved[0] == (0, saved[0][1]) and saved[0][1] > 0, saved  # within the first epoch
+    assert (1, 0) in saved and saved[-1] == (2, 0), saved
+    assert any(epoch == 1 and steps > 0 for epoch, steps in saved), saved
+
+    spec = make_spec(work_dir=tmp_path / "rarely", model=digits_module,
+                     target_metric="val_loss", target_mode="max",
+                     hyperparameters={"epochs": 4, "checkpoint_interval_seconds": 3600.0})
+    rarely = run_trial(spec=spec)
+    assert rarely.outcome.status == "completed", rarely.outcome.exit_reason
+    assert rarely.phase("training")[0]["checkpoint_interval_seconds"] == 3600.0
+    # The best epoch (its weights are the best's) and the last; none in between.
+    assert [(c["epoch"], c["best"]) for c in rarely.payloads("checkpoint")] == [
+        (1, True), (4, False)]
+    assert [m["epoch"] for m in rarely.payloads("metric")] == [1, 2, 3, 4]

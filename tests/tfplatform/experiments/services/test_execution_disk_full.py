@@ -54,10 +54,12 @@ def test_a_full_work_disk_parks_the_trial_until_space_is_freed_then_it_resumes(
             parked = client.get(f"/api/v1/experiments/{experiment_id}/").json()
             checkpoints = experiment_work_dir(experiment_id=experiment_id) / "checkpoints"
             index = (checkpoints / "checkpoint").read_text()
-            saved = int(index.split('model_checkpoint_path: "epoch-')[1].split('"')[0])
+            saved = int(index.split('model_checkpoint_path: "ckpt-')[1].split('"')[0])
             progress = json.loads((checkpoints / f"progress-{saved}.json").read_text())
+            # Anything of a later save than the registered one (named by its step count).
             leftovers = [p.name for p in checkpoints.iterdir()
-                         if p.name.startswith((f"epoch-{saved + 1}.", f"progress-{saved + 1}."))]
+                         if p.name.startswith(("ckpt-", "progress-"))
+                         and int(p.name.split("-")[1].split(".")[0]) > saved]
             node = Node.objects.get(hostname=name)
 
             disk_free(path=disk)
@@ -73,13 +75,14 @@ def test_a_full_work_disk_parks_the_trial_until_space_is_freed_then_it_resumes(
     [failed] = [t for t in parked["trials"] if t["state"] == "failed"]
     assert "no space left on the node's work disk" in failed["exit_reason"]
     assert "not the trial's" in failed["exit_reason"]
-    assert progress["epochs_completed"] == saved >= 2 and leftovers == []
+    assert progress["epochs_completed"] >= 2 and progress["epoch_steps"] == 0
+    assert leftovers == []
     assert node.work_disk_free_bytes is not None
     assert node.work_disk_free_bytes < MIN_FREE_MB * 2**20
 
     assert state == "completed", (detail.get("error"), worker_log[-3000:])
     assert [t["state"] for t in detail["trials"]] == ["failed", "completed"]
-    assert detail["results"]["resumed_from_epoch"] == saved
+    assert detail["results"]["resumed_from_epoch"] == progress["epochs_completed"]
     assert epochs == list(range(1, EPOCHS + 1))
     assert not Allocation.objects.filter(released_at__isnull=True).exists()
 

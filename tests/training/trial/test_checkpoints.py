@@ -1,0 +1,122 @@
+"""TrainingState on real TensorFlow checkpoints: asynchronous writes, the best as hard links,
+errors of the writing thread, and checkpoints written before steps named them."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from training.trial.checkpoints import Progress, Saved, TrainingState
+from training.trial.tfenv import keras, tf
+
+STEPS = 10
+
+
+def _model() -> Any:
+    inputs = keras.Input((4,))
+    model = keras.Model(inputs, keras.layers.Dense(3)(inputs))
+    model.compile(optimizer=keras.optimizers.Adam(0.01), loss="mse")
+    model.optimizer.build(model.trainable_variables)
+    return model
+
+
+def _state(work_dir: Path, *, model: Any | None = None, asynchronous: bool = True
+           ) -> TrainingState:
+    return TrainingState(model=model or _model(), work_dir=str(work_dir), is_chief=True,
+                         task="worker:0", steps_per_epoch=STEPS, asynchronous=asynchronous)
+
+
+def _train_one_step(model: Any) -> None:
+    model.train_on_batch(np.ones((2, 4), np.float32), np.zeros((2, 3), np.float32))
+
+
+@pytest.mark.parametrize("asynchronous", [True, False], ids=["async", "sync"])
+def test_the_best_is_hard_links_to_its_checkpoint_and_only_the_latest_best_stays(
+    tmp_path: Path, asynchronous: bool
+) -> None:
+    state = _state(tmp_path, asynchronous=asynchronous)
+    written: list[Saved] = []
+    for epoch, best in ((1, True), (2, False), (3, True)):
+        _train_one_step(state.checkpoint.model)
+        state.save(progress=Progress(epochs_completed=epoch, best_epoch=1 if epoch < 3 else 3),
+                   best=best, written=written.append)
+    state.settle()
+
+    assert [(s.epochs_completed, Path(s.path).name, bool(s.best_path)) for s in written] == [
+        (1, "ckpt-10", True), (2, "ckpt-20", False), (3, "ckpt-30", True)]
+    best = sorted(p.name for p in (tmp_path / "best").iterdir())
+    assert best == ["epoch-3.data-00000-of-00001", "epoch-3.index"]
+    for name in best:
+        linked = (tmp_path / "best" / name).stat()
+        source = (tmp_path / "checkpoints" / name.replace("epoch-3", "ckpt-30")).stat()
+        assert (linked.st_ino, linked.st_nlink) == (source.st_ino, 2)
+    # Two checkpoints kept, each with its progress; the first epoch's went with its checkpoint.
+    assert sorted(p.name for p in (tmp_path / "checkpoints").glob("progress-*")) == [
+        "progress-20.json", "progress-30.json"]
+    # The best reads as the model's weights alone, as users read it.
+    reader = _model()
+    tf.train.Checkpoint(model=reader).read(written[-1].best_path).expect_partial()
+    for mine, theirs in zip(reader.get_weights(), state.checkpoint.model.get_weights(),
+                            strict=True):
+        np.testing.assert_array_equal(mine, theirs)
+
+
+def test_a_mid_epoch_checkpoint_restores_its_steps_and_optimizer_state(tmp_path: Path) -> None:
+    state = _state(tmp_path)
+    for _ in range(3):
+        _train_one_step(state.checkpoint.model)
+    state.save(progress=Progress(epochs_completed=1, epoch_steps=3, train_seconds=1.5))
+    state.settle()
+
+    model = _model()
+    progress = _state(tmp_path, model=model).restore()
+    assert (progress.epochs_completed, progress.epoch_steps, progress.train_seconds) == (1, 3, 1.5)
+    assert int(model.optimizer.iterations.numpy()) == 3
+    # Without its progress file, the checkpoint's name says how far it got.
+    (tmp_path / "checkpoints" / "progress-13.json").write_bytes(b"")
+    progress = _state(tmp_path).restore()
+    assert (progress.epochs_completed, progress.epoch_steps, progress.history) == (1, 3, [])
+
+
+def test_a_checkpoint_named_by_epoch_before_steps_named_them_still_restores(
+    tmp_path: Path,
+) -> None:
+    model = _model()
+    _train_one_step(model)
+    checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer)
+    tf.train.CheckpointManager(checkpoint, directory=str(tmp_path / "checkpoints"),
+                               max_to_keep=2, checkpoint_name="epoch").save(checkpoint_number=2)
+
+    restored = _model()
+    state = _state(tmp_path, model=restored)
+    assert state.restore().epochs_completed == 2  # no progress file: the name's epoch count
+    assert int(restored.optimizer.iterations.numpy()) == 1
+    state.save(progress=Progress(epochs_completed=3))
+    state.settle()
+    assert tf.train.latest_checkpoint(str(tmp_path / "checkpoints")).endswith("ckpt-30")
+
+
+def test_an_error_in_the_writing_thread_is_raised_and_the_save_removed(tmp_path: Path) -> None:
+    state = _state(tmp_path)
+    state.save(progress=Progress(epochs_completed=1), best=True)
+    state.settle()
+
+    def fail(saved: Saved) -> None:
+        raise OSError(28, "No space left on device")
+
+    state.save(progress=Progress(epochs_completed=2, best_epoch=2), best=True, written=fail)
+    with pytest.raises(OSError, match="No space left"):
+        state.settle()
+    names = sorted(os.listdir(tmp_path / "checkpoints"))
+    assert not [n for n in names if n.startswith(("ckpt-20", "progress-20"))], names
+    assert tf.train.latest_checkpoint(str(tmp_path / "checkpoints")).endswith("ckpt-10")
+    assert sorted(p.name for p in (tmp_path / "best").iterdir()) == [
+        "epoch-1.data-00000-of-00001", "epoch-1.index"]
+    # The next save goes through.
+    state.save(progress=Progress(epochs_completed=3))
+    state.settle()
+    assert tf.train.latest_checkpoint(str(tmp_path / "checkpoints")).endswith("ckpt-30")
