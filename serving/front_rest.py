@@ -8,7 +8,7 @@ from urllib.parse import quote
 
 from serving.errors import Code, ServingError
 from serving.front import Front
-from serving.rest_api import MODEL_STATUS, PREDICTION, path_decode
+from serving.rest_paths import MODEL_STATUS, PREDICTION, path_decode
 
 _INT64_MAX = 2**63 - 1
 

@@ -30,7 +30,8 @@ from serving.access import DENIED, HEADER, access_allowed
 from serving.errors import Code, ServingError
 from serving.front import ACCESS_PATH, Front, access_table_from_wire
 from serving.front_rest import FrontCall, front_rest_call
-from serving.rest_api import PATH_PREFIX, RestApi
+from serving.rest_api import RestApi
+from serving.rest_paths import PATH_PREFIX
 
 log = logging.getLogger(__name__)
 

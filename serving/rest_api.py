@@ -14,7 +14,6 @@ from concurrent.futures import Executor, Future
 from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import unquote_to_bytes
 
 from google.protobuf import json_format
 from tensorflow_serving.apis import get_model_metadata_pb2, get_model_status_pb2, model_pb2
@@ -23,24 +22,12 @@ from serving import json_request, json_response, rjson
 from serving.errors import Code, ServingError, invalid_argument
 from serving.inference import DEFAULT_SIGNATURE, SIGNATURE_DEF_FIELD, Inference, PredictPlan
 from serving.metrics import ServingMetrics, served_version, served_version_set, since_us
+from serving.rest_paths import MODEL_STATUS, PREDICTION, path_decode
 from serving.servable import Servable
 
 log = logging.getLogger(__name__)
 
-PATH_PREFIX = re.compile(r"/v1/.*", re.IGNORECASE)
-PREDICTION = re.compile(
-    r"/v1/models/([^/:]+)(?:(?:/versions/(\d+))|(?:/labels/([^/:]+)))?:(classify|regress|predict)",
-    re.IGNORECASE,
-)
-MODEL_STATUS = re.compile(
-    r"/v1/models(?:/([^/:]+))?(?:(?:/versions/(\d+))|(?:/labels/([^/:]+)))?(?:/(metadata))?",
-    re.IGNORECASE,
-)
 _INT64_MAX = 2**63 - 1
-
-
-def path_decode(text: str) -> str:
-    return unquote_to_bytes(text).decode("utf-8", "surrogateescape")
 
 
 def _model_spec(match: re.Match[str]) -> model_pb2.ModelSpec:

@@ -96,7 +96,9 @@ def test_the_lab_is_served_on_an_origin_of_its_own_and_nothing_else_there() -> N
     sites = _caddy_sites()
     platform = "{$PLATFORM_DOMAIN:localhost}"
     lab = f"{platform}:{{$PLATFORM_LAB_PORT:8443}}"
-    assert set(sites) == {platform, lab}
+    grpc = f"{platform}:{{$PLATFORM_SERVING_GRPC_PORT:8543}}"  # the gateway's alone
+    assert set(sites) == {platform, lab, grpc}
+    assert "lab" not in sites[grpc] and "web:8000" not in sites[grpc]
     assert "lab:8001" not in sites[platform] and "/workspaces" not in sites[platform]
     assert re.search(r"@lab path_regexp \^/workspaces/\[0-9\]\+/lab\(/\.\*\)\?\$", sites[lab])
     assert re.search(r"handle @lab \{\s*reverse_proxy lab:8001\s*\}", sites[lab])
@@ -104,7 +106,7 @@ def test_the_lab_is_served_on_an_origin_of_its_own_and_nothing_else_there() -> N
     assert "web:8000" not in sites[lab]
     proxy = COMPOSE["services"]["proxy"]
     port = "${PLATFORM_LAB_PORT:-8443}"
-    assert proxy["ports"][2:] == [f"{port}:{port}"]
+    assert proxy["ports"][2] == f"{port}:{port}"
     assert proxy["environment"]["PLATFORM_LAB_PORT"] == port
     app = COMPOSE["x-app"]["environment"]
     assert app["PLATFORM_WORKSPACE_LAB_ORIGIN"] == f"https://${{PLATFORM_DOMAIN:-localhost}}:{port}"
@@ -128,7 +130,7 @@ def test_redis_demands_a_password_that_every_client_sends() -> None:
 
 
 SECRETS = {"DJANGO_SECRET_KEY": "django_secret_key", "POSTGRES_PASSWORD": "postgres_password",
-           "REDIS_PASSWORD": "redis_password"}
+           "REDIS_PASSWORD": "redis_password", "TF_SERVING_ACCESS_TOKEN": "serving_access_token"}
 
 
 def test_secrets_reach_the_services_as_files_only_and_compose_refuses_to_start_without() -> None:
@@ -145,7 +147,7 @@ def test_secrets_reach_the_services_as_files_only_and_compose_refuses_to_start_w
         assert set(service["secrets"]) == set(SECRETS.values()), name
         env = service["environment"]
         for variable in ("DJANGO_SECRET_KEY_FILE", "DATABASE_PASSWORD_FILE",
-                         "REDIS_PASSWORD_FILE"):
+                         "REDIS_PASSWORD_FILE", "TF_SERVING_ACCESS_TOKEN_FILE"):
             assert env[variable].startswith("/run/secrets/"), (name, variable)
         assert env["DATABASE_URL"] == "postgres://platform@postgres:5432/platform"
     postgres = COMPOSE["services"]["postgres"]
@@ -214,12 +216,40 @@ def test_only_the_web_app_and_the_model_loader_reach_tf_serving_on_a_network_wit
     assert COMPOSE["networks"]["serving"] == {"internal": True}
     on_serving = {name for name, service in services.items()
                   if "serving" in service.get("networks", [])}
-    assert on_serving == {"web", "model-loader", "tfserving", "prometheus"}
+    assert on_serving == {"web", "model-loader", "tfserving", "gateway", "prometheus"}
     assert services["tfserving"]["networks"] == ["serving"]
     for name in ("web", "model-loader"):
         assert "default" in services[name]["networks"]  # PostgreSQL, Redis
     assert "--grpc_channel_arguments=grpc.max_receive_message_length=67108864" in services[
         "tfserving"]["command"]
+
+
+def test_users_reach_tf_serving_only_through_the_gateway_which_holds_no_platform_secret(
+) -> None:
+    """The gateway (serving/gateway.py) takes users' platform tokens in front of stock TF
+    Serving; the proxy publishes it over TLS. It gets its own token and nothing of the app's:
+    no database, Redis or secret key."""
+    services = COMPOSE["services"]
+    gateway = services["gateway"]
+    assert gateway["command"][:3] == ["python", "-m", "serving.gateway"]
+    assert (ROOT / "serving" / "gateway.py").is_file()
+    assert "--upstream_grpc=tfserving:8500" in gateway["command"]
+    assert "--upstream_rest=http://tfserving:8501" in gateway["command"]
+    assert gateway["secrets"] == ["serving_access_token"]
+    assert gateway["environment"] == {
+        "PYTHONPATH": "/app", "TF_SERVING_ACCESS_TOKEN_FILE": "/run/secrets/serving_access_token"}
+    app = COMPOSE["x-app"]["environment"]
+    assert (app["TF_SERVING_FRONT_GRPC"], app["TF_SERVING_FRONT_REST"]) == (
+        "gateway:8500", "http://gateway:8501")
+    assert "TF_SERVING_FRONT_REFRESH_SECONDS" not in app  # pushed to, every few seconds
+    sites = _caddy_sites()
+    platform = sites["{$PLATFORM_DOMAIN:localhost}"]
+    assert re.search(r"handle /v1/models/\* \{\s*reverse_proxy gateway:8501\s*\}", platform)
+    grpc_site = sites["{$PLATFORM_DOMAIN:localhost}:{$PLATFORM_SERVING_GRPC_PORT:8543}"]
+    assert grpc_site.split() == ["reverse_proxy", "h2c://gateway:8500", "}"]
+    port = "${PLATFORM_SERVING_GRPC_PORT:-8543}"
+    assert f"{port}:{port}" in services["proxy"]["ports"]
+    assert services["proxy"]["environment"]["PLATFORM_SERVING_GRPC_PORT"] == port
 
 
 def test_tf_serving_takes_the_session_thread_settings_the_embedded_server_takes() -> None:

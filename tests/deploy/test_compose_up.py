@@ -24,12 +24,12 @@ from tests.deploy.compose_images import COMPOSE_DIR, ROOT, images_build, tools_o
 # The engine's images and a stack of its own: one worker, alone.
 pytestmark = [pytest.mark.xdist_group("compose"), pytest.mark.slow]
 
-SECRETS = ("django_secret_key", "postgres_password", "redis_password", "metrics_token",
-           "grafana_admin_password")
+SECRETS = ("django_secret_key", "postgres_password", "redis_password", "serving_access_token",
+           "metrics_token", "grafana_admin_password")
 # Those with a health check in docker-compose.yml, all started without a profile or with
 # `monitoring` (worker-gpu and grafana are left out here).
 CHECKED = {"postgres", "redis", "web", "lab", "proxy", "model-loader", "scheduler",
-           "worker-cpu", "tfserving", "prometheus"}
+           "worker-cpu", "tfserving", "gateway", "prometheus"}
 DIGIT = [[0.0] * 64]
 
 
@@ -52,7 +52,7 @@ class Stack:
         (folder / "secrets").mkdir()
         for name, value in self.secrets.items():
             (folder / "secrets" / name).write_text(value)
-        https, lab = live.free_port(), live.free_port()
+        https, lab, self.grpc_port = live.free_port(), live.free_port(), live.free_port()
         self.base, self.lab = f"https://localhost:{https}", f"https://localhost:{lab}"
         self.http = f"http://localhost:{live.free_port()}"
         self.env = {key: value for key, value in os.environ.items()
@@ -60,11 +60,12 @@ class Stack:
         self.env |= {
             # Compose refuses to start without these named; the override reads the files.
             "DJANGO_SECRET_KEY": "from-the-file", "POSTGRES_PASSWORD": "from-the-file",
-            "REDIS_PASSWORD": "from-the-file",
+            "REDIS_PASSWORD": "from-the-file", "TF_SERVING_ACCESS_TOKEN": "from-the-file",
             "PLATFORM_METRICS_TOKEN": self.secrets["metrics_token"],
             "TFP_COMPOSE_SECRETS": str(folder / "secrets"),
             "PLATFORM_HTTP_PORT": self.http.rsplit(":", 1)[1], "PLATFORM_HTTPS_PORT": str(https),
             "PLATFORM_LAB_PORT": str(lab), "DJANGO_CSRF_TRUSTED_ORIGINS": self.base,
+            "PLATFORM_SERVING_GRPC_PORT": str(self.grpc_port),
             **{f"TFP_COMPOSE_{name.upper()}_IMAGE": tag for name, tag in images.items()},
         }
         self.ca = folder / "caddy-root.crt"
@@ -192,6 +193,7 @@ def test_the_compose_stack_trains_serves_opens_a_lab_and_keeps_it_all_across_a_r
     assert answer.status_code == 200, answer.text
     predictions = answer.json()["predictions"]
     assert len(predictions[0]["probabilities"]) == 10
+    _direct_calls_through_the_gateway(stack, token=signed.json()["token"], predictions=predictions)
 
     opened = api("POST", "/api/v1/workspaces/", json={"name": "lab", "gpus": 0})
     assert opened.status_code == 201, opened.text
@@ -248,3 +250,40 @@ def _workspace_wait_running(stack: Stack, api: Callable[..., requests.Response],
         return bool(found["state"] == "running")
 
     live.wait_for(running, timeout=300, what="JupyterLab in worker-cpu", log=stack.log)
+
+
+def _direct_calls_through_the_gateway(stack: Stack, *, token: str,
+                                      predictions: list[Any]) -> None:
+    """TF Serving's own REST shape and gRPC client with the user's platform token, through the
+    proxy's TLS to the gateway and on to stock TF Serving's stand-in; nobody else gets in."""
+    import grpc
+    from tensorflow_serving.apis import get_model_status_pb2, model_service_pb2_grpc
+
+    shown = _api(stack, token)("GET", "/api/v1/serving/").json()
+    assert shown == {"grpc": f"localhost:{stack.grpc_port}", "rest": stack.base}, shown
+
+    def direct(key: str) -> requests.Response:
+        return requests.post(f"{stack.base}/v1/models/digits:predict", verify=stack.ca,
+                             timeout=60, json={"instances": DIGIT},
+                             headers={"Authorization": f"Bearer {key}"})
+
+    # The platform pushes the gateway the new token at once, and again every few seconds.
+    live.wait_for(lambda: direct(token).status_code == 200, timeout=60,
+                  what="the gateway to take the token", log=stack.log)
+    answer = direct(token)
+    assert answer.json()["predictions"] == predictions and answer.headers["X-Model-Version"]
+    refused = direct("tfp_not_a_token")
+    assert refused.status_code == 401 and "error" in refused.json()
+
+    credentials = grpc.ssl_channel_credentials(root_certificates=stack.ca.read_bytes())
+    with grpc.secure_channel(f"localhost:{stack.grpc_port}", credentials) as channel:
+        request = get_model_status_pb2.GetModelStatusRequest()
+        request.model_spec.name = "digits"
+        status = model_service_pb2_grpc.ModelServiceStub(channel).GetModelStatus(
+            request, timeout=60, metadata=(("authorization", f"Bearer {token}"),))
+        assert [v.state for v in status.model_version_status] == [
+            get_model_status_pb2.ModelVersionStatus.AVAILABLE]
+        with pytest.raises(grpc.RpcError) as unknown:
+            model_service_pb2_grpc.ModelServiceStub(channel).GetModelStatus(
+                request, timeout=60, metadata=(("authorization", "Bearer tfp_nobody"),))
+        assert unknown.value.code() == grpc.StatusCode.UNAUTHENTICATED

@@ -6,10 +6,16 @@ Every test talks to the server over real gRPC and HTTP on 127.0.0.1.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import stat
+import subprocess
+import sys
+import threading
+import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -127,3 +133,60 @@ def prediction_stub(channel: grpc.Channel) -> Any:
 @pytest.fixture
 def model_stub(channel: grpc.Channel) -> Any:
     return model_service_pb2_grpc.ModelServiceStub(channel)
+
+
+@dataclass
+class Gateway:
+    """serving.gateway in a process of its own, in front of `upstream` (standing in for stock
+    TF Serving: the same API, and no token of its own)."""
+
+    process: subprocess.Popen[str]
+    grpc_target: str
+    rest_url: str
+
+
+GATEWAY_STARTED = re.compile(r"Gateway: gRPC on (\d+), REST on (\d+)")
+
+
+def gateway_start(*, upstream_grpc: str, upstream_rest: str, token: str,
+                  max_age_seconds: float = 30.0, timeout: float = 60.0) -> Gateway:
+    env = {**os.environ, "TF_SERVING_ACCESS_TOKEN": token, "PYTHONPATH": str(ROOT)}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "serving.gateway", "--port", "0", "--rest_api_port", "0",
+         "--rest_api_host", "127.0.0.1", "--upstream_grpc", upstream_grpc,
+         "--upstream_rest", upstream_rest,
+         "--platform_access_max_age_seconds", str(max_age_seconds)],
+        cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
+    assert process.stderr is not None
+    deadline = time.monotonic() + timeout
+    seen: list[str] = []
+    while time.monotonic() < deadline:
+        line = process.stderr.readline()
+        if not line and process.poll() is not None:
+            break
+        seen.append(line)
+        if found := GATEWAY_STARTED.search(line):
+            # Its log goes on being written: drain it so the pipe never fills.
+            threading.Thread(target=process.stderr.read, daemon=True).start()
+            return Gateway(process=process, grpc_target=f"127.0.0.1:{found.group(1)}",
+                           rest_url=f"http://127.0.0.1:{found.group(2)}")
+    process.kill()
+    raise AssertionError(f"the gateway did not start: {''.join(seen)[-3000:]}")
+
+
+@pytest.fixture
+def start_gateway() -> Iterator[Callable[..., Gateway]]:
+    started: list[Gateway] = []
+
+    def start(**kwargs: Any) -> Gateway:
+        gateway = gateway_start(**kwargs)
+        started.append(gateway)
+        return gateway
+
+    yield start
+    for gateway in started:
+        gateway.process.terminate()
+        try:
+            gateway.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            gateway.process.kill()

@@ -1,6 +1,8 @@
 """The model server's front: platform users call it with their own tokens over TF Serving's
 gRPC client and REST shapes, against the access table the platform pushes; the server's own
-token keeps its full access."""
+token keeps its full access. Each test through a served model runs twice: against the embedded
+server's own front, and against the gateway (serving/gateway.py) in front of a server with no
+front and no token, as stock TF Serving is in docker-compose.yml."""
 
 from __future__ import annotations
 
@@ -40,6 +42,7 @@ from serving.front import (
 from serving.routes import ModelRoute
 from serving.server import ModelServer
 from serving.tensors import to_ndarray, to_proto
+from tests.serving.conftest import Gateway
 
 INTERNAL = "the-servers-own-token"
 ALICE, BOB, CAROL, STAFF = "tfp_alice", "tfp_bob", "tfp_carol_same_team", "tfp_staff"
@@ -144,20 +147,29 @@ def test_canary_share_and_throttle() -> None:
 
 # ---- through a served model ----------------------------------------------------------------
 
-@pytest.fixture
-def fronted(model_base: Path, start_server: Callable[..., ModelServer]) -> ModelServer:
+@pytest.fixture(params=["embedded", "gateway"])
+def fronted(request: pytest.FixtureRequest, model_base: Path,
+            start_server: Callable[..., ModelServer],
+            start_gateway: Callable[..., Gateway]) -> ModelServer | Gateway:
     config = model_server_config([
         ModelEntry(name="alice", base_path=str(model_base / "two_versions"), versions=(123, 124),
                    labels={"stable": 123, "canary": 124}),
         ModelEntry(name="shared", base_path=str(model_base / "half_plus_two")),
     ])
-    server = start_server(config=config, access_token=INTERNAL, front_max_age_seconds=30,
-                          allow_version_labels_for_unavailable_models=True)
-    _push(server, _table())
+    server: ModelServer | Gateway
+    if request.param == "embedded":
+        server = start_server(config=config, access_token=INTERNAL, front_max_age_seconds=30,
+                              allow_version_labels_for_unavailable_models=True)
+    else:
+        upstream = start_server(config=config, allow_version_labels_for_unavailable_models=True)
+        server = start_gateway(upstream_grpc=upstream.grpc_target,
+                               upstream_rest=upstream.rest_url, token=INTERNAL)
+    assert _push(server, _table()).status_code == 204
     return server
 
 
-def _push(server: ModelServer, table: AccessTable, token: str = INTERNAL) -> requests.Response:
+def _push(server: ModelServer | Gateway, table: AccessTable,
+          token: str = INTERNAL) -> requests.Response:
     import json
 
     return requests.put(f"{server.rest_url}{ACCESS_PATH}", timeout=10,
@@ -166,7 +178,7 @@ def _push(server: ModelServer, table: AccessTable, token: str = INTERNAL) -> req
 
 
 @pytest.fixture
-def stubs(fronted: ModelServer) -> Iterator[tuple[Any, Any]]:
+def stubs(fronted: ModelServer | Gateway) -> Iterator[tuple[Any, Any]]:
     with grpc.insecure_channel(fronted.grpc_target) as channel:
         yield (prediction_service_pb2_grpc.PredictionServiceStub(channel),
                model_service_pb2_grpc.ModelServiceStub(channel))
@@ -274,7 +286,7 @@ def test_others_learn_nothing_and_only_model_calls_are_open(stubs: tuple[Any, An
                               metadata=_as(INTERNAL)).model_spec.version.value == 124
 
 
-def test_tf_servings_rest_shapes_with_a_platform_token(fronted: ModelServer) -> None:
+def test_tf_servings_rest_shapes_with_a_platform_token(fronted: ModelServer | Gateway) -> None:
     base = f"{fronted.rest_url}/v1/models"
     with requests.Session() as http:
         http.headers["authorization"] = f"Bearer {ALICE}"
@@ -311,7 +323,7 @@ def test_tf_servings_rest_shapes_with_a_platform_token(fronted: ModelServer) -> 
 
 
 def test_a_push_revokes_at_once_and_a_bad_push_changes_nothing(
-    fronted: ModelServer, stubs: tuple[Any, Any]
+    fronted: ModelServer | Gateway, stubs: tuple[Any, Any]
 ) -> None:
     prediction, _ = stubs
     assert prediction.Predict(_predict("alice"), timeout=30, metadata=_as(CAROL))

@@ -182,8 +182,27 @@ class PlatformSettings:
         doc="What the embedded model server demands of every call.")
     tf_serving_front_refresh_seconds: float = _setting(
         env="TF_SERVING_FRONT_REFRESH_SECONDS", group="Model serving", default=5.0,
-        doc="How often the platform pushes tokens and routes to the embedded server's front, "
-            "besides at each change (0: users reach models only through the web app).")
+        doc="How often the platform pushes tokens and routes to the front (the embedded "
+            "server's, or the gateway's), besides at each change (0: users reach models only "
+            "through the web app).")
+    tf_serving_front_grpc: str = _setting(
+        env="TF_SERVING_FRONT_GRPC", group="Model serving", default="",
+        default_doc="empty: the model server's own (TF_SERVING_GRPC)",
+        doc="The front's gRPC address, which takes users' platform tokens: the embedded server, "
+            "or the gateway (`python -m serving.gateway`) in front of stock TF Serving.")
+    tf_serving_front_rest: str = _setting(
+        env="TF_SERVING_FRONT_REST", group="Model serving", default="",
+        default_doc="empty: the model server's own (TF_SERVING_REST)",
+        doc="The front's REST address, where the platform pushes the access table (with "
+            "TF_SERVING_ACCESS_TOKEN).")
+    tf_serving_public_grpc: str = _setting(
+        env="TF_SERVING_PUBLIC_GRPC", group="Model serving", default="",
+        default_doc="empty: the front's",
+        doc="The gRPC address users are shown for direct calls (behind a TLS proxy: its).")
+    tf_serving_public_rest: str = _setting(
+        env="TF_SERVING_PUBLIC_REST", group="Model serving", default="",
+        default_doc="empty: the front's",
+        doc="The REST address users are shown for direct calls (behind a TLS proxy: its).")
     tf_serving_front_max_age_seconds: float = _setting(
         env="TF_SERVING_FRONT_MAX_AGE_SECONDS", group="Model serving", default=60.0,
         doc="The front refuses platform tokens (UNAVAILABLE) when its last push is older.")

@@ -18,6 +18,17 @@ def model_server_client() -> ModelServerClient:
                    settings.PLATFORM.tf_serving_access_token)
 
 
+def front_client() -> ModelServerClient:
+    """The front's (the embedded server itself unless a gateway stands in front of TF
+    Serving): where the access table is pushed."""
+    config = settings.PLATFORM
+    if not (config.tf_serving_front_rest or config.tf_serving_front_grpc):
+        return model_server_client()
+    return _client(config.tf_serving_front_grpc or config.tf_serving_grpc,
+                   config.tf_serving_front_rest or config.tf_serving_rest,
+                   config.tf_serving_access_token)
+
+
 @lru_cache(maxsize=4)
 def _client(grpc_target: str, rest_url: str, access_token: str) -> ModelServerClient:
     return ModelServerClient(grpc_target=grpc_target, rest_url=rest_url,

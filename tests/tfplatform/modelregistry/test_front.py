@@ -22,14 +22,18 @@ from tensorflow_serving.apis import (
     regression_pb2,
 )
 
+from serving.config import single_model_config
+from serving.server import ModelServer, ServerOptions
 from serving.tensors import to_ndarray, to_proto
 from tests.factories import RegisteredModelFactory, TeamFactory, UserFactory
 from tests.fixtures_settings import PlatformSettingsOverride
 from tests.plugins.live import FRONT_REFRESH_SECONDS
+from tests.serving.conftest import copy_tree, gateway_start, testdata_dir
 from tests.tfplatform.modelregistry.conftest import HALF_PLUS_THREE, api, register
 from tfplatform.accounts.models import ApiToken, User
 from tfplatform.accounts.tokens import api_token_issue
 from tfplatform.experiments.signals import scheduler_passed
+from tfplatform.modelregistry.services.access import serving_access_push
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -211,3 +215,50 @@ def test_the_api_says_where_direct_calls_go(
     assert client.get("/api/v1/serving/").json() == {"grpc": None, "rest": None}
     assert "127.0.0.1:9500" not in browser.get("/models/m/").content.decode()
     assert APIClient().get("/api/v1/serving/").status_code == 401
+
+
+def test_before_stock_tf_serving_the_gateway_takes_what_the_platform_pushes(
+    platform_settings_override: PlatformSettingsOverride, tmp_path: Any,
+) -> None:
+    """docker-compose.yml's shape: TF Serving with no token of its own (here the embedded
+    server started without one, standing in), the gateway in front of it; the platform pushes
+    the gateway its table and shows users the public addresses."""
+    base = copy_tree(testdata_dir() / "saved_model_half_plus_two_cpu", tmp_path / "half")
+    stock = ModelServer(options=ServerOptions(grpc_port=0, rest_api_port=0, host="127.0.0.1",
+                                              file_system_poll_wait_seconds=0),
+                        config=single_model_config(name="half", base_path=str(base)))
+    stock.start()
+    gateway = gateway_start(upstream_grpc=stock.grpc_target, upstream_rest=stock.rest_url,
+                            token="the-platforms-serving-token")
+    try:
+        platform_settings_override(
+            tf_serving_access_token="the-platforms-serving-token",
+            tf_serving_front_refresh_seconds=60.0,
+            tf_serving_front_grpc=gateway.grpc_target, tf_serving_front_rest=gateway.rest_url,
+            tf_serving_public_grpc="models.example.org:8543",
+            tf_serving_public_rest="https://models.example.org")
+        alice, bob = UserFactory(), UserFactory()
+        RegisteredModelFactory(name="half", owner=alice)
+        alice_key, bob_key = (api_token_issue(user=user, name="direct")[1]
+                              for user in (alice, bob))
+        assert serving_access_push()
+        with grpc.insecure_channel(gateway.grpc_target) as channel:
+            prediction = prediction_service_pb2_grpc.PredictionServiceStub(channel)
+            answer = prediction.Predict(_predict("half", 2.0), timeout=30,
+                                        metadata=_as(alice_key))
+            assert _y(answer) == pytest.approx(3.0)
+            with pytest.raises(grpc.RpcError) as hidden:
+                prediction.Predict(_predict("half", 2.0), timeout=30, metadata=_as(bob_key))
+            assert hidden.value.code() == grpc.StatusCode.NOT_FOUND
+        rest = requests.post(f"{gateway.rest_url}/v1/models/half:predict", timeout=30,
+                             json={"instances": [2.0]},
+                             headers={"authorization": f"Bearer {alice_key}"})
+        assert rest.status_code == 200 and rest.json() == {"predictions": [3.0]}
+        shown = APIClient()
+        shown.force_authenticate(alice)
+        assert shown.get("/api/v1/serving/").json() == {
+            "grpc": "models.example.org:8543", "rest": "https://models.example.org"}
+    finally:
+        gateway.process.terminate()
+        gateway.process.wait(timeout=10)
+        stock.stop()

@@ -56,13 +56,18 @@ class ServingEndpoints:
 
 
 def serving_front_on() -> bool:
-    """Whether the model server takes platform tokens: only the embedded one has a front, and
-    compose (stock TF Serving) turns it off with a refresh interval of 0."""
+    """Whether users' platform tokens are taken by the model server's front: the embedded
+    server's own, or the gateway's in front of stock TF Serving; a refresh interval of 0 turns
+    it off (calls then go through the web app alone)."""
     return settings.PLATFORM.tf_serving_front_refresh_seconds > 0
 
 
 def serving_endpoints() -> ServingEndpoints:
     if not serving_front_on():
         return ServingEndpoints(grpc=None, rest=None)
-    return ServingEndpoints(grpc=settings.PLATFORM.tf_serving_grpc,
-                            rest=settings.PLATFORM.tf_serving_rest)
+    config = settings.PLATFORM
+    return ServingEndpoints(
+        grpc=config.tf_serving_public_grpc or config.tf_serving_front_grpc
+        or config.tf_serving_grpc,
+        rest=config.tf_serving_public_rest or config.tf_serving_front_rest
+        or config.tf_serving_rest)

@@ -1,6 +1,7 @@
-"""Pushes to the embedded model server's front (serving/front.py): at once after a change to
-tokens, users or models, and every TF_SERVING_FRONT_REFRESH_SECONDS from the scheduler loop,
-so a missed push is made good and the front never trusts a table past its maximum age."""
+"""Pushes to the model server's front (serving/front.py: the embedded server's, or the gateway's
+in front of stock TF Serving): at once after a change to tokens, users or models, and every
+TF_SERVING_FRONT_REFRESH_SECONDS from the scheduler loop, so a missed push is made good and the
+front never trusts a table past its maximum age."""
 
 import logging
 import threading
@@ -11,7 +12,7 @@ from django.db import transaction
 
 from serving.client import ModelServerError
 from tfplatform.modelregistry.selectors.access import serving_access_table, serving_front_on
-from tfplatform.modelregistry.server import model_server_client
+from tfplatform.modelregistry.server import front_client
 
 logger = logging.getLogger(__name__)
 _lock = threading.Lock()
@@ -25,7 +26,7 @@ def serving_access_push() -> bool:
     if not serving_front_on():
         return False
     try:
-        model_server_client().access_push(table=serving_access_table())
+        front_client().access_push(table=serving_access_table())
     except ModelServerError as error:
         if not _failing[0]:
             logger.warning("The model server's front did not take the access table: %s",
