@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from kombu import Connection, Exchange, Queue
+from kombu.transport.virtual import BrokerState
 
 from tfplatform.config.broker import FilesystemTransport
 
@@ -15,6 +16,10 @@ PROCESSES = 12
 
 
 def _bind(*, folder: str, index: int, start_at: float) -> None:
+    # A worker starts with no exchange declared in memory; a fork would inherit this test
+    # process' (a live test's Celery control declares celery.pidbox with other arguments,
+    # which the transport then refuses to see declared again: NotEquivalentError).
+    FilesystemTransport.global_state = BrokerState()
     options = {"data_folder_in": folder, "data_folder_out": folder,
                "control_folder": f"{folder}/control"}
     with Connection(transport=FilesystemTransport, transport_options=options) as connection:

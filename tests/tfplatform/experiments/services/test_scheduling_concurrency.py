@@ -6,6 +6,7 @@ This process plays every worker node, so trials can start and end many times a s
 invariants with real worker nodes running real trials are in test_scheduler_real_workers.py.
 """
 
+import os
 import random
 import subprocess
 import sys
@@ -166,7 +167,13 @@ def test_two_schedulers_never_double_allocate(tmp_path: Path) -> None:
 def test_a_cancel_never_waits_for_a_pass(monkeypatch: pytest.MonkeyPatch) -> None:
     """A pass writes only at its end, in a few statements: a user who cancels an experiment the
     pass has already decided to start is not kept waiting by it, and the pass then leaves the
-    canceled one alone (no trial, no devices)."""
+    canceled one alone (no trial, no devices). On PostgreSQL: SQLite (the embedded `make run`)
+    has one writer at a time, and a pass there is one IMMEDIATE transaction, which a cancel
+    waits for."""
+    if connection.vendor != "postgresql":
+        if os.environ.get("CI"):
+            pytest.fail("CI runs the suite on PostgreSQL (.ci/run), where this must hold")
+        pytest.skip("SQLite has one writer at a time: a cancel waits for the pass there")
     node = NodeFactory()
     for index in range(2):
         DeviceFactory(node=node, kind="gpu", index=index)
