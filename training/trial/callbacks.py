@@ -73,8 +73,9 @@ class StopAtStep(StopAtEpoch):
 
     def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
         reporter = self.reporter
-        if reporter is not None and (self.flag.requested or reporter.mid_epoch_due()):
-            reporter.checkpoint_mid_epoch(steps_done=batch + 1, stopping=self.flag.requested)
+        if reporter is not None and (self.flag.requested or reporter.mid_epoch_due()) and not (
+                reporter.checkpoint_mid_epoch(steps_done=batch + 1, stopping=self.flag.requested)):
+            return  # the epoch's last step: its end saves it, and the next epoch's start stops
         self.flag.check()
 
 
@@ -170,14 +171,15 @@ class EpochReporter(keras.callbacks.Callback):
         return bool(cadence.mid_epoch and cadence.interval_seconds
                     and time.monotonic() - self._last_saved >= cadence.interval_seconds)
 
-    def checkpoint_mid_epoch(self, *, steps_done: int, stopping: bool) -> None:
+    def checkpoint_mid_epoch(self, *, steps_done: int, stopping: bool) -> bool:
         """Checkpoints `steps_done` steps into this attempt's epoch; on a stop, waits for the
-        write, as the process is about to end."""
+        write, as the process is about to end. False at the epoch's last step, whose end
+        checkpoints it whole."""
         if not self.cadence.mid_epoch:
-            return
+            return True
         steps = self._epoch_offset + steps_done
         if steps >= self.steps_per_epoch:
-            return  # the epoch's end comes next and checkpoints it whole
+            return False
         progress = replace(self.progress, epoch_steps=steps, history=list(self.progress.history),
                            train_seconds=self.progress.train_seconds
                            + time.perf_counter() - self._epoch_start)
@@ -185,6 +187,7 @@ class EpochReporter(keras.callbacks.Callback):
         self.state.save(progress=progress, written=self._on_written)
         if stopping:
             self.state.settle()
+        return True
 
     def checkpoint_unsaved(self) -> None:
         """On a stop between epochs: the epochs the cadence left unsaved, written before the

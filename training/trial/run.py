@@ -290,6 +290,7 @@ def _fit(*, model: Any, data: Data, strategy: Any, hparams: dict[str, Any], batc
             )
     finally:
         flag.immediate = False
+    flag.check()  # a stop at the last epoch's last step: saved by its end, not exported
 
 
 def _cadence(*, plan: StrategyPlan, hparams: dict[str, Any], events: EventWriter,

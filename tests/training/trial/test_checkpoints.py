@@ -1,5 +1,6 @@
 """TrainingState on real TensorFlow checkpoints: asynchronous writes, the best as hard links,
-errors of the writing thread, and checkpoints written before steps named them."""
+errors of the writing thread, checkpoints written before steps named them, and where a stop's
+checkpoint lands."""
 
 from __future__ import annotations
 
@@ -10,6 +11,11 @@ from typing import Any
 import numpy as np
 import pytest
 
+from training.events import EventWriter
+from training.scaling import batch_plan
+from training.signals import Preempted, StopFlag
+from training.target import target_make
+from training.trial.callbacks import Cadence, EpochReporter, StopAtStep
 from training.trial.checkpoints import Progress, Saved, TrainingState
 from training.trial.tfenv import keras, tf
 
@@ -120,3 +126,51 @@ def test_an_error_in_the_writing_thread_is_raised_and_the_save_removed(tmp_path:
     state.save(progress=Progress(epochs_completed=3))
     state.settle()
     assert tf.train.latest_checkpoint(str(tmp_path / "checkpoints")).endswith("ckpt-30")
+
+
+class _StopAt(keras.callbacks.Callback):
+    """SIGTERM's effect (the flag set) at a chosen step, before StopAtStep looks at it."""
+
+    def __init__(self, *, flag: StopFlag, epoch: int, batch: int) -> None:
+        super().__init__()
+        self.flag, self.at, self.epoch = flag, (epoch, batch), 0
+
+    def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
+        self.epoch = epoch
+
+    def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+        if (self.epoch, batch) == self.at:
+            self.flag.requested_at = 1.0
+            self.flag.signals.append(15)
+
+
+@pytest.mark.parametrize(("batch", "saved"), [(1, (1, 2)), (4, (2, 0))],
+                         ids=["mid_epoch", "last_step"])
+def test_a_stop_is_checkpointed_where_it_lands_and_the_last_step_waits_for_its_epoch(
+    tmp_path: Path, batch: int, saved: tuple[int, int]
+) -> None:
+    """Five steps an epoch; the stop comes in the second epoch. Mid-epoch: that step is
+    checkpointed. At the epoch's last step: the epoch ends (validated, checkpointed whole) and
+    the next one's start stops."""
+    model = _model()
+    state = _state(tmp_path, model=model)
+    progress = Progress()
+    flag = StopFlag()
+    events = EventWriter(fd=os.open(tmp_path / "events", os.O_WRONLY | os.O_CREAT), task="w",
+                         trial_id="t")
+    reporter = EpochReporter(
+        events=events, state=state, progress=progress,
+        batch=batch_plan(batch_size=2, replicas=1, learning_rate=0.01, scale=False,
+                         warmup_epochs=0),
+        steps_per_epoch=5, epochs=4, interval_seconds=60.0,
+        target=target_make(metric="val_loss", mode="min", value=None), stop_at_target=False,
+        is_chief=True, cadence=Cadence())
+    x, y = np.ones((10, 4), np.float32), np.zeros((10, 3), np.float32)
+    with pytest.raises(Preempted):
+        model.fit(tf.data.Dataset.from_tensor_slices((x, y)).batch(2).repeat(), epochs=4,
+                  steps_per_epoch=5, validation_data=(x, y), verbose=0,
+                  callbacks=[_StopAt(flag=flag, epoch=1, batch=batch),
+                             StopAtStep(flag=flag, reporter=reporter), reporter])
+    restored = _state(tmp_path).restore()
+    assert (restored.epochs_completed, restored.epoch_steps) == saved
+    assert [record["epoch"] for record in restored.history] == list(range(1, saved[0] + 1))
