@@ -7,8 +7,10 @@ while loop of small ops) that a batch shares: the kind of model batching is for 
 Paths, slowest-layered last: direct (the SavedModel loaded in this process and run the way the
 model server runs it: serving.servable.Servable through the same runner, no protocol), the
 embedded server's gRPC PredictionService, its REST API (both with the server's own token), the
-same two with a user's platform token (checked in the server's front, serving/front.py), and the
-platform's REST API (gunicorn → Django → the model server, with a token). Batching on is the
+same two with a user's platform token (checked in the server's front, serving/front.py), the same
+two through the gateway (serving/gateway.py, compose's front for stock TF Serving: one more
+process and loopback hop, the server's own token sent on), and the platform's REST API (gunicorn
+→ Django → the model server, with a token). Batching on is the
 stack's own model server (`manage.py serve_models`: --enable_batching with BATCHING_PARAMETERS
 as the operator's TF_SERVING_BATCHING_PARAMETERS_FILE); batching off is a second embedded server
 on the same model config without the flag, with its own gunicorn in front.
@@ -26,7 +28,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -43,10 +45,13 @@ from bench.quiet import wait_quiet
 from bench.report import BarChart, Section, Table, Target, number
 from bench.stack import PYTHON, Stack, web_args
 
-PATHS = ("direct", "embedded gRPC", "embedded REST", "front gRPC", "front REST", "platform REST")
+PATHS = ("direct", "embedded gRPC", "embedded REST", "front gRPC", "front REST", "gateway gRPC",
+         "gateway REST", "platform REST")
 # The user-facing paths and the model server's own ones they add to (a user's token checked,
-# throttled and routed in the model server's front, against the server's own token).
+# throttled and routed in the model server's front, or in the gateway before it, against the
+# server's own token).
 FRONT_OVER = (("front REST", "embedded REST"), ("front gRPC", "embedded gRPC"),
+              ("gateway REST", "embedded REST"), ("gateway gRPC", "embedded gRPC"),
               ("platform REST", "embedded REST"))
 # The performance round's goals (issue #43).
 OVERHEAD_MS = 0.3
@@ -95,6 +100,8 @@ class Endpoints:
     grpc_target: str
     rest_url: str
     platform_url: str
+    gateway_grpc: str = ""
+    gateway_rest: str = ""
 
 
 def model_export(*, model: BenchModel, directory: Path) -> tuple[Path, Any]:
@@ -217,6 +224,36 @@ def unbatched_start(stack: Stack) -> Endpoints:
     return endpoints
 
 
+def gateway_start(stack: Stack, *, name: str, upstream: Endpoints) -> Endpoints:
+    """The gateway (serving/gateway.py) in front of `upstream`, as compose runs it in front of
+    stock TF Serving, sending the embedded server its own token; its table pushed once."""
+    from serving.access import access_token_file_write
+
+    grpc_port, rest_port = free_port(), free_port()
+    token_file = stack.var_dir / f"{name}-upstream-token"
+    access_token_file_write(path=str(token_file), token=stack.serving_token)
+    stack.spawn(name, [
+        PYTHON, "-m", "serving.gateway", f"--port={grpc_port}", f"--rest_api_port={rest_port}",
+        "--rest_api_host=127.0.0.1", f"--upstream_grpc={upstream.grpc_target}",
+        f"--upstream_rest={upstream.rest_url}", f"--upstream_access_token_file={token_file}",
+        f"--platform_access_max_age_seconds={UNBATCHED_FRONT_MAX_AGE}",
+    ])
+    gateway = replace(upstream, gateway_grpc=f"127.0.0.1:{grpc_port}",
+                      gateway_rest=f"http://127.0.0.1:{rest_port}")
+    stack.wait(lambda: _answering(gateway.gateway_rest), what=name, process=name)
+    stack.manage("serving_access_push", TF_SERVING_FRONT_REST=gateway.gateway_rest,
+                 TF_SERVING_FRONT_GRPC=gateway.gateway_grpc)
+    return gateway
+
+
+def _answering(url: str) -> bool:
+    try:
+        requests.get(url, timeout=5)
+    except requests.RequestException:
+        return False
+    return True
+
+
 def _ok(url: str) -> bool:
     try:
         return requests.get(url, timeout=5).ok
@@ -248,15 +285,19 @@ def inference_measure(stack: Stack, client: PlatformClient, *, rounds: int,
         for model in MODELS:
             client.model_register_path(model_name=model.name, path=str(exported[model.label][0]))
         endpoints = {
-            "on": Endpoints(stack.grpc_target, stack.rest_url, stack.base_url),
-            "off": unbatched_start(stack),
+            "on": gateway_start(stack, name="gateway", upstream=Endpoints(
+                stack.grpc_target, stack.rest_url, stack.base_url)),
+            "off": gateway_start(stack, name="gateway-unbatched",
+                                 upstream=unbatched_start(stack)),
         }
         stack.wait(lambda: _models_available(stack.rest_url, stack.serving_headers),
                    what="model server", process="serving")
         groups = {  # process groups: every process spawned by the stack leads its own
             "on": {"web": stack.processes["web"].pid,
+                   "gateway": stack.processes["gateway"].pid,
                    "model server": stack.processes["serving"].pid},
             "off": {"web": stack.processes["web-unbatched"].pid,
+                    "gateway": stack.processes["gateway-unbatched"].pid,
                     "model server": stack.processes["serving-unbatched"].pid},
         }
         pool = ClientPool(size=max(CONCURRENCY))
@@ -270,18 +311,21 @@ def inference_measure(stack: Stack, client: PlatformClient, *, rounds: int,
                     requests_per_thread=requests_per_thread)
         finally:
             pool.close()
-    stack.stop_process("web-unbatched")
-    stack.stop_process("serving-unbatched")
+    for name in ("gateway", "gateway-unbatched", "web-unbatched", "serving-unbatched"):
+        stack.stop_process(name)
     return _section(measured=measured, rounds=rounds, requests_per_thread=requests_per_thread,
                     seconds=time.monotonic() - started)
 
 
 CpuShares = dict[Key, list[dict[str, float]]]  # CPU ms per request, by process, per round
-CPU_SIDES = ("load generator", "web", "model server")
+CPU_SIDES = ("load generator", "web", "gateway", "model server")
 ON_PATH = {"direct": ("load generator",), "embedded gRPC": ("load generator", "model server"),
            "embedded REST": ("load generator", "model server"),
            "front gRPC": ("load generator", "model server"),
-           "front REST": ("load generator", "model server"), "platform REST": CPU_SIDES}
+           "front REST": ("load generator", "model server"),
+           "gateway gRPC": ("load generator", "gateway", "model server"),
+           "gateway REST": ("load generator", "gateway", "model server"),
+           "platform REST": ("load generator", "web", "model server")}
 
 
 def _cpu_snapshot(groups: dict[str, int], pool: ClientPool) -> dict[str, float]:
@@ -315,6 +359,11 @@ def _runs(*, model: BenchModel, endpoints: dict[str, Endpoints], directs: dict[s
             target=where.grpc_target, name=model.name, row=row, headers=user_grpc))
         runs["front REST", batching] = processes(rest_request(
             url=f"{where.rest_url}/v1/models/{model.name}:predict", row=row, headers=headers))
+        runs["gateway gRPC", batching] = processes(grpc_request(
+            target=where.gateway_grpc, name=model.name, row=row, headers=user_grpc))
+        runs["gateway REST", batching] = processes(rest_request(
+            url=f"{where.gateway_rest}/v1/models/{model.name}:predict", row=row,
+            headers=headers))
         runs["platform REST", batching] = processes(rest_request(
             url=f"{where.platform_url}/api/v1/models/{model.name}:predict", row=row,
             headers=headers))

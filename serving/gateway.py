@@ -11,7 +11,9 @@ Serving on the internal network. It holds no database credentials and needs no T
         --upstream_grpc tfserving:8500 --upstream_rest http://tfserving:8501
 
 Its own token (TF_SERVING_ACCESS_TOKEN or _FILE, as the embedded server's) is required: it is
-what the platform pushes the access table with.
+what the platform pushes the access table with. In front of an embedded server (which demands its
+own token of every call, as TF Serving does not), `--upstream_access_token_file` names a file
+holding that server's token, sent with every forwarded call in place of the caller's.
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--upstream_rest", required=True, help="TF Serving's REST URL")
     parser.add_argument("--platform_access_max_age_seconds", type=float, default=60.0,
                         help="platform tokens get UNAVAILABLE when the last push is older")
+    parser.add_argument("--upstream_access_token_file", default="",
+                        help="a file with the upstream's own token (an embedded server's)")
     parser.add_argument("--grpc_threads", type=int, default=32)
     return parser.parse_args(argv)
 
@@ -56,12 +60,17 @@ def run(argv: list[str] | None = None) -> int:
     if args.platform_access_max_age_seconds <= 0:
         log.error("--platform_access_max_age_seconds must be positive")
         return 2
+    upstream_token = ""
+    if args.upstream_access_token_file:
+        with open(args.upstream_access_token_file, encoding="utf-8") as handle:
+            upstream_token = handle.read().strip()
     front = Front(max_age_seconds=args.platform_access_max_age_seconds)
     server, channel, grpc_port = gateway_grpc_server(
         front=front, token=token, upstream=args.upstream_grpc, port=args.port,
-        threads=args.grpc_threads)
+        upstream_token=upstream_token, threads=args.grpc_threads)
     server.start()
-    rest = GatewayRest(front=front, token=token, upstream=args.upstream_rest)
+    rest = GatewayRest(front=front, token=token, upstream=args.upstream_rest,
+                       upstream_token=upstream_token)
     loop = asyncio.new_event_loop()
     runner = web.AppRunner(rest.app(), access_log=None, keepalive_timeout=120,
                            shutdown_timeout=2.0)

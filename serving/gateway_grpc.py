@@ -18,6 +18,7 @@ import grpc
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from tensorflow_serving.apis import model_pb2
 
+from serving.access import access_header
 from serving.front import Front
 from serving.front_grpc import FrontInterceptor
 
@@ -64,10 +65,12 @@ METHODS: dict[str, type[Any]] = {
 
 
 class Forward(grpc.GenericRpcHandler):
-    """Each of METHODS, sent on to `upstream` with the caller's deadline; anything else is
-    UNIMPLEMENTED (reload and profiling are the platform's, on the internal network)."""
+    """Each of METHODS, sent on to `upstream` with the caller's deadline (and the upstream's own
+    token, where it has one); anything else is UNIMPLEMENTED (reload and profiling are the
+    platform's, on the internal network)."""
 
-    def __init__(self, *, upstream: grpc.Channel) -> None:
+    def __init__(self, *, upstream: grpc.Channel, upstream_token: str = "") -> None:
+        self._metadata = tuple(access_header(token=upstream_token).items()) or None
         self._calls: dict[str, Callable[..., bytes]] = {
             method: upstream.unary_unary(method, request_serializer=kind.SerializeToString)
             for method, kind in METHODS.items()}
@@ -81,7 +84,7 @@ class Forward(grpc.GenericRpcHandler):
 
         def forward(request: Any, context: grpc.ServicerContext) -> bytes:
             try:
-                return call(request, timeout=context.time_remaining())
+                return call(request, timeout=context.time_remaining(), metadata=self._metadata)
             except grpc.RpcError as error:
                 context.abort(error.code(), error.details() or "")
                 raise  # abort raised already; for the type checker
@@ -91,13 +94,14 @@ class Forward(grpc.GenericRpcHandler):
 
 
 def gateway_grpc_server(*, front: Front, token: str, upstream: str, port: int,
-                        threads: int = 32) -> tuple[grpc.Server, grpc.Channel, int]:
+                        upstream_token: str = "", threads: int = 32
+                        ) -> tuple[grpc.Server, grpc.Channel, int]:
     """(the server, not yet started; its channel to `upstream`; the port it bound)."""
     channel = grpc.insecure_channel(upstream, options=_UNLIMITED)
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=threads,
                                                     thread_name_prefix="gateway-grpc"),
                          interceptors=[FrontInterceptor(token=token, front=front)],
                          options=_UNLIMITED)
-    server.add_generic_rpc_handlers((Forward(upstream=channel),))
+    server.add_generic_rpc_handlers((Forward(upstream=channel, upstream_token=upstream_token),))
     bound = server.add_insecure_port(f"[::]:{port}")
     return server, channel, bound

@@ -10,7 +10,7 @@ import aiohttp
 from aiohttp import web
 
 from serving import rjson
-from serving.access import HEADER, access_allowed
+from serving.access import HEADER, access_allowed, access_header
 from serving.errors import ServingError
 from serving.front import ACCESS_PATH, Front, access_table_from_wire
 from serving.front_rest import front_rest_call
@@ -21,9 +21,10 @@ _FORWARDED = ("Content-Type",)
 
 
 class GatewayRest:
-    def __init__(self, *, front: Front, token: str, upstream: str,
+    def __init__(self, *, front: Front, token: str, upstream: str, upstream_token: str = "",
                  timeout_seconds: float = 300.0) -> None:
         self._front, self._token = front, token
+        self._upstream_headers = access_header(token=upstream_token)
         self._upstream = upstream.rstrip("/")
         self._timeout = aiohttp.ClientTimeout(total=timeout_seconds)
         self._session: aiohttp.ClientSession | None = None
@@ -58,6 +59,7 @@ class GatewayRest:
             return response
         body = await request.read()
         headers = {k: request.headers[k] for k in _FORWARDED if k in request.headers}
+        headers.update(self._upstream_headers)  # never the caller's own token
         assert self._session is not None
         try:
             async with self._session.request(request.method, self._upstream + routed.path,

@@ -13,10 +13,13 @@ def cpu_shares() -> dict:
         "embedded REST": ((1.0, 9.0, 1.0), (1.0, 9.0, 0.8)),
         "front gRPC": ((0.4, 9.0, 1.7), (0.4, 9.0, 1.5)),
         "front REST": ((1.0, 9.0, 1.1), (1.0, 9.0, 0.9)),
+        "gateway gRPC": ((0.4, 9.0, 1.7), (0.4, 9.0, 1.5)),
+        "gateway REST": ((1.0, 9.0, 1.1), (1.0, 9.0, 0.9)),
         "platform REST": ((1.0, 1.5, 1.0), (1.0, 1.5, 0.8)),
     }
     return {
-        (path, batching, 8): [{"load generator": lg, "web": web, "model server": server}]
+        (path, batching, 8): [{"load generator": lg, "web": web, "gateway": 0.5,
+                               "model server": server}]
         for path, rows in per_path.items()
         for batching, (lg, web, server) in zip(("off", "on"), rows, strict=True)
     }
@@ -28,9 +31,11 @@ def test_only_processes_on_the_path_count() -> None:
     assert _cpu_total(cpu, ("embedded gRPC", "off", 8)) == 0.4 + 1.6
     assert _cpu_total(cpu, ("platform REST", "on", 8)) == 1.0 + 1.5 + 0.8
     rows = {(r[0], r[1]): r for r in _cpu_rows(cpu)}
-    assert rows["embedded gRPC", "off"][2:] == ("0.40", "—", "1.60", "2.00")
+    assert rows["embedded gRPC", "off"][2:] == ("0.40", "—", "—", "1.60", "2.00")
     # The front is the model server's own: no web app on its path.
-    assert rows["front REST", "on"][2:] == ("1.00", "—", "0.90", "1.90")
+    assert rows["front REST", "on"][2:] == ("1.00", "—", "—", "0.90", "1.90")
+    # The gateway is a process of its own before the server; the web app is not on its path.
+    assert rows["gateway REST", "on"][2:] == ("1.00", "—", "0.50", "0.90", "2.40")
 
 
 def test_the_bound_divides_a_request_by_what_batching_saved() -> None:

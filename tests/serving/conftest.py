@@ -149,13 +149,16 @@ GATEWAY_STARTED = re.compile(r"Gateway: gRPC on (\d+), REST on (\d+)")
 
 
 def gateway_start(*, upstream_grpc: str, upstream_rest: str, token: str,
-                  max_age_seconds: float = 30.0, timeout: float = 60.0) -> Gateway:
+                  max_age_seconds: float = 30.0, upstream_token_file: Path | None = None,
+                  timeout: float = 60.0) -> Gateway:
     env = {**os.environ, "TF_SERVING_ACCESS_TOKEN": token, "PYTHONPATH": str(ROOT)}
     process = subprocess.Popen(
         [sys.executable, "-m", "serving.gateway", "--port", "0", "--rest_api_port", "0",
          "--rest_api_host", "127.0.0.1", "--upstream_grpc", upstream_grpc,
          "--upstream_rest", upstream_rest,
-         "--platform_access_max_age_seconds", str(max_age_seconds)],
+         "--platform_access_max_age_seconds", str(max_age_seconds),
+         *(["--upstream_access_token_file", str(upstream_token_file)]
+           if upstream_token_file else [])],
         cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
     assert process.stderr is not None
     deadline = time.monotonic() + timeout

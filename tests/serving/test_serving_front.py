@@ -1,8 +1,10 @@
 """The model server's front: platform users call it with their own tokens over TF Serving's
 gRPC client and REST shapes, against the access table the platform pushes; the server's own
-token keeps its full access. Each test through a served model runs twice: against the embedded
-server's own front, and against the gateway (serving/gateway.py) in front of a server with no
-front and no token, as stock TF Serving is in docker-compose.yml."""
+token keeps its full access. Each test through a served model runs three times: against the
+embedded server's own front; against the gateway (serving/gateway.py) in front of a server with no
+front and no token, as stock TF Serving is in docker-compose.yml; and against the gateway in front
+of an embedded server that demands its own token, which the gateway sends in the caller's
+place."""
 
 from __future__ import annotations
 
@@ -45,6 +47,7 @@ from serving.tensors import to_ndarray, to_proto
 from tests.serving.conftest import Gateway
 
 INTERNAL = "the-servers-own-token"
+UPSTREAM = "the-upstream-servers-own-token"  # a gateway's upstream's, when it has one
 ALICE, BOB, CAROL, STAFF = "tfp_alice", "tfp_bob", "tfp_carol_same_team", "tfp_staff"
 FAR = time.time() + 3600
 
@@ -147,8 +150,8 @@ def test_canary_share_and_throttle() -> None:
 
 # ---- through a served model ----------------------------------------------------------------
 
-@pytest.fixture(params=["embedded", "gateway"])
-def fronted(request: pytest.FixtureRequest, model_base: Path,
+@pytest.fixture(params=["embedded", "gateway", "gateway_to_embedded"])
+def fronted(request: pytest.FixtureRequest, model_base: Path, tmp_path: Path,
             start_server: Callable[..., ModelServer],
             start_gateway: Callable[..., Gateway]) -> ModelServer | Gateway:
     config = model_server_config([
@@ -160,10 +163,17 @@ def fronted(request: pytest.FixtureRequest, model_base: Path,
     if request.param == "embedded":
         server = start_server(config=config, access_token=INTERNAL, front_max_age_seconds=30,
                               allow_version_labels_for_unavailable_models=True)
-    else:
+    elif request.param == "gateway":
         upstream = start_server(config=config, allow_version_labels_for_unavailable_models=True)
         server = start_gateway(upstream_grpc=upstream.grpc_target,
                                upstream_rest=upstream.rest_url, token=INTERNAL)
+    else:
+        upstream = start_server(config=config, access_token=UPSTREAM,
+                                allow_version_labels_for_unavailable_models=True)
+        (tmp_path / "upstream-token").write_text(UPSTREAM)
+        server = start_gateway(upstream_grpc=upstream.grpc_target,
+                               upstream_rest=upstream.rest_url, token=INTERNAL,
+                               upstream_token_file=tmp_path / "upstream-token")
     assert _push(server, _table()).status_code == 204
     return server
 
