@@ -3,11 +3,13 @@ then served as the platform's own calls are."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from urllib.parse import quote
 
+from serving import rjson
 from serving.errors import Code, ServingError
-from serving.front import Front
+from serving.front import Front, access_table_from_wire
 from serving.rest_paths import MODEL_STATUS, PREDICTION, path_decode
 
 _INT64_MAX = 2**63 - 1
@@ -49,3 +51,16 @@ def front_rest_call(*, front: Front, method: str, path: str, presented: str | No
     if routed.label:
         headers["X-Model-Label"] = routed.label
     return FrontCall(path=f"/v1/models/{name_raw}{where}{suffix}", headers=headers)
+
+
+def front_access_push(*, front: Front, method: str, body: bytes) -> tuple[int, bytes]:
+    """(status, body) of a push of the access table, already let in by the server's own token:
+    the table replaces the front's whole, or nothing changes."""
+    if method != "PUT":
+        return 405, rjson.error_body("PUT the access table.").encode()
+    try:
+        table = access_table_from_wire(json.loads(body))
+    except ValueError as error:  # json's errors are ValueErrors too
+        return 400, rjson.error_body(str(error)).encode()
+    front.table_set(table)
+    return 204, b""

@@ -4,16 +4,14 @@ Serving; and the access table's push, with the gateway's own token."""
 
 from __future__ import annotations
 
-import json
-
 import aiohttp
 from aiohttp import web
 
 from serving import rjson
 from serving.access import HEADER, access_allowed, access_header
 from serving.errors import ServingError
-from serving.front import ACCESS_PATH, Front, access_table_from_wire
-from serving.front_rest import front_rest_call
+from serving.front import ACCESS_PATH, Front
+from serving.front_rest import front_access_push, front_rest_call
 
 _MAX_BODY = 2**31 - 1
 _IDLE_SECONDS = 120
@@ -78,14 +76,8 @@ class GatewayRest:
         return response
 
     async def _access_push(self, request: web.Request) -> web.Response:
-        if request.method != "PUT":
-            return _reply(405, rjson.error_body("PUT the access table.").encode())
-        try:
-            table = access_table_from_wire(json.loads(await request.read()))
-        except ValueError as error:  # json's errors are ValueErrors too
-            return _reply(400, rjson.error_body(str(error)).encode())
-        self._front.table_set(table)
-        return _reply(204, b"")
+        return _reply(*front_access_push(front=self._front, method=request.method,
+                                         body=await request.read()))
 
 
 def _reply(status: int, body: bytes) -> web.Response:

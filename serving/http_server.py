@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
 import logging
 import os
 import re
@@ -28,8 +27,8 @@ from aiohttp import web
 from serving import rjson
 from serving.access import DENIED, HEADER, access_allowed
 from serving.errors import Code, ServingError
-from serving.front import ACCESS_PATH, Front, access_table_from_wire
-from serving.front_rest import FrontCall, front_rest_call
+from serving.front import ACCESS_PATH, Front
+from serving.front_rest import FrontCall, front_access_push, front_rest_call
 from serving.rest_api import RestApi
 from serving.rest_paths import PATH_PREFIX
 
@@ -141,15 +140,9 @@ class RestServer:
 
     async def _access_push(self, method: str, body: bytes) -> web.Response:
         assert self._front is not None
-        if method != "PUT":
-            return self._reply(405, rjson.error_body("PUT the access table.").encode())
-        try:
-            table = await self._loop.run_in_executor(
-                self._pool, lambda: access_table_from_wire(json.loads(body)))
-        except ValueError as error:  # json's errors are ValueErrors too
-            return self._reply(400, rjson.error_body(str(error)).encode())
-        self._front.table_set(table)
-        return self._reply(204, b"")
+        answer = await self._loop.run_in_executor(self._pool, functools.partial(
+            front_access_push, front=self._front, method=method, body=body))
+        return self._reply(*answer)
 
     def _refuse(self, status: int, message: str) -> web.Response:
         # Before the body is read: a refused caller gets nothing of ours, not even a read.
