@@ -174,17 +174,15 @@ def nodes_finish_draining() -> None:
 
 
 def allocations_create_many(*, placements_by_trial: Mapping[int, list[Placement]]) -> None:
-    """Every trial a scheduling pass admitted gets its devices, in one statement per
-    ROWS_PER_STATEMENT rows (core.bulk: thousands of rows at 10,000 queued)."""
-    now = timezone.now()
+    """Every trial a scheduling pass admitted gets its devices, in one statement (core.bulk:
+    thousands of rows at 10,000 queued)."""
     holder_type = trial_holder_type().pk
     rows_insert(
         model=Allocation,
-        fields=("holder_type", "holder_id", "node", "device", "task_type", "task_index",
-                "created_at"),
+        fields=("holder_type", "holder_id", "node", "device", "task_type", "task_index"),
         rows=[
             (holder_type, trial_id, placement.node_id, device_id, placement.need.task_type,
-             placement.need.task_index, now)
+             placement.need.task_index)
             for trial_id, placements in placements_by_trial.items()
             for placement in placements
             for device_id in placement.device_ids

@@ -1,5 +1,6 @@
 """Reads of the queue: its order, an experiment's place in it, what it holds."""
 
+from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection
@@ -17,6 +18,36 @@ QUEUE_ORDER = ("-priority", "created_at", "id")
 def experiments_queued() -> QuerySet[Experiment]:
     """The queue, in the order the scheduler considers it (QUEUE_ORDER)."""
     return Experiment.objects.filter(state=Experiment.State.QUEUED).order_by(*QUEUE_ORDER)
+
+
+@dataclass(slots=True)
+class QueuedExperiment:
+    """What a scheduling pass reads of a queued experiment: plain values, not a model instance
+    (a thousand of those cost the pass as much as its decisions). `pending_reason` is the
+    reason stored; the pass sets the new one here."""
+
+    pk: int
+    owner_id: int
+    team_id: int | None
+    team_gpu_quota: int | None
+    priority: int
+    workers: int
+    gpus_per_worker: int
+    parameter_servers: int
+    cpu_slots_per_worker: int
+    pending_reason: str
+
+    @property
+    def gpus_requested(self) -> int:
+        return self.workers * self.gpus_per_worker
+
+
+def experiments_queued_for_pass() -> list[QueuedExperiment]:
+    """The queue in QUEUE_ORDER, as a scheduling pass needs it."""
+    rows = experiments_queued().values_list(
+        "pk", "owner_id", "team_id", "team__gpu_quota", "priority", "workers",
+        "gpus_per_worker", "parameter_servers", "cpu_slots_per_worker", "pending_reason")
+    return [QueuedExperiment(*row) for row in rows]
 
 
 def _ahead_of(*, values: dict[str, Any]) -> Q:

@@ -63,7 +63,10 @@ from tfplatform.cluster.placement import (
 )
 from tfplatform.cluster.services import allocations_create_many
 from tfplatform.experiments.models import Experiment, Trial
-from tfplatform.experiments.selectors.scheduling import experiments_queued
+from tfplatform.experiments.selectors.scheduling import (
+    QueuedExperiment,
+    experiments_queued_for_pass,
+)
 from tfplatform.experiments.selectors.trials import trials_dispatch_overdue_ids
 from tfplatform.experiments.services.transitions import experiments_schedule
 from tfplatform.experiments.services.trials import (
@@ -77,10 +80,9 @@ from tfplatform.experiments.services.trials import (
 logger = logging.getLogger(__name__)
 ADVISORY_LOCK_KEY = 7_305_001
 REASON_MAX_CHARS = 300  # Experiment.pending_reason's max_length
-REASONS_PER_STATEMENT = 5_000  # two parameters each, well below PostgreSQL's 65,535
 
 
-def _needs(*, experiment: Experiment) -> list[TaskNeed]:
+def _needs(*, experiment: QueuedExperiment) -> list[TaskNeed]:
     return task_needs(
         workers=experiment.workers,
         gpus_per_worker=experiment.gpus_per_worker,
@@ -89,7 +91,7 @@ def _needs(*, experiment: Experiment) -> list[TaskNeed]:
     )
 
 
-def _shape(*, experiment: Experiment) -> Shape:
+def _shape(*, experiment: QueuedExperiment) -> Shape:
     # The CPU slots too: a 4-slot session that cannot start says nothing of a 1-slot one.
     return (experiment.workers, experiment.gpus_per_worker, experiment.parameter_servers,
             experiment.cpu_slots_per_worker)
@@ -101,7 +103,7 @@ def scheduler_pass() -> int:
         _serialize_schedulers()
         view, queues = _cluster_view()
         decider = _Pass(view=view)
-        for experiment in _queued_experiments():
+        for experiment in experiments_queued_for_pass():
             decider.consider(experiment=experiment)
         scheduled = _starts_write(starts=decider.starts)
         if decider.reasons_changed:
@@ -132,7 +134,7 @@ def trials_dispatch_send(*, messages: dict[int, list[tuple[int, str]]]) -> int:
 
 
 def _starts_write(
-    *, starts: list[tuple[Experiment, list[Placement]]]
+    *, starts: list[tuple[QueuedExperiment, list[Placement]]]
 ) -> dict[int, list[Placement]]:
     """The pass's admissions, set-based: one conditional UPDATE … RETURNING, one insert of
     trials, one of allocations. An experiment canceled while the pass decided keeps its
@@ -145,7 +147,7 @@ def _starts_write(
             logger.info("Experiment %s left the queue while being scheduled", experiment.pk)
     kept = [(e, placements) for e, placements in starts if e.pk in admitted]
     trials = trials_create(experiment_ids=[e.pk for e, _ in kept])
-    placed = {trials[e.pk].pk: placements for e, placements in kept}
+    placed = {trials[e.pk]: placements for e, placements in kept}
     allocations_create_many(placements_by_trial=placed)
     return placed
 
@@ -179,25 +181,6 @@ def _serialize_schedulers() -> None:
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", [ADVISORY_LOCK_KEY])
-
-
-def _queued_experiments() -> list[Experiment]:
-    return list(
-        experiments_queued()
-        .select_related("team")
-        .only(
-            "state",
-            "priority",
-            "created_at",
-            "workers",
-            "gpus_per_worker",
-            "parameter_servers",
-            "cpu_slots_per_worker",
-            "pending_reason",
-            "team__gpu_quota",
-            "owner_id",
-        )
-    )
 
 
 def _cluster_view() -> tuple[ClusterView, dict[int, str]]:
@@ -268,15 +251,15 @@ class _Pass:
 
     def __init__(self, *, view: ClusterView) -> None:
         self.view = view
-        self.starts: list[tuple[Experiment, list[Placement]]] = []
-        self.reasons_changed: list[Experiment] = []
+        self.starts: list[tuple[QueuedExperiment, list[Placement]]] = []
+        self.reasons_changed: list[QueuedExperiment] = []
         self.head_reserved = False
         # Within a pass capacity only shrinks, so a shape that could not start cannot later;
         # one that could not wait (even by preempting) cannot at an equal or lower priority.
         self.cannot_start: set[Shape] = set()
         self.cannot_wait: dict[Shape, int] = {}
 
-    def consider(self, *, experiment: Experiment) -> None:
+    def consider(self, *, experiment: QueuedExperiment) -> None:
         needs = _needs(experiment=experiment)
         reason = _quota_block(experiment=experiment, quota_gpus=self.view.quota_gpus)
         if not reason:
@@ -293,7 +276,7 @@ class _Pass:
             self.reasons_changed.append(experiment)
 
     def _place_now(
-        self, *, experiment: Experiment, needs: list[TaskNeed]
+        self, *, experiment: QueuedExperiment, needs: list[TaskNeed]
     ) -> list[Placement] | None:
         shape = _shape(experiment=experiment)
         if shape in self.cannot_start:
@@ -303,14 +286,14 @@ class _Pass:
             self.cannot_start.add(shape)
         return placements
 
-    def _start(self, *, experiment: Experiment, placements: list[Placement]) -> None:
+    def _start(self, *, experiment: QueuedExperiment, placements: list[Placement]) -> None:
         # Decided here, written with the pass's other admissions (_starts_write).
         view_take(view=self.view, placements=placements)
         key = quota_key(team_id=experiment.team_id, owner_id=experiment.owner_id)
         self.view.quota_gpus[key] += experiment.gpus_requested
         self.starts.append((experiment, placements))
 
-    def _wait(self, *, experiment: Experiment, needs: list[TaskNeed]) -> str:
+    def _wait(self, *, experiment: QueuedExperiment, needs: list[TaskNeed]) -> str:
         """Why it waits; reserves what it waits for when that is known."""
         plan = self._plan_wait(experiment=experiment, needs=needs)
         if plan is not None:
@@ -342,7 +325,7 @@ class _Pass:
         return reservation_text(view=self.view, placements=placements)
 
     def _plan_wait(
-        self, *, experiment: Experiment, needs: list[TaskNeed]
+        self, *, experiment: QueuedExperiment, needs: list[TaskNeed]
     ) -> tuple[list[Placement], list[Holder]] | None:
         """Devices to wait for from stopping trials, plus lower-priority trials to preempt."""
         shape = _shape(experiment=experiment)
@@ -387,7 +370,7 @@ class _Pass:
         logger.info("Preempting trial(s) %s", ", ".join(str(v.trial_id) for v in victims))
 
 
-def _pending_reasons_save(*, experiments: list[Experiment]) -> None:
+def _pending_reasons_save(*, experiments: list[QueuedExperiment]) -> None:
     """Write the reasons that changed (a start elsewhere, a quota reached, a new reservation).
 
     Raw SQL because bulk_update's CASE expression for ~1,000 rows costs more than all the
@@ -401,24 +384,22 @@ def _pending_reasons_save(*, experiments: list[Experiment]) -> None:
             sql = f"UPDATE {table} SET pending_reason = %s WHERE id = %s AND state = %s"  # noqa: S608
             cursor.executemany(sql, [(e.pending_reason, e.pk, queued) for e in experiments])
             return
-        # A server: one statement per batch, not one round trip per row.
-        for start in range(0, len(experiments), REASONS_PER_STATEMENT):
-            batch = experiments[start : start + REASONS_PER_STATEMENT]
-            values = ", ".join(["(%s, %s)"] * len(batch))
-            cursor.execute(
-                f"UPDATE {table} AS e SET pending_reason = v.reason FROM (VALUES {values})"  # noqa: S608
-                " AS v(id, reason) WHERE e.id = v.id AND e.state = %s",
-                [*(x for e in batch for x in (e.pk, e.pending_reason)), queued],
-            )
+        # A server: one statement, two arrays, whose text the driver converts once.
+        cursor.execute(
+            f"UPDATE {table} AS e SET pending_reason = v.reason"  # noqa: S608
+            " FROM unnest(%s::bigint[], %s::text[]) AS v(id, reason)"
+            " WHERE e.id = v.id AND e.state = %s",
+            [[e.pk for e in experiments], [e.pending_reason for e in experiments], queued],
+        )
 
 
-def _quota_block(*, experiment: Experiment, quota_gpus: dict[QuotaKey, int]) -> str:
+def _quota_block(*, experiment: QueuedExperiment, quota_gpus: dict[QuotaKey, int]) -> str:
     if experiment.gpus_requested == 0:
         return ""
     key = quota_key(team_id=experiment.team_id, owner_id=experiment.owner_id)
     in_use = quota_gpus.get(key, 0)
-    if experiment.team is not None:
-        quota, whose = experiment.team.gpu_quota, "Team quota"
+    if experiment.team_gpu_quota is not None:
+        quota, whose = experiment.team_gpu_quota, "Team quota"
     else:
         quota, whose = settings.PLATFORM.user_gpu_quota, "Quota of a user without a team"
     if in_use + experiment.gpus_requested > quota:

@@ -7,6 +7,7 @@ from django.db import connection, transaction
 from django.db.models.functions import Now
 from django.utils import timezone
 
+from tfplatform.core.bulk import ids_match
 from tfplatform.core.errors import InvalidTransition
 from tfplatform.experiments.models import Experiment
 from tfplatform.experiments.signals import experiment_finished
@@ -138,12 +139,12 @@ def experiments_schedule(*, experiment_ids: list[int]) -> set[int]:
     admitted: set[int] = set()
     with connection.cursor() as cursor:
         for start in range(0, len(experiment_ids), IDS_PER_STATEMENT):
-            batch = experiment_ids[start : start + IDS_PER_STATEMENT]
-            marks = ", ".join(["%s"] * len(batch))
+            match, ids = ids_match(column="id",
+                                   ids=experiment_ids[start : start + IDS_PER_STATEMENT])
             cursor.execute(
                 f"UPDATE {table} SET state = %s, pending_reason = '', updated_at = %s"  # noqa: S608
-                f" WHERE id IN ({marks}) AND state = %s RETURNING id",
-                [State.SCHEDULED.value, timezone.now(), *batch, State.QUEUED.value],
+                f" WHERE {match} AND state = %s RETURNING id",
+                [State.SCHEDULED.value, timezone.now(), *ids, State.QUEUED.value],
             )
             admitted.update(row[0] for row in cursor.fetchall())
     return admitted

@@ -4,11 +4,12 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Count
 from django.db.models.functions import Now
 from django.utils import timezone
 
+from tfplatform.core.bulk import database_now, ids_match, rows_insert
 from tfplatform.core.errors import InvalidTransition
 from tfplatform.experiments.models import Checkpoint, Experiment, Metric, Trial
 
@@ -19,21 +20,20 @@ STOP_ORPHANED = "orphaned"  # its supervisor is gone; survivors of its gang are 
 
 
 def trial_create(*, experiment: Experiment) -> Trial:
-    return trials_create(experiment_ids=[experiment.pk])[experiment.pk]
+    return Trial.objects.get(pk=trials_create(experiment_ids=[experiment.pk])[experiment.pk])
 
 
-def trials_create(*, experiment_ids: list[int]) -> dict[int, Trial]:
+def trials_create(*, experiment_ids: list[int]) -> dict[int, int]:
     """A new trial for each experiment (a scheduling pass's admissions): one query counts their
-    earlier trials, one insert makes them."""
+    earlier trials, one insert makes them. Returns experiment id → its new trial's id."""
     earlier = dict(
         Trial.objects.filter(experiment_id__in=experiment_ids).order_by()
         .values_list("experiment_id").annotate(n=Count("id"))
     )
-    made = Trial.objects.bulk_create(
-        [Trial(experiment_id=pk, restart_count=earlier.get(pk, 0)) for pk in experiment_ids],
-        batch_size=2_000,
-    )
-    return {trial.experiment_id: trial for trial in made}
+    made = rows_insert(model=Trial, fields=("experiment", "restart_count"),
+                       rows=[(pk, earlier.get(pk, 0)) for pk in experiment_ids],
+                       returning=("experiment", "id"))
+    return dict(made)
 
 
 def trial_request_stop(*, trial: Trial, reason: str) -> None:
@@ -47,7 +47,14 @@ def trial_mark_dispatched(*, trial_id: int) -> None:
 
 
 def trials_mark_dispatched(*, trial_ids: list[int]) -> None:
-    Trial.objects.filter(pk__in=trial_ids).update(dispatched_at=Now())
+    if not trial_ids:
+        return
+    # One statement text for any count (core.bulk.ids_match): a pass marks hundreds at once.
+    match, params = ids_match(column="id", ids=trial_ids)
+    now, now_params = database_now(model=Trial)
+    with connection.cursor() as cursor:
+        cursor.execute(f"UPDATE {connection.ops.quote_name(Trial._meta.db_table)}"  # noqa: S608
+                       f" SET dispatched_at = {now} WHERE {match}", [*now_params, *params])
 
 
 def trial_start(*, trial_id: int) -> Trial | None:
