@@ -158,6 +158,7 @@ def _stack_measure(args: argparse.Namespace, report: Report) -> None:
                 workload=sequential, repeats=_pick(args.repeats, full=4, quick=1, is_quick=quick),
                 side_workload=side,
                 side_repeats=_pick(args.side_repeats, full=8, quick=1, is_quick=quick),
+                node_restart=stack.worker_restart,
             ))
         if "inference" in args.items:
             from bench.inference import inference_measure

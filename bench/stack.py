@@ -59,6 +59,7 @@ class Stack:
     # The model servers' access token (serving/access.py), shared by every process of the stack.
     serving_token: str = field(default_factory=lambda: secrets.token_urlsafe(24))
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    _worker_log_from: int = 0  # where the running node's part of worker.log begins
 
     @property
     def base_url(self) -> str:
@@ -169,10 +170,7 @@ class Stack:
         self.spawn("web", web_args(port=self.port))
         self.spawn("loader", [PYTHON, "manage.py", "model_loader"])
         self.spawn("scheduler", [PYTHON, "manage.py", "scheduler"])
-        self.spawn("worker", [
-            PYTHON, "manage.py", "worker", "--node", self.node,
-            "--gpu-slots", str(self.gpu_slots), "--cpu-slots", str(self.cpu_slots),
-        ])
+        self._worker_spawn()
         self.wait(lambda: _answers(f"{self.base_url}/healthz"), what="web", process="web")
         self.wait(lambda: _answers(f"{self.rest_url}/v1/models/none", status=404,
                                    headers=self.serving_headers),
@@ -186,12 +184,31 @@ class Stack:
         self.wait(self._node_ready, what=f"worker node {self.node}", process="worker")
         return self
 
+    def _worker_spawn(self, **extra_env: str) -> None:
+        log = self.logs / "worker.log"
+        self._worker_log_from = log.stat().st_size if log.exists() else 0
+        self.spawn("worker", [
+            PYTHON, "manage.py", "worker", "--node", self.node,
+            "--gpu-slots", str(self.gpu_slots), "--cpu-slots", str(self.cpu_slots),
+        ], **extra_env)
+
+    def worker_restart(self, **extra_env: str) -> None:
+        """The node again, with these settings over the stack's (a node that starts every
+        task cold, for one), once its last trial has ended."""
+        self.stop_process("worker")
+        self._worker_spawn(**extra_env)
+        self.wait(self._node_ready, what=f"worker node {self.node}", process="worker")
+
     def _node_ready(self) -> bool:
         answer = requests.get(f"{self.base_url}/api/v1/nodes/", headers=self.headers, timeout=10)
         nodes = answer.json().get("results", []) if answer.ok else []
-        # The worker registers before its Celery consumer is up: wait for its log to say so.
-        registered = any(n.get("hostname") == self.node for n in nodes)
-        return registered and " ready." in self.log_tail("worker", 20000)
+        # The worker registers before its Celery consumer is up: wait for its log to say so
+        # (this start's part of the log: a restarted node appends to it).
+        log = self.logs / "worker.log"
+        with log.open("rb") as text:
+            text.seek(self._worker_log_from)
+            ready = b" ready." in text.read()
+        return any(n.get("hostname") == self.node for n in nodes) and ready
 
     @property
     def headers(self) -> dict[str, str]:
