@@ -30,7 +30,7 @@ from training.isolation.containers import containers_reap, runtime_image_ensure
 from training.isolation.gang_network import gang_networks_reap
 from training.isolation.runtime import CONTAINER_RUNTIMES, TaskPython, node_privileged
 from training.isolation.sandbox import Exposure
-from training.supervisor.forks import fork_server_used
+from training.supervisor.forks import fork_server, fork_server_used
 from training.supervisor.gpus import gpus_usable_check
 from training.supervisor.supervise import task_base_environment
 from training.supervisor.warm import warm_pool_configure
@@ -136,6 +136,9 @@ class Command(BaseCommand):
             # Its tasks are forked from one process that imported TensorFlow once
             # (training/supervisor/forks.py): a host kept warm would only cost another import.
             warm_processes = 0
+            # Its import starts now, as a warm pool's would: the node's first trial would
+            # otherwise wait for it, and start no sooner than a cold one.
+            fork_server(runtime=runtime, python=TaskPython(), env=task_base_environment())
         elif runtime.isolated and warm_processes and not node_privileged():
             # A warm host is started before its trial is known, so it may hold nothing of
             # anyone; only a node that can mount a task's folders into it at its order (root,

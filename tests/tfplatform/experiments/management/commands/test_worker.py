@@ -1,5 +1,7 @@
 """`manage.py worker` records how its node runs trials, and says so loudly when not isolated."""
 
+import contextlib
+import os
 from pathlib import Path
 
 import pytest
@@ -77,3 +79,45 @@ def test_a_node_whose_tensorflow_cannot_see_the_gpus_nvml_finds_does_not_join(
                                            "machine, but its TensorFlow sees 0"):
         call_command("worker", "--node", "gpu-1", "--gpu-slots", "0", "--cpu-slots", "1")
     assert not Node.objects.filter(hostname="gpu-1").exists()
+
+
+def _descendants(pid: int) -> list[int]:
+    found, pending = [], [pid]
+    while pending:
+        current = pending.pop()
+        for tid in os.listdir(f"/proc/{current}/task"):
+            with contextlib.suppress(OSError):
+                children = Path(f"/proc/{current}/task/{tid}/children").read_text().split()
+                found += [int(child) for child in children]
+                pending += [int(child) for child in children]
+    return found
+
+
+def _command_line(pid: int) -> str:
+    with contextlib.suppress(OSError):
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    return ""
+
+
+def test_a_root_sandbox_node_starts_its_fork_server_before_its_first_trial(
+    tmp_path: Path,
+) -> None:
+    """So the first trial a node runs is forked from a process that imported TensorFlow
+    already, as every later one is, instead of waiting for that import."""
+    name = f"forks-{tmp_path.name[-10:]}"
+    log = tmp_path / "worker.log"
+    process = live.worker_start(
+        node=name, log=log, PLATFORM_VAR_DIR=str(tmp_path / "var"),
+        PLATFORM_TRIAL_RUNTIME="sandbox",
+        PLATFORM_TASK_FORK_SERVER_SOCKET="",  # its own, not the test process' shared one
+    )
+    try:
+        live.wait_for(lambda: Node.objects.filter(hostname=name).exists(), timeout=60,
+                      what="node registration", log=log)
+        live.wait_for(
+            lambda: any("training.trial.forkserver" in _command_line(pid)
+                        for pid in _descendants(process.pid)),
+            timeout=30, what="the node's fork server", log=log,
+        )
+    finally:
+        live.stop(process)
