@@ -74,6 +74,7 @@ def trial_run(
     grace_seconds: float = 20.0,
     on_event: Callable[[TrialEvent], None] | None = None,
     should_cancel: Callable[[], bool] = lambda: False,
+    cancel_check_seconds: float = 1.0,
 ) -> TrialRun:
     run = TrialRun(outcome=TrialOutcome(status="failed", retryable=False, exit_reason=""))
     start = time.monotonic()
@@ -85,7 +86,8 @@ def trial_run(
                 on_event(event)
 
     run.outcome = trial_supervise(
-        spec=spec, on_events=collect, should_cancel=should_cancel, grace_seconds=grace_seconds
+        spec=spec, on_events=collect, should_cancel=should_cancel, grace_seconds=grace_seconds,
+        cancel_check_seconds=cancel_check_seconds,
     )
     run.seconds = time.monotonic() - start
     return run

@@ -153,12 +153,16 @@ def test_a_stop_mid_epoch_is_checkpointed_and_the_rerun_trains_only_the_rest_of_
             plan["steps"] = event.payload["steps_per_epoch"]
         if event.kind == "metric":
             reported.append(event.payload["epoch"])
-        # Early in an epoch (about 2 s long), so the stop lands before its validation starts.
+        # Early in an epoch (about 2 s long, longer on a loaded machine), so the stop lands
+        # before its validation starts.
         if event.kind == "throughput" and plan:
             into = event.payload["optimizer_step"] % plan["steps"] / plan["steps"]
-            stop.append(0.05 < into < 0.5)
+            stop.append(0.05 < into < 0.35)
 
-    first = run_trial(spec=spec, on_event=watch, should_cancel=lambda: any(stop))
+    # The cancel asked for often, not every second (the supervisor's default): a second's delay
+    # on a loaded machine let the stop land in the epoch's validation or the next epoch's start.
+    first = run_trial(spec=spec, on_event=watch, should_cancel=lambda: any(stop),
+                      cancel_check_seconds=0.1)
     assert first.outcome.status == "canceled", first.outcome.exit_reason
     steps = first.phase("batch")[0]["steps_per_epoch"]
     on_stop = first.payloads("checkpoint")[-1]
