@@ -138,7 +138,13 @@ class Command(BaseCommand):
             warm_processes = 0
             # Its import starts now, as a warm pool's would: the node's first trial would
             # otherwise wait for it, and start no sooner than a cold one.
-            fork_server(runtime=runtime, python=TaskPython(), env=task_base_environment())
+            try:
+                fork_server(runtime=runtime, python=TaskPython(), env=task_base_environment())
+            except OSError:
+                # The node still runs: its first trial tries again (forks.fork_server), and its
+                # tasks start cold if that fails too.
+                logger.warning("Node %s could not start its fork server now", hostname,
+                               exc_info=True)
         elif runtime.isolated and warm_processes and not node_privileged():
             # A warm host is started before its trial is known, so it may hold nothing of
             # anyone; only a node that can mount a task's folders into it at its order (root,
