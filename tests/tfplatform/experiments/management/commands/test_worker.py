@@ -1,12 +1,12 @@
 """`manage.py worker` records how its node runs trials, and says so loudly when not isolated."""
 
 import contextlib
-import os
 from pathlib import Path
 
 import pytest
 from django.core.management import CommandError, call_command
 
+from bench.affinity import process_tree
 from tests import live
 from tfplatform.cluster.discovery import DeviceInfo, devices_discover
 from tfplatform.cluster.models import Node
@@ -81,18 +81,6 @@ def test_a_node_whose_tensorflow_cannot_see_the_gpus_nvml_finds_does_not_join(
     assert not Node.objects.filter(hostname="gpu-1").exists()
 
 
-def _descendants(pid: int) -> list[int]:
-    found, pending = [], [pid]
-    while pending:
-        current = pending.pop()
-        for tid in os.listdir(f"/proc/{current}/task"):
-            with contextlib.suppress(OSError):
-                children = Path(f"/proc/{current}/task/{tid}/children").read_text().split()
-                found += [int(child) for child in children]
-                pending += [int(child) for child in children]
-    return found
-
-
 def _command_line(pid: int) -> str:
     with contextlib.suppress(OSError):
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
@@ -116,7 +104,7 @@ def test_a_root_sandbox_node_starts_its_fork_server_before_its_first_trial(
                       what="node registration", log=log)
         live.wait_for(
             lambda: any("training.trial.forkserver" in _command_line(pid)
-                        for pid in _descendants(process.pid)),
+                        for pid in process_tree([process.pid])),
             timeout=30, what="the node's fork server", log=log,
         )
     finally:
