@@ -25,8 +25,9 @@ A save goes in this order: its progress file (written to a temporary name and re
 checkpoint data, the best's links (when it is the best), then TF registers the checkpoint in the
 `checkpoint` index file (by rename). Only at the next save (or the end) do older progress files
 and bests go. A crash or a full disk at any moment leaves the latest registered checkpoint, its
-progress and its best intact: a failed save removes what it half wrote, and a restore removes
-bests of epochs never registered.
+progress and its best intact: a failed save removes what it half wrote (also when training fails
+on another write while it is under way), and a restore removes what a killed process left of
+saves never registered and bests of epochs never registered.
 
 With MultiWorkerMirroredStrategy every worker must take part in a save (reading sync-on-read
 variables is a collective), so non-chief workers write to a scratch directory that they delete;
@@ -35,6 +36,7 @@ all workers restore the chief's files. The parameter-server chief saves alone.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -102,6 +104,8 @@ class TrainingState:
 
     def restore(self) -> Progress:
         latest = tf.train.latest_checkpoint(str(self.chief_dir))
+        if self.is_chief and self.chief_dir.is_dir():
+            self._unregistered_remove()
         if latest is None:
             return Progress()
         name, number = Path(latest).name.rsplit("-", 1)
@@ -123,6 +127,21 @@ class TrainingState:
             # the older ones went: the registered progress names the one best.
             self._best_keep(epoch=progress.best_epoch or None)
         return progress
+
+    def _unregistered_remove(self) -> None:
+        """Saves a process killed mid-write left behind (its progress, data never registered,
+        staging folders): they only take space, and a full disk is often why it died."""
+        registered = {Path(p).name for p in self.manager.checkpoints}
+        numbers = {name.rsplit("-", 1)[1] for name in registered}
+        stale = set()
+        for entry in self.chief_dir.iterdir():
+            stem, _, _ = entry.name.partition(".")
+            kind, _, number = stem.rpartition("-")
+            if ((kind == "progress" and number not in numbers)
+                    or (kind in (CHECKPOINT_NAME, LEGACY_CHECKPOINT_NAME)
+                        and stem not in registered)):
+                stale.add(f"{stem}.")
+        _remove(self.chief_dir, *sorted(stale))
 
     def save(self, *, progress: Progress, best: bool = False,
              written: Callable[[Saved], None] | None = None) -> None:
@@ -165,8 +184,8 @@ class TrainingState:
         if pending is None:
             return
         if self.asynchronous:
-            self.checkpoint.sync()
             try:
+                self.checkpoint.sync()
                 _async_error_raise(checkpoint=self.checkpoint)
             except BaseException:
                 self._discard(pending)
@@ -178,6 +197,13 @@ class TrainingState:
                 old.unlink()
         if pending.best:
             self._best_keep(epoch=pending.epoch)
+
+    def abandon(self) -> None:
+        """On the way out of a training that failed: the save under way stays if it reached the
+        disk, and what it half wrote goes if not. Its own error gives way to the one ending the
+        training (a full disk fails the next write too, whichever it is)."""
+        with contextlib.suppress(Exception):
+            self.settle()
 
     def _discard(self, pending: _Pending) -> None:
         # Not registered: what this save half wrote only takes space a full disk lacks.

@@ -288,6 +288,9 @@ def _fit(*, model: Any, data: Data, strategy: Any, hparams: dict[str, Any], batc
                 validation_data=validation, validation_steps=validation_steps,
                 callbacks=callbacks, verbose=0,
             )
+    except BaseException:
+        state.abandon()
+        raise
     finally:
         flag.immediate = False
     flag.check()  # a stop at the last epoch's last step: saved by its end, not exported

@@ -174,3 +174,45 @@ def test_a_stop_is_checkpointed_where_it_lands_and_the_last_step_waits_for_its_e
     restored = _state(tmp_path).restore()
     assert (restored.epochs_completed, restored.epoch_steps) == saved
     assert [record["epoch"] for record in restored.history] == list(range(1, saved[0] + 1))
+
+
+def test_a_save_under_way_when_training_fails_elsewhere_stays_if_written_or_goes(
+    tmp_path: Path,
+) -> None:
+    # A full disk fails the save's write and, before the next save looks at it, another write
+    # (an event file, a summary): the failed save's half must go all the same.
+    state = _state(tmp_path)
+    state.save(progress=Progress(epochs_completed=1))
+    state.settle()
+
+    def fail(saved: Saved) -> None:
+        raise OSError(28, "No space left on device")
+
+    state.save(progress=Progress(epochs_completed=2), written=fail)
+    state.abandon()
+    names = sorted(os.listdir(tmp_path / "checkpoints"))
+    assert not [n for n in names if n.startswith(("ckpt-20", "progress-20"))], names
+    assert "progress-10.json" in names
+    # One that reached the disk stays registered.
+    state.save(progress=Progress(epochs_completed=3))
+    state.abandon()
+    assert tf.train.latest_checkpoint(str(tmp_path / "checkpoints")).endswith("ckpt-30")
+
+
+def test_a_restore_removes_what_a_killed_process_left_of_unregistered_saves(
+    tmp_path: Path,
+) -> None:
+    state = _state(tmp_path, asynchronous=False)
+    state.save(progress=Progress(epochs_completed=1))
+    checkpoints = tmp_path / "checkpoints"
+    registered = sorted(os.listdir(checkpoints))
+    # What a process killed in the middle of the next save leaves: its progress, its data
+    # (written, never registered) and a staging folder.
+    for name in ("ckpt-10.index", "ckpt-10.data-00000-of-00001"):
+        (checkpoints / name.replace("10", "20")).write_bytes((checkpoints / name).read_bytes())
+    (checkpoints / "progress-20.json").write_text('{"epochs_completed": 2}')
+    (checkpoints / "ckpt-30_temp").mkdir()
+
+    progress = _state(tmp_path).restore()
+    assert progress.epochs_completed == 1
+    assert sorted(os.listdir(checkpoints)) == registered
