@@ -14,6 +14,7 @@ from tfplatform.experiments.services.transitions import experiment_set_strategy
 from tfplatform.experiments.services.trials import (
     checkpoint_record,
     metrics_record,
+    metrics_supersede_epoch,
     trial_append_log,
     trial_set_first_step,
     trial_set_runtime,
@@ -83,10 +84,15 @@ class TrialEventRecorder:
     def _on_metric(self, event: TrialEvent) -> None:
         numbers = self._numbers(event.payload)
         epoch = int(numbers.pop("epoch", 0))
-        if event.payload.get("replayed") and Metric.objects.filter(
-            trial__experiment_id=self.trial.experiment_id, epoch=epoch
-        ).exists():
-            return
+        if event.payload.get("replayed"):
+            if Metric.objects.filter(
+                trial__experiment_id=self.trial.experiment_id, epoch=epoch
+            ).exists():
+                return
+        else:
+            metrics_supersede_epoch(
+                trial=self.trial, epoch=epoch,
+                names=[name for name in numbers if name not in THROUGHPUT_KEYS])
         metrics_record(
             trial=self.trial, values=numbers, step=epoch, epoch=epoch, recorded_at=self._when(event)
         )

@@ -1,6 +1,6 @@
 """Writes to trials: creation by the scheduler, progress from the supervising worker, ends."""
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -112,6 +112,20 @@ def metrics_record(
         for name, value in values.items()
     ]
     return Metric.objects.bulk_create(rows)  # one statement, in a transaction of its own
+
+
+def metrics_supersede_epoch(*, trial: Trial, epoch: int, names: Sequence[str]) -> int:
+    """An epoch trained again by `trial` replaces what an earlier trial of its experiment reported
+    for it: that one reported the epoch, then lost it with its checkpoint (a write that failed
+    after the report, a process killed before its save was whole). The experiment's curve shows
+    the training its model came from, each epoch once. Throughput samples stay: they measured
+    work that was done."""
+    deleted, _ = (Metric.objects
+                  .filter(trial__experiment_id=trial.experiment_id, epoch=epoch, step=epoch,
+                          name__in=names)
+                  .exclude(trial_id=trial.pk)
+                  .delete())
+    return deleted
 
 
 def trial_set_placement(*, trial: Trial, placement: dict[str, Any]) -> None:

@@ -43,6 +43,31 @@ def test_replayed_epochs_fill_only_the_gaps_a_lost_gang_left() -> None:
     assert not Metric.objects.filter(name="replayed").exists()
 
 
+def test_an_epoch_trained_again_after_its_checkpoint_was_lost_replaces_the_lost_report() -> None:
+    experiment = ExperimentFactory()
+    first = TrialFactory(experiment=experiment, restart_count=0)
+    record = TrialEventRecorder(trial=first)
+    record([metric(epoch, images_per_sec=100.0) for epoch in (1, 2, 3)])
+    # Throughput samples of the lost epoch: measured work, kept.
+    record([TrialEvent(kind="throughput", task="worker:0",
+                       payload={"epoch": 3, "images_per_sec": 90.0}) for _ in range(3)])
+    # Epoch 3's save failed after its report (a full disk): the next trial resumes from 2.
+    second = TrialFactory(experiment=experiment, restart_count=1)
+    record = TrialEventRecorder(trial=second)
+    record([metric(epoch, replayed=True) for epoch in (1, 2)])
+    record([metric(epoch, images_per_sec=100.0) for epoch in (3, 4)])
+    rows = Metric.objects.filter(trial__experiment=experiment, name="loss").order_by("epoch")
+    assert [(m.epoch, m.trial_id) for m in rows] == [
+        (1, first.pk), (2, first.pk), (3, second.pk), (4, second.pk)]
+    throughput = Metric.objects.filter(trial=first, name="images_per_sec", epoch=3)
+    assert throughput.count() == 4  # the epoch's own figure and the three samples
+    # Another experiment's epoch 3 is not touched.
+    other = TrialFactory()
+    TrialEventRecorder(trial=other)([metric(3)])
+    TrialEventRecorder(trial=TrialFactory(experiment=experiment, restart_count=2))([metric(3)])
+    assert Metric.objects.filter(trial=other, name="loss").count() == 1
+
+
 def test_first_step_time_is_kept_from_the_first_report() -> None:
     trial = TrialFactory()
     record = TrialEventRecorder(trial=trial)
