@@ -30,8 +30,9 @@ TOKEN = "profiler-test-token"
 
 @contextmanager
 def traffic(target: str, token: str = "") -> Iterator[None]:
-    """Predicts in a loop while a trace runs, so it has session runs to show."""
-    done = threading.Event()
+    """Predicts in a loop while a trace runs, so it has session runs to show: the trace starts
+    once answers flow (on a busy machine the first can take longer than a short trace)."""
+    done, flowing = threading.Event(), threading.Event()
 
     def loop() -> None:
         request = predict_pb2.PredictRequest(model_spec={"name": "default"})
@@ -41,10 +42,12 @@ def traffic(target: str, token: str = "") -> Iterator[None]:
                 channel_with_token(channel=plain, token=token))
             while not done.is_set():
                 stub.Predict(request, 30)
+                flowing.set()
 
     thread = threading.Thread(target=loop)
     thread.start()
     try:
+        assert flowing.wait(timeout=60), "no prediction answered within 60 s"
         yield
     finally:
         done.set()

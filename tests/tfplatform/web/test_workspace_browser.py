@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from tests import live
@@ -131,7 +132,13 @@ def platform(request: pytest.FixtureRequest, tmp_path: Path,
 
 def _wait_state(page: Any, base: str, workspace_id: int, state: str, log: Path) -> None:
     def reached() -> bool:
-        page.goto(f"{base}/workspaces/")
+        try:
+            page.goto(f"{base}/workspaces/")
+        except PlaywrightError as error:
+            # The page's own refresh may abort a load in flight; the next poll loads it again.
+            if "ERR_ABORTED" not in str(error):
+                raise
+            return False
         return bool(page.get_attribute(f"#workspace-{workspace_id}", "data-state") == state)
 
     live.wait_for(reached, timeout=240, what=f"workspace {workspace_id} {state}", log=log)
