@@ -323,6 +323,13 @@ elif CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
         CELERY_BROKER_TRANSPORT_OPTIONS["global_keyprefix"] = f"{_broker_prefix}:"
 CELERY_TASK_ACKS_LATE = False
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# After a reconnect Celery lowers the prefetch count and raises it again with a synchronous
+# basic.qos per finished task. On RabbitMQ with the thread pool two such calls can share the
+# channel from two threads: one takes the other's reply and the worker's loop waits forever,
+# missing heartbeats, taking nothing (seen in the broker-outage test). The reduction only stops
+# a worker from holding a message or two more for a while: trial tasks go to the node's own
+# queue and the shared queue's tasks are short, so it buys us nothing.
+CELERY_WORKER_ENABLE_PREFETCH_COUNT_REDUCTION = False
 CELERY_TASK_DEFAULT_QUEUE = "platform"
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_SERIALIZER = "json"
