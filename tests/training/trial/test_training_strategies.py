@@ -59,7 +59,12 @@ def test_same_module_trains_under_every_strategy(case: str, trained: Callable[[s
     assert outcome.status == "completed", outcome.exit_reason
     _, strategy, replicas = CASES[case]
     assert outcome.strategy == strategy and outcome.replicas == replicas
-    assert outcome.final_metrics["val_accuracy"] >= 0.9
+    # The whole curve and what the tasks said, should a run end below the mark again: one
+    # parameter-server run in CI ended at 0.57 once; 20 runs on a loaded machine here did not.
+    curve = [(m["epoch"], m.get("accuracy"), m.get("val_accuracy"))
+             for m in run.payloads("metric")]
+    said = [(e.task, e.kind, e.payload) for e in run.events if e.kind in ("log", "error")]
+    assert outcome.final_metrics["val_accuracy"] >= 0.9, (curve, said[-20:])
     assert outcome.epochs_completed == 4
     # Per-replica batch 32 and rate 0.01 scale with the replicas in sync.
     assert outcome.per_replica_batch_size == 32
