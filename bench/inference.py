@@ -5,7 +5,9 @@ stacked GRU reading digits as 64-step pixel sequences, whose run is mostly per-c
 while loop of small ops) that a batch shares: the kind of model batching is for on a CPU.
 
 Paths, slowest-layered last: direct (the SavedModel loaded in this process and run the way the
-model server runs it: serving.servable.Servable through the same runner, no protocol), the
+model server runs it: serving.servable.Servable through the same runner, no protocol), the floor
+peer (bench/floor_server.py: a bare aiohttp server calling the SavedModel through TensorFlow's
+own API, batching the simple way when on: the least one can serve REST predict with), the
 embedded server's gRPC PredictionService, its REST API (both with the server's own token), the
 same two with a user's platform token (checked in the server's front, serving/front.py), the same
 two through the gateway (serving/gateway.py, compose's front for stock TF Serving: one more
@@ -45,19 +47,23 @@ from bench.quiet import wait_quiet
 from bench.report import BarChart, Section, Table, Target, number
 from bench.stack import PYTHON, Stack, web_args
 
-PATHS = ("direct", "embedded gRPC", "embedded REST", "front gRPC", "front REST", "gateway gRPC",
-         "gateway REST", "platform REST")
+PATHS = ("direct", "floor REST", "embedded gRPC", "embedded REST", "front gRPC", "front REST",
+         "gateway gRPC", "gateway REST", "platform REST")
 # The user-facing paths and the model server's own ones they add to (a user's token checked,
 # throttled and routed in the model server's front, or in the gateway before it, against the
 # server's own token).
 FRONT_OVER = (("front REST", "embedded REST"), ("front gRPC", "embedded gRPC"),
               ("gateway REST", "embedded REST"), ("gateway gRPC", "embedded gRPC"),
-              ("platform REST", "embedded REST"))
+              ("platform REST", "embedded REST"),
+              # Over the floor peer: the model server's own REST with a user's token, the
+              # platform's REST API.
+              ("front REST", "floor REST"), ("platform REST", "floor REST"))
 # The performance round's goals (issue #43).
 OVERHEAD_MS = 0.3
 BATCHING_GAIN = 2.5
 CONCURRENCY = (1, 8)
 BATCHING = ("off", "on")
+FLOOR_PROCESS = {"on": "floor", "off": "floor-unbatched"}
 
 
 # Batches as large as the clients at concurrency 8, closed after at most 2 ms, one batch thread
@@ -102,6 +108,7 @@ class Endpoints:
     platform_url: str
     gateway_grpc: str = ""
     gateway_rest: str = ""
+    floor_rest: str = ""
 
 
 def model_export(*, model: BenchModel, directory: Path) -> tuple[Path, Any]:
@@ -246,6 +253,26 @@ def gateway_start(stack: Stack, *, name: str, upstream: Endpoints) -> Endpoints:
     return gateway
 
 
+def floor_start(stack: Stack, *, name: str, upstream: Endpoints, models: dict[str, Path],
+                batching: bool) -> Endpoints:
+    """The floor peer serving `models`, batching with the model server's parameters when on."""
+    from serving.config import parse_batching_parameters
+
+    port = free_port()
+    intra, inter = SESSION_PARALLELISM
+    flags = [f"--intra_op_parallelism={intra}", f"--inter_op_parallelism={inter}"]
+    if batching:
+        options = parse_batching_parameters(BATCHING_PARAMETERS)
+        flags += [f"--max_batch_size={options.max_batch_size}",
+                  f"--batch_timeout_micros={options.batch_timeout_micros}",
+                  f"--num_batch_threads={options.num_batch_threads}"]
+    stack.spawn(name, [PYTHON, "-m", "bench.floor_server", f"--port={port}", *flags,
+                       *(f"--model={model}={path}" for model, path in models.items())])
+    floor = replace(upstream, floor_rest=f"http://127.0.0.1:{port}")
+    stack.wait(lambda: _answering(floor.floor_rest), what=name, process=name)
+    return floor
+
+
 def _answering(url: str) -> bool:
     try:
         requests.get(url, timeout=5)
@@ -290,15 +317,21 @@ def inference_measure(stack: Stack, client: PlatformClient, *, rounds: int,
             "off": gateway_start(stack, name="gateway-unbatched",
                                  upstream=unbatched_start(stack)),
         }
+        served = {m.name: exported[m.label][0] for m in MODELS}
+        endpoints = {batching: floor_start(stack, name=FLOOR_PROCESS[batching], upstream=where,
+                                           models=served, batching=batching == "on")
+                     for batching, where in endpoints.items()}
         stack.wait(lambda: _models_available(stack.rest_url, stack.serving_headers),
                    what="model server", process="serving")
         groups = {  # process groups: every process spawned by the stack leads its own
             "on": {"web": stack.processes["web"].pid,
                    "gateway": stack.processes["gateway"].pid,
-                   "model server": stack.processes["serving"].pid},
+                   "model server": stack.processes["serving"].pid,
+                   "floor server": stack.processes[FLOOR_PROCESS["on"]].pid},
             "off": {"web": stack.processes["web-unbatched"].pid,
                     "gateway": stack.processes["gateway-unbatched"].pid,
-                    "model server": stack.processes["serving-unbatched"].pid},
+                    "model server": stack.processes["serving-unbatched"].pid,
+                    "floor server": stack.processes[FLOOR_PROCESS["off"]].pid},
         }
         pool = ClientPool(size=max(CONCURRENCY))
         try:
@@ -311,15 +344,17 @@ def inference_measure(stack: Stack, client: PlatformClient, *, rounds: int,
                     requests_per_thread=requests_per_thread)
         finally:
             pool.close()
-    for name in ("gateway", "gateway-unbatched", "web-unbatched", "serving-unbatched"):
+    for name in ("gateway", "gateway-unbatched", "web-unbatched", "serving-unbatched",
+                 *FLOOR_PROCESS.values()):
         stack.stop_process(name)
     return _section(measured=measured, rounds=rounds, requests_per_thread=requests_per_thread,
                     seconds=time.monotonic() - started)
 
 
 CpuShares = dict[Key, list[dict[str, float]]]  # CPU ms per request, by process, per round
-CPU_SIDES = ("load generator", "web", "gateway", "model server")
-ON_PATH = {"direct": ("load generator",), "embedded gRPC": ("load generator", "model server"),
+CPU_SIDES = ("load generator", "web", "gateway", "model server", "floor server")
+ON_PATH = {"direct": ("load generator",), "floor REST": ("load generator", "floor server"),
+           "embedded gRPC": ("load generator", "model server"),
            "embedded REST": ("load generator", "model server"),
            "front gRPC": ("load generator", "model server"),
            "front REST": ("load generator", "model server"),
@@ -350,6 +385,8 @@ def _runs(*, model: BenchModel, endpoints: dict[str, Endpoints], directs: dict[s
     user_grpc = {"authorization": headers["Authorization"].replace("Token ", "Bearer ", 1)}
     for batching, where in endpoints.items():
         runs["direct", batching] = threads(directs[batching].make)
+        runs["floor REST", batching] = processes(rest_request(
+            url=f"{where.floor_rest}/v1/models/{model.name}:predict", row=row, headers={}))
         runs["embedded gRPC", batching] = processes(grpc_request(
             target=where.grpc_target, name=model.name, row=row, headers=serving_headers))
         runs["embedded REST", batching] = processes(rest_request(

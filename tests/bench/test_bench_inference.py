@@ -9,6 +9,7 @@ from bench.loadgen import LoadResult
 def cpu_shares() -> dict:
     per_path = {  # load generator, web, model server (ms per request)
         "direct": ((0.5, 9.0, 9.0), (0.3, 9.0, 9.0)),
+        "floor REST": ((1.0, 9.0, 9.0), (1.0, 9.0, 9.0)),
         "embedded gRPC": ((0.4, 9.0, 1.6), (0.4, 9.0, 1.4)),
         "embedded REST": ((1.0, 9.0, 1.0), (1.0, 9.0, 0.8)),
         "front gRPC": ((0.4, 9.0, 1.7), (0.4, 9.0, 1.5)),
@@ -19,7 +20,7 @@ def cpu_shares() -> dict:
     }
     return {
         (path, batching, 8): [{"load generator": lg, "web": web, "gateway": 0.5,
-                               "model server": server}]
+                               "model server": server, "floor server": 0.7}]
         for path, rows in per_path.items()
         for batching, (lg, web, server) in zip(("off", "on"), rows, strict=True)
     }
@@ -31,11 +32,13 @@ def test_only_processes_on_the_path_count() -> None:
     assert _cpu_total(cpu, ("embedded gRPC", "off", 8)) == 0.4 + 1.6
     assert _cpu_total(cpu, ("platform REST", "on", 8)) == 1.0 + 1.5 + 0.8
     rows = {(r[0], r[1]): r for r in _cpu_rows(cpu)}
-    assert rows["embedded gRPC", "off"][2:] == ("0.40", "—", "—", "1.60", "2.00")
+    assert rows["embedded gRPC", "off"][2:] == ("0.40", "—", "—", "1.60", "—", "2.00")
     # The front is the model server's own: no web app on its path.
-    assert rows["front REST", "on"][2:] == ("1.00", "—", "—", "0.90", "1.90")
+    assert rows["front REST", "on"][2:] == ("1.00", "—", "—", "0.90", "—", "1.90")
     # The gateway is a process of its own before the server; the web app is not on its path.
-    assert rows["gateway REST", "on"][2:] == ("1.00", "—", "0.50", "0.90", "2.40")
+    assert rows["gateway REST", "on"][2:] == ("1.00", "—", "0.50", "0.90", "—", "2.40")
+    # The floor peer is a server of its own, alone on its path.
+    assert rows["floor REST", "off"][2:] == ("1.00", "—", "—", "—", "0.70", "1.70")
 
 
 def test_the_bound_divides_a_request_by_what_batching_saved() -> None:
