@@ -134,7 +134,7 @@ def _stack_measure(args: argparse.Namespace, report: Report) -> None:
     broker = os.environ.get("BENCH_STACK_REDIS_URL", "redis://127.0.0.1:6379/3")
     with tempfile.TemporaryDirectory(prefix="bench-stack-") as var, Stack(
         var_dir=Path(var), broker_url=broker if args.broker == "redis" else "",
-        batching_parameters=BATCHING_PARAMETERS, session_parallelism=SESSION_PARALLELISM,
+        batching_parameters=BATCHING_PARAMETERS, session_parallelism=SESSION_PARALLELISM["on"],
     ) as stack:
         client = PlatformClient(stack.base_url, stack.token)
         if os.environ.get("PLATFORM_TRIAL_RUNTIME") in CONTAINER_RUNTIMES:

@@ -73,14 +73,18 @@ BATCHING_PARAMETERS = (
     "max_batch_size { value: 8 }\nbatch_timeout_micros { value: 2000 }\n"
     "num_batch_threads { value: 2 }\n"
 )
-# The model server's session threads (TF Serving's --tensorflow_intra_op_parallelism and
-# --tensorflow_inter_op_parallelism, as the operator's TF_SERVING_*_OP_PARALLELISM): each
-# request's (or batch's) ops run in the thread serving it, one op at a time. With TensorFlow's
+# The model servers' session threads by batching (TF Serving's --tensorflow_intra_op_parallelism
+# and --tensorflow_inter_op_parallelism, as the operator's TF_SERVING_*_OP_PARALLELISM).
+# Off: each request's ops run in the thread serving it, one op at a time. With TensorFlow's
 # default pools every run hands its ops to pool threads and back; for models this small those
 # hand-offs, each a wake-up on another core, cost more than the ops (platform REST over
 # embedded REST, dense, concurrency 1, medians of 8 rounds in two A/B runs: 2.38 and 1.61 ms
 # with the default pools, 1.51 and 1.21 ms without).
-SESSION_PARALLELISM = (1, -1)
+# On: a batch's ops go to the inter-op pool (its default size, one thread per core). With every
+# client in one batch only one batch runs at a time; run inline, its ops take one core and leave
+# the other idle (recurrent model, embedded REST alone, concurrency 8, runs alternating: 1,030-
+# 1,260 requests/s inline against 1,360-1,445 with the pool; a floor peer found the gap).
+SESSION_PARALLELISM = {"off": (1, -1), "on": (1, 0)}
 
 
 @dataclass(frozen=True)
@@ -151,7 +155,7 @@ def direct_caller(*, name: str, path: Path, row: Any, batching: bool) -> DirectP
     from serving.config import parse_batching_parameters
     from serving.servable import Servable, session_config
 
-    intra, inter = SESSION_PARALLELISM
+    intra, inter = SESSION_PARALLELISM["on" if batching else "off"]
     servable = Servable(name=name, version=1, path=path, session_config=session_config(
         intra_op_parallelism=intra, inter_op_parallelism=inter))
     signature = servable.signatures["serving_default"]
@@ -215,7 +219,9 @@ def unbatched_start(stack: Stack) -> Endpoints:
         PYTHON, "-m", "serving", f"--port={grpc_port}", f"--rest_api_port={rest_port}",
         f"--model_config_file={stack.model_base_path / 'models.config'}",
         "--allow_version_labels_for_unavailable_models", "--host=127.0.0.1",
-        f"--platform_access_max_age_seconds={UNBATCHED_FRONT_MAX_AGE}", *stack.session_flags,
+        f"--platform_access_max_age_seconds={UNBATCHED_FRONT_MAX_AGE}",
+        "--tensorflow_intra_op_parallelism={}".format(SESSION_PARALLELISM["off"][0]),
+        "--tensorflow_inter_op_parallelism={}".format(SESSION_PARALLELISM["off"][1]),
     ])
     endpoints = Endpoints(f"127.0.0.1:{grpc_port}", f"http://127.0.0.1:{rest_port}",
                           f"http://127.0.0.1:{web_port}")
@@ -259,7 +265,7 @@ def floor_start(stack: Stack, *, name: str, upstream: Endpoints, models: dict[st
     from serving.config import parse_batching_parameters
 
     port = free_port()
-    intra, inter = SESSION_PARALLELISM
+    intra, inter = SESSION_PARALLELISM["on" if batching else "off"]
     flags = [f"--intra_op_parallelism={intra}", f"--inter_op_parallelism={inter}"]
     if batching:
         options = parse_batching_parameters(BATCHING_PARAMETERS)
@@ -503,8 +509,8 @@ def _section(*, measured: dict[str, Measured], rounds: int, requests_per_thread:
     def gain(label: str, name: str) -> float:
         return batching_gain(measured[label].results, name=name)
 
-    def added(label: str, batching: str, path: str = "front REST") -> float:
-        base = dict(FRONT_OVER)[path]
+    def added(label: str, batching: str, path: str = "front REST",
+              base: str = "embedded REST") -> float:
         return (pooled(label, (path, batching, 1)).p50
                 - pooled(label, (base, batching, 1)).p50)
 
@@ -520,8 +526,8 @@ def _section(*, measured: dict[str, Measured], rounds: int, requests_per_thread:
                                  number(all_of.p99, 2), number(throughput(label, key), 0)))
     gains_rows = [(label, name, number(gain(label, name), 2)) for label in labels
                   for name in PATHS]
-    added_rows = [(label, f"{path} − {base}", f"{added(label, 'on', path):.2f}",
-                   f"{added(label, 'off', path):.2f}")
+    added_rows = [(label, f"{path} − {base}", f"{added(label, 'on', path, base):.2f}",
+                   f"{added(label, 'off', path, base):.2f}")
                   for label in labels for path, base in FRONT_OVER]
     cpu_rows = [(label, *row) for label in labels for row in _cpu_rows(measured[label].cpu)]
     categories = tuple(name.replace(" ", "\n", 1) for name in PATHS)
@@ -539,11 +545,13 @@ def _section(*, measured: dict[str, Measured], rounds: int, requests_per_thread:
             "each round's on ÷ off ratio (measured back to back). Batching on = `serve_models` "
             "with `TF_SERVING_BATCHING_PARAMETERS_FILE` holding `" + parameters + "` (the direct "
             "path batches with the same parameters); off = the same server without "
-            "--enable_batching. Both servers, and the direct path's session, run with "
-            f"`TF_SERVING_INTRA_OP_PARALLELISM={SESSION_PARALLELISM[0]}`, "
-            f"`TF_SERVING_INTER_OP_PARALLELISM={SESSION_PARALLELISM[1]}` (TF Serving's "
-            "`--tensorflow_*_op_parallelism`): a request's ops run in the thread serving it, "
-            "not in TensorFlow's thread pools, the tuning for small models on few cores."
+            "--enable_batching. Session threads (TF Serving's `--tensorflow_*_op_parallelism`, "
+            "the operator's `TF_SERVING_INTRA_OP_PARALLELISM` and "
+            "`TF_SERVING_INTER_OP_PARALLELISM`; the direct path and the floor peer alike): "
+            "batching off {}/{}, a request's ops run in the thread serving it, the tuning for "
+            "small models on few cores; batching on {}/{}, a batch's ops go to TensorFlow's "
+            "inter-op pool, which a batch is large enough to pay for.".format(
+                *SESSION_PARALLELISM["off"], *SESSION_PARALLELISM["on"])
         ),
         tables=[
             Table(columns=("model", "path", "batching", "concurrency", "p50 ms", "p99 ms",

@@ -65,3 +65,34 @@ def test_a_round_without_its_pair_is_refused() -> None:
                ("embedded REST", "off", 8): runs(100)}
     with pytest.raises(ValueError):
         batching_gain(results, name="embedded REST")
+
+
+def test_each_path_is_compared_with_its_own_base() -> None:
+    from bench.inference import (
+        BARE,
+        BATCHING,
+        CONCURRENCY,
+        MODELS,
+        PATHS,
+        Measured,
+        _section,
+    )
+
+    # Each path's p50 its own: front REST 2.0, embedded REST 1.5, floor REST 1.0 ms, …
+    p50 = {name: 1.0 + index * 0.25 for index, name in enumerate(PATHS)}
+    p50 |= {"floor REST": 1.0, "embedded REST": 1.5, "front REST": 2.0, "platform REST": 4.0}
+    results = {(name, batching, concurrency): [LoadResult([p50[name]] * 3, 1.0)]
+               for name in PATHS for batching in BATCHING for concurrency in CONCURRENCY}
+    results[BARE] = [LoadResult([0.5], 1.0)]
+    cpu = {key: [{side: 0.1 for side in ("load generator", "web", "gateway", "model server",
+                                         "floor server")}]
+           for key in results if key != BARE and key[2] == 8}
+    section = _section(measured={m.label: Measured(results=results, merged=[8.0], cpu=cpu)
+                                 for m in MODELS}, rounds=1, requests_per_thread=3, seconds=1.0)
+    [added] = [t for t in section.tables if t.title.startswith("What the platform adds")]
+    rows = {row[1]: row[2:] for row in added.rows if row[0] == "dense"}
+    assert rows["front REST − embedded REST"] == ("0.50", "0.50")
+    assert rows["front REST − floor REST"] == ("1.00", "1.00")
+    assert rows["platform REST − embedded REST"] == ("2.50", "2.50")
+    assert rows["platform REST − floor REST"] == ("3.00", "3.00")
+    assert section.targets[0].value == pytest.approx(0.5)

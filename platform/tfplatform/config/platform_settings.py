@@ -230,7 +230,8 @@ class PlatformSettings:
         doc="The embedded server's intra-op threads (0: sized to the cores).")
     tf_serving_inter_op_parallelism: int = _setting(
         env="TF_SERVING_INTER_OP_PARALLELISM", group="Model serving", default=0,
-        doc="The embedded server's inter-op threads (0: sized to the cores).")
+        doc="The embedded server's inter-op threads (0: sized to the cores; -1: each request's "
+            "ops run in its own thread, cheaper for small models unbatched, slower batched).")
     tf_serving_profiler_dir: str = _setting(
         env="TF_SERVING_PROFILER_DIR", group="Model serving", default="",
         doc="Where the embedded server's profiler writes traces (empty: profiler off).")
