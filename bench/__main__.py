@@ -18,20 +18,21 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bench.machine import machine_describe, versions_describe
-from bench.plots import bar_chart_write
+from bench.plots import chart_write
 from bench.report import Section, failure_section, report_markdown, section_text
 from training.isolation.container_settings import RUNTIME_IMAGE
 from training.isolation.runtime import CONTAINER_RUNTIMES
 
 RESULTS = Path(__file__).resolve().parent / "results"
 ITEMS = ("configurations", "overhead", "inference", "scheduler", "dispatch", "input_pipeline",
-         "search")
+         "search", "batching")
 STACK_ITEMS = ("configurations", "overhead", "inference")
 # Each item's section title (numbered as in the issue): a failed item keeps its place.
 TITLES = {"configurations": "1. Configuration comparison",
           "overhead": "2. Platform overhead on training", "inference": "3. Inference",
           "scheduler": "4. Scheduler", "dispatch": "5. Celery dispatch",
-          "input_pipeline": "6. Input pipeline", "search": "7. Hyperparameter search"}
+          "input_pipeline": "6. Input pipeline", "search": "7. Hyperparameter search",
+          "batching": "8. Batching, open loop"}
 
 
 class Report:
@@ -53,7 +54,7 @@ class Report:
         print(section_text(section), flush=True)
         plots = self.args.results / self.stem
         for chart in section.charts:
-            bar_chart_write(chart, directory=plots)
+            chart_write(chart, directory=plots)
         self.write()
 
     def measure(self, item: str, measure: Callable[[], Section]) -> None:
@@ -195,6 +196,12 @@ def _input_pipeline_section(args: argparse.Namespace) -> Section:
                                   copies=2 if args.quick else 4)
 
 
+def _batching_section(args: argparse.Namespace) -> Section:
+    from bench.batching_sweep import batching_sweep_measure
+
+    return batching_sweep_measure(seconds=2.0 if args.quick else 4.0)
+
+
 def _search_section(args: argparse.Namespace) -> Section:
     from bench.search import search_measure
 
@@ -226,6 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     others: dict[str, Callable[[argparse.Namespace], Section]] = {
         "scheduler": _scheduler_section, "dispatch": _dispatch_section,
         "input_pipeline": _input_pipeline_section, "search": _search_section,
+        "batching": _batching_section,
     }
     for item, measure in others.items():
         if item in args.items:

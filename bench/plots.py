@@ -10,7 +10,37 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt
 
-from bench.report import BarChart
+from bench.report import BarChart, LineChart
+
+
+def chart_write(chart: BarChart | LineChart, *, directory: Path) -> Path:
+    if isinstance(chart, LineChart):
+        return line_chart_write(chart, directory=directory)
+    return bar_chart_write(chart, directory=directory)
+
+
+def line_chart_write(chart: LineChart, *, directory: Path) -> Path:
+    """Writes the chart as directory/chart.filename, each series a line with its points marked."""
+    directory.mkdir(parents=True, exist_ok=True)
+    figure, axes = plt.subplots(figsize=(7.0, 4.0))
+    try:
+        for name, points in chart.series.items():
+            axes.plot([x for x, _ in points], [y for _, y in points], marker="o", markersize=3,
+                      label=name)
+        axes.set_xlabel(chart.xlabel)
+        axes.set_ylabel(chart.ylabel)
+        axes.set_title(chart.title)
+        if chart.log_scale:
+            axes.set_xscale("log")
+            axes.set_yscale("log")
+        axes.legend(fontsize=8)
+        axes.grid(alpha=0.3)
+        figure.tight_layout()
+        path = directory / chart.filename
+        figure.savefig(path, dpi=100)
+    finally:
+        plt.close(figure)
+    return path
 
 
 def bar_chart_write(chart: BarChart, *, directory: Path) -> Path:

@@ -55,13 +55,25 @@ class BarChart:
     log_scale: bool = False
 
 
+@dataclass(frozen=True)
+class LineChart:
+    """Curves over a shared x axis: one line of (x, y) points per series."""
+
+    filename: str
+    title: str
+    xlabel: str
+    ylabel: str
+    series: dict[str, tuple[tuple[float, float], ...]]
+    log_scale: bool = False
+
+
 @dataclass
 class Section:
     title: str
     description: str
     tables: list[Table] = field(default_factory=list)
     targets: list[Target] = field(default_factory=list)
-    charts: list[BarChart] = field(default_factory=list)
+    charts: list[BarChart | LineChart] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
     failed: bool = False

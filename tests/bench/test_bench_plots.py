@@ -28,3 +28,17 @@ def test_a_series_must_cover_every_category(tmp_path: Path) -> None:
     chart = BarChart("bad.png", "t", "y", ("a", "b"), {"s": (1.0,)})
     with pytest.raises(ValueError, match="1 values for 2 categories"):
         bar_chart_write(chart, directory=tmp_path)
+
+
+@pytest.mark.parametrize("log_scale", [False, True])
+def test_a_line_chart_is_written_through_the_same_entry(tmp_path: Path, log_scale: bool) -> None:
+    from bench.plots import chart_write
+    from bench.report import LineChart
+
+    chart = LineChart("sweep.png", "Answered against offered", "offered /s", "answered /s",
+                      {"on": ((50.0, 50.0), (100.0, 99.0), (200.0, 150.0)),
+                       "off": ((50.0, 50.0), (100.0, 60.0))}, log_scale=log_scale)
+    path = chart_write(chart, directory=tmp_path / "plots")
+    assert path == tmp_path / "plots" / "sweep.png"
+    height, width, _ = matplotlib.image.imread(path).shape
+    assert (width, height) == (700, 400)
