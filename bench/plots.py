@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -21,9 +24,8 @@ def chart_write(chart: BarChart | LineChart, *, directory: Path) -> Path:
 
 def line_chart_write(chart: LineChart, *, directory: Path) -> Path:
     """Writes the chart as directory/chart.filename, each series a line with its points marked."""
-    directory.mkdir(parents=True, exist_ok=True)
-    figure, axes = plt.subplots(figsize=(7.0, 4.0))
-    try:
+    path = directory / chart.filename
+    with _figure(path, size=(7.0, 4.0)) as axes:
         for name, points in chart.series.items():
             axes.plot([x for x, _ in points], [y for _, y in points], marker="o", markersize=3,
                       label=name)
@@ -35,21 +37,15 @@ def line_chart_write(chart: LineChart, *, directory: Path) -> Path:
             axes.set_yscale("log")
         axes.legend(fontsize=8)
         axes.grid(alpha=0.3)
-        figure.tight_layout()
-        path = directory / chart.filename
-        figure.savefig(path, dpi=100)
-    finally:
-        plt.close(figure)
     return path
 
 
 def bar_chart_write(chart: BarChart, *, directory: Path) -> Path:
     """Writes the chart as directory/chart.filename; unmeasured values leave a gap."""
-    directory.mkdir(parents=True, exist_ok=True)
     count = len(chart.series)
     width = 0.8 / max(count, 1)
-    figure, axes = plt.subplots(figsize=(max(6.0, 1.3 * len(chart.categories) + 2), 4.0))
-    try:
+    path = directory / chart.filename
+    with _figure(path, size=(max(6.0, 1.3 * len(chart.categories) + 2), 4.0)) as axes:
         for index, (name, values) in enumerate(chart.series.items()):
             if len(values) != len(chart.categories):
                 raise ValueError(f"series {name} has {len(values)} values for "
@@ -66,12 +62,20 @@ def bar_chart_write(chart: BarChart, *, directory: Path) -> Path:
         if count > 1:
             axes.legend(fontsize=8)
         axes.grid(axis="y", alpha=0.3)
+    return path
+
+
+@contextlib.contextmanager
+def _figure(path: Path, *, size: tuple[float, float]) -> Iterator[Any]:
+    """One figure's axes; saved to `path` if drawing them raised nothing, closed either way."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure, axes = plt.subplots(figsize=size)
+    try:
+        yield axes
         figure.tight_layout()
-        path = directory / chart.filename
         figure.savefig(path, dpi=100)
     finally:
         plt.close(figure)
-    return path
 
 
 def _label(value: float | None) -> str:
