@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import datetime
 import functools
@@ -16,12 +17,17 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bench.machine import machine_describe, versions_describe
 from bench.plots import chart_write
 from bench.report import Section, failure_section, report_markdown, section_text
 from training.isolation.container_settings import RUNTIME_IMAGE
 from training.isolation.runtime import CONTAINER_RUNTIMES
+
+if TYPE_CHECKING:
+    from bench.runs import Workload
+    from bench.stack import Stack
 
 RESULTS = Path(__file__).resolve().parent / "results"
 ITEMS = ("configurations", "overhead", "inference", "scheduler", "dispatch", "input_pipeline",
@@ -45,6 +51,8 @@ class Report:
         self.today = datetime.date.today().isoformat()
         self.stem = (self.today if args.items == list(ITEMS)
                      else f"{self.today}-{'-'.join(args.items)}")
+        if args.production:
+            self.stem += "-production"
         self.path = args.results / f"{self.stem}.md"
         self.sections: list[Section] = []
 
@@ -107,6 +115,9 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
                         help="item 7 seeds, each searched both ways (default 3; quick: 1)")
     parser.add_argument("--broker", choices=("redis", "filesystem"), default="redis",
                         help="the stack's Celery broker (Redis: BENCH_STACK_REDIS_URL)")
+    parser.add_argument("--production", action="store_true",
+                        help="the stack on PostgreSQL (BENCH_POSTGRES_URL's server) with a Redis "
+                             "cache (BENCH_CACHE_URL), inference at concurrency 1, 8 and 32")
     parser.add_argument("--databases", default="sqlite,postgresql",
                         help="item 4 databases (postgresql needs BENCH_POSTGRES_URL's server)")
     args = parser.parse_args(argv)
@@ -122,10 +133,7 @@ def _pick(value: int | None, *, full: int, quick: int, is_quick: bool) -> int:
 
 
 def _stack_measure(args: argparse.Namespace, report: Report) -> None:
-    from bench.api import PlatformClient
-    from bench.configurations import configurations_measure
     from bench.inference import BATCHING_PARAMETERS, SESSION_PARALLELISM
-    from bench.overhead import overhead_measure
     from bench.runs import Workload
     from bench.stack import Stack
 
@@ -133,42 +141,65 @@ def _stack_measure(args: argparse.Namespace, report: Report) -> None:
     workload = Workload(epochs=_pick(args.epochs, full=10, quick=5, is_quick=quick),
                         hidden_units=1024)
     broker = os.environ.get("BENCH_STACK_REDIS_URL", "redis://127.0.0.1:6379/3")
-    with tempfile.TemporaryDirectory(prefix="bench-stack-") as var, Stack(
-        var_dir=Path(var), broker_url=broker if args.broker == "redis" else "",
-        batching_parameters=BATCHING_PARAMETERS, session_parallelism=SESSION_PARALLELISM["on"],
-    ) as stack:
-        client = PlatformClient(stack.base_url, stack.token)
-        if os.environ.get("PLATFORM_TRIAL_RUNTIME") in CONTAINER_RUNTIMES:
-            # Trials run in containers of the node's own image (no registry to pull from).
-            client.environment = client.environment_create(name="node-image", image=RUNTIME_IMAGE)
-        if "configurations" in args.items:
-            rounds = _pick(args.rounds, full=2, quick=1, is_quick=quick)
-            report.measure("configurations", lambda: configurations_measure(
-                client, workload=workload, rounds=rounds))
-        if "overhead" in args.items:
-            # The target's runs are side by side: 8 repeats, whose range is a 99 % interval for
-            # the median; long runs, since each epoch's rate still wanders by ~8 % on this VM.
-            # The runs one after the other only give the first step (a 2.6× margin) and
-            # whole-machine figures for reference.
-            sequential = dataclasses.replace(
-                workload, epochs=_pick(args.epochs, full=12, quick=5, is_quick=quick))
-            side = dataclasses.replace(
-                workload, epochs=_pick(args.side_epochs, full=30, quick=8, is_quick=quick))
-            report.measure("overhead", lambda: overhead_measure(
-                client, stack_pids=[p.pid for p in stack.processes.values()],
-                workload=sequential, repeats=_pick(args.repeats, full=4, quick=1, is_quick=quick),
-                side_workload=side,
-                side_repeats=_pick(args.side_repeats, full=8, quick=1, is_quick=quick),
-                node_restart=stack.worker_restart,
-            ))
-        if "inference" in args.items:
-            from bench.inference import inference_measure
+    with contextlib.ExitStack() as scope:
+        database_url = cache_url = ""
+        if args.production:
+            from bench.scheduler import POSTGRES_ADMIN_URL, postgres_database
 
-            report.measure("inference", lambda: inference_measure(
-                stack, client,
-                rounds=_pick(args.inference_rounds, full=5, quick=1, is_quick=quick),
-                requests_per_thread=_pick(args.requests, full=150, quick=20, is_quick=quick),
-            ))
+            database_url = scope.enter_context(postgres_database(
+                os.environ.get("BENCH_POSTGRES_URL", POSTGRES_ADMIN_URL)))
+            cache_url = os.environ.get("BENCH_CACHE_URL", "rediscache://127.0.0.1:6379/4")
+        var = scope.enter_context(tempfile.TemporaryDirectory(prefix="bench-stack-"))
+        stack = scope.enter_context(Stack(
+            var_dir=Path(var), broker_url=broker if args.broker == "redis" else "",
+            batching_parameters=BATCHING_PARAMETERS,
+            session_parallelism=SESSION_PARALLELISM["on"], database_url=database_url,
+            cache_url=cache_url))
+        _stack_items_measure(args, report, stack=stack, workload=workload)
+
+
+def _stack_items_measure(args: argparse.Namespace, report: Report, *, stack: Stack,
+                         workload: Workload) -> None:
+    from bench.api import PlatformClient
+    from bench.configurations import configurations_measure
+    from bench.overhead import overhead_measure
+
+    quick = args.quick
+    client = PlatformClient(stack.base_url, stack.token)
+    if os.environ.get("PLATFORM_TRIAL_RUNTIME") in CONTAINER_RUNTIMES:
+        # Trials run in containers of the node's own image (no registry to pull from).
+        client.environment = client.environment_create(name="node-image", image=RUNTIME_IMAGE)
+    if "configurations" in args.items:
+        rounds = _pick(args.rounds, full=2, quick=1, is_quick=quick)
+        report.measure("configurations", lambda: configurations_measure(
+            client, workload=workload, rounds=rounds))
+    if "overhead" in args.items:
+        # The target's runs are side by side: 8 repeats, whose range is a 99 % interval for
+        # the median; long runs, since each epoch's rate still wanders by ~8 % on this VM.
+        # The runs one after the other only give the first step (a 2.6× margin) and
+        # whole-machine figures for reference.
+        sequential = dataclasses.replace(
+            workload, epochs=_pick(args.epochs, full=12, quick=5, is_quick=quick))
+        side = dataclasses.replace(
+            workload, epochs=_pick(args.side_epochs, full=30, quick=8, is_quick=quick))
+        report.measure("overhead", lambda: overhead_measure(
+            client, stack_pids=[p.pid for p in stack.processes.values()],
+            workload=sequential, repeats=_pick(args.repeats, full=4, quick=1, is_quick=quick),
+            side_workload=side,
+            side_repeats=_pick(args.side_repeats, full=8, quick=1, is_quick=quick),
+            node_restart=stack.worker_restart,
+        ))
+    if "inference" in args.items:
+        from bench.inference import inference_measure
+
+        report.measure("inference", lambda: inference_measure(
+            stack, client,
+            rounds=_pick(args.inference_rounds, full=5, quick=1, is_quick=quick),
+            requests_per_thread=_pick(args.requests, full=150, quick=20, is_quick=quick),
+            concurrency=(1, 8, 32) if args.production else (1, 8),
+            shape=("production: PostgreSQL, a Redis cache and throttles" if args.production
+                   else "`make run`'s: SQLite and a local-memory cache"),
+        ))
 
 
 def _scheduler_section(args: argparse.Namespace) -> Section:

@@ -17,8 +17,9 @@ stack's own model server (`manage.py serve_models`: --enable_batching with BATCH
 as the operator's TF_SERVING_BATCHING_PARAMETERS_FILE); batching off is a second embedded server
 on the same model config without the flag, with its own gunicorn in front.
 
-Closed-loop clients at concurrency 1 and 8 (processes of their own for the protocol paths,
-threads of this process for the direct one), rounds interleaved; latency percentiles pool every
+Closed-loop clients at concurrency 1 and 8, and 32 in the production shape (`--production`:
+PostgreSQL, a Redis cache and throttles; processes of their own for the protocol paths, threads
+of this process for the direct one), rounds interleaved; latency percentiles pool every
 round's requests, throughput is the median over rounds, and batching's gain is the median of each
 round's on ÷ off ratio (the two runs back to back). Clients and servers share the cores.
 """
@@ -307,7 +308,8 @@ class Measured:
 
 
 def inference_measure(stack: Stack, client: PlatformClient, *, rounds: int,
-                      requests_per_thread: int) -> Section:
+                      requests_per_thread: int, concurrency: tuple[int, ...] = CONCURRENCY,
+                      shape: str = "`make run`'s: SQLite and a local-memory cache") -> Section:
     started = time.monotonic()
     measured: dict[str, Measured] = {}
     # Registered by path, which staff may do from the import folder only (PLATFORM_VAR_DIR/import).
@@ -339,22 +341,22 @@ def inference_measure(stack: Stack, client: PlatformClient, *, rounds: int,
                     "model server": stack.processes["serving-unbatched"].pid,
                     "floor server": stack.processes[FLOOR_PROCESS["off"]].pid},
         }
-        pool = ClientPool(size=max(CONCURRENCY))
+        pool = ClientPool(size=max(concurrency))
         try:
             for model in MODELS:
                 path, row = exported[model.label]
                 measured[model.label] = _measure(
                     model=model, endpoints=endpoints, groups=groups, pool=pool, path=path,
                     row=row, headers=stack.headers, serving_headers=stack.serving_headers,
-                    rounds=rounds,
-                    requests_per_thread=requests_per_thread)
+                    rounds=rounds, requests_per_thread=requests_per_thread,
+                    concurrency=concurrency)
         finally:
             pool.close()
     for name in ("gateway", "gateway-unbatched", "web-unbatched", "serving-unbatched",
                  *FLOOR_PROCESS.values()):
         stack.stop_process(name)
     return _section(measured=measured, rounds=rounds, requests_per_thread=requests_per_thread,
-                    seconds=time.monotonic() - started)
+                    seconds=time.monotonic() - started, concurrency=concurrency, shape=shape)
 
 
 CpuShares = dict[Key, list[dict[str, float]]]  # CPU ms per request, by process, per round
@@ -418,7 +420,7 @@ def _runs(*, model: BenchModel, endpoints: dict[str, Endpoints], directs: dict[s
 def _measure(*, model: BenchModel, endpoints: dict[str, Endpoints],
              groups: dict[str, dict[str, int]], pool: ClientPool, path: Path, row: Any,
              headers: dict[str, str], serving_headers: dict[str, str], rounds: int,
-             requests_per_thread: int) -> Measured:
+             requests_per_thread: int, concurrency: tuple[int, ...]) -> Measured:
     """One model along every path: results per key, how many requests each batched direct
     session run merged, and the CPU each request cost at concurrency 8."""
     directs = {b: direct_caller(name=model.name, path=path, row=row, batching=b == "on")
@@ -433,22 +435,22 @@ def _measure(*, model: BenchModel, endpoints: dict[str, Endpoints],
             wait_quiet(idle=0.7, timeout=3, window=0.2)
             results.setdefault(BARE, []).append(runs[BARE[:2]](
                 concurrency=1, requests=requests_per_thread, warmup=WARMUP))
-            for concurrency in CONCURRENCY:
+            for clients in concurrency:
                 for name in PATHS:
                     for batching in BATCHING:
                         wait_quiet(idle=0.7, timeout=3, window=0.2)
                         batched_runs = directs["on"].runs()
-                        count = requests_per_thread * concurrency
-                        calls = count + WARMUP * concurrency
+                        count = requests_per_thread * clients
+                        calls = count + WARMUP * clients
                         before = _cpu_snapshot(groups[batching], pool)
-                        results.setdefault((name, batching, concurrency), []).append(
-                            runs[name, batching](concurrency=concurrency, requests=count,
+                        results.setdefault((name, batching, clients), []).append(
+                            runs[name, batching](concurrency=clients, requests=count,
                                                  warmup=WARMUP))
                         after = _cpu_snapshot(groups[batching], pool)
-                        if concurrency == 8:
-                            cpu.setdefault((name, batching, concurrency), []).append(
+                        if clients == 8:
+                            cpu.setdefault((name, batching, clients), []).append(
                                 {k: (after[k] - before[k]) * 1000 / calls for k in after})
-                        if (name, batching, concurrency) == ("direct", "on", 8):
+                        if (name, batching, clients) == ("direct", "on", 8):
                             merged.append(calls / max(1, directs["on"].runs() - batched_runs))
     finally:
         for direct in directs.values():
@@ -498,7 +500,8 @@ def batching_gain(results: dict[Key, list[LoadResult]], *, name: str) -> float:
 
 
 def _section(*, measured: dict[str, Measured], rounds: int, requests_per_thread: int,
-             seconds: float) -> Section:
+             seconds: float, concurrency: tuple[int, ...] = CONCURRENCY,
+             shape: str = "`make run`'s: SQLite and a local-memory cache") -> Section:
     def pooled(label: str, key: Key) -> LoadResult:
         done = measured[label].results[key]
         return LoadResult([x for r in done for x in r.latencies_ms], sum(r.seconds for r in done))
@@ -518,11 +521,11 @@ def _section(*, measured: dict[str, Measured], rounds: int, requests_per_thread:
     rows = []
     for label in labels:
         for name in PATHS:
-            for concurrency in CONCURRENCY:
+            for clients in concurrency:
                 for batching in BATCHING:
-                    key = (name, batching, concurrency)
+                    key = (name, batching, clients)
                     all_of = pooled(label, key)
-                    rows.append((label, name, batching, str(concurrency), number(all_of.p50, 2),
+                    rows.append((label, name, batching, str(clients), number(all_of.p50, 2),
                                  number(all_of.p99, 2), number(throughput(label, key), 0)))
     gains_rows = [(label, name, number(gain(label, name), 2)) for label in labels
                   for name in PATHS]
@@ -539,6 +542,7 @@ def _section(*, measured: dict[str, Measured], rounds: int, requests_per_thread:
             f"Models ({models_text}), each trained briefly on digits and exported as the "
             "platform exports (`serving_default`: 64 float32 features → probabilities, "
             "class_id); one row per request. "
+            f"The stack's shape: {shape}. "
             f"{rounds} interleaved round(s) of {requests_per_thread} requests per client thread "
             "for every model × path × batching × concurrency; p50/p99 pool every round's "
             "requests, throughput is the median over rounds and batching's gain the median of "
@@ -584,7 +588,7 @@ def _section(*, measured: dict[str, Measured], rounds: int, requests_per_thread:
                      categories,
                      {f"{label}, concurrency {c}": tuple(pooled(label, (n, "on", c)).p50
                                                          for n in PATHS)
-                      for label in labels for c in CONCURRENCY}, log_scale=True),
+                      for label in labels for c in concurrency}, log_scale=True),
             BarChart("inference_throughput_c8.png", "Throughput at concurrency 8", "requests/sec",
                      categories,
                      {f"{label}, batching {b}": tuple(throughput(label, (n, b, 8))

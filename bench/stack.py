@@ -53,6 +53,10 @@ class Stack:
     grpc_port: int = field(default_factory=free_port)
     rest_port: int = field(default_factory=free_port)
     batching_parameters: str = ""  # the model server's parameters file; empty: its defaults
+    # The production shape (PostgreSQL, a Redis cache and throttles); empty: `make run`'s
+    # embedded SQLite and local-memory cache.
+    database_url: str = ""
+    cache_url: str = ""
     # The model server's (intra-op, inter-op) session threads; (0, 0): TensorFlow's defaults.
     session_parallelism: tuple[int, int] = (0, 0)
     token: str = ""
@@ -119,6 +123,10 @@ class Stack:
         }
         if self.broker_url:
             env["CELERY_BROKER_URL"] = self.broker_url
+        if self.database_url:
+            env["DATABASE_URL"] = self.database_url
+        if self.cache_url:
+            env["CACHE_URL"] = self.cache_url
         return env | extra
 
     # ---- processes --------------------------------------------------------------------------
