@@ -85,13 +85,6 @@ class Stack:
         return access_header(token=self.serving_token)
 
     @property
-    def session_flags(self) -> list[str]:
-        """The model server's session-thread flags, for a server started outside serve_models."""
-        intra, inter = self.session_parallelism
-        return [f"--tensorflow_intra_op_parallelism={intra}",
-                f"--tensorflow_inter_op_parallelism={inter}"]
-
-    @property
     def model_base_path(self) -> Path:
         return self.var_dir / "models"
 
