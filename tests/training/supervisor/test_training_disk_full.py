@@ -37,7 +37,9 @@ def test_a_full_disk_fails_the_trial_retryably_and_a_rerun_resumes_from_the_last
                      hyperparameters=SLOW_EPOCHS)
 
     def fill_after_second_epoch(event: TrialEvent) -> None:
-        if event.kind == "metric" and event.payload["epoch"] == 2:
+        # Once its checkpoint is written, not once its metric is out: the metric leaves while
+        # the asynchronous save is still writing, which a disk filled then would fail.
+        if event.kind == "checkpoint" and event.payload["epoch"] == 2:
             disk_fill(path=small_disk)
 
     first = run_trial(spec=spec, on_event=fill_after_second_epoch)
