@@ -48,13 +48,16 @@ class Step:
 
     @property
     def p99(self) -> float:
-        return stats.percentile(self.result.latencies_ms, 99) if self.result.latencies_ms \
-            else float("inf")
+        return self._percentile(99)
 
     @property
     def p50(self) -> float:
-        return stats.percentile(self.result.latencies_ms, 50) if self.result.latencies_ms \
-            else float("inf")
+        return self._percentile(50)
+
+    def _percentile(self, q: float) -> float:
+        """Of the answered requests; with none answered, no latency is within any bound."""
+        latencies = self.result.latencies_ms
+        return stats.percentile(latencies, q) if latencies else float("inf")
 
     @property
     def within_bound(self) -> bool:
