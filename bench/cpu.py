@@ -44,3 +44,33 @@ def group_seconds(pgid: int) -> float:
 def own_seconds() -> float:
     """CPU seconds of this process, every thread (the load generator's clients)."""
     return time.process_time()
+
+
+def descendants(pid: int) -> list[int]:
+    """The live processes below `pid`, children before their own."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            children.setdefault(int(stat_fields(int(entry.name))[1]), []).append(int(entry.name))
+        except (OSError, IndexError, ValueError):  # exited meanwhile
+            continue
+    found, pending = [], list(children.get(pid, ()))
+    while pending:
+        current = pending.pop(0)
+        found.append(current)
+        pending.extend(children.get(current, ()))
+    return found
+
+
+def tree_seconds(pid: int) -> float:
+    """CPU seconds so far of `pid` and its live descendants: for a server whose workers leave
+    its process group (Ray starts each actor in a session of its own)."""
+    total = 0.0
+    for current in (pid, *descendants(pid)):
+        try:
+            total += process_seconds(current)
+        except (OSError, IndexError, ValueError):  # exited meanwhile
+            continue
+    return total

@@ -7,7 +7,9 @@ while loop of small ops) that a batch shares: the kind of model batching is for 
 Paths, slowest-layered last: direct (the SavedModel loaded in this process and run the way the
 model server runs it: serving.servable.Servable through the same runner, no protocol), the floor
 peer (bench/floor_server.py: a bare aiohttp server calling the SavedModel through TensorFlow's
-own API, batching the simple way when on: the least one can serve REST predict with), the
+own API, batching the simple way when on: the least one can serve REST predict with), the Ray
+Serve peer (bench/ray_peer.py: the same calls in a Serve deployment behind Ray's HTTP proxy,
+`@serve.batch` when on), the
 embedded server's gRPC PredictionService, its REST API (both with the server's own token), the
 same two with a user's platform token (checked in the server's front, serving/front.py), the same
 two through the gateway (serving/gateway.py, compose's front for stock TF Serving: one more
@@ -32,6 +34,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -41,15 +44,15 @@ import requests
 from bench import stats
 from bench.api import PlatformClient
 from bench.clients import PREDICT_METHOD, ClientPool, Request
-from bench.cpu import group_seconds, own_seconds
+from bench.cpu import group_seconds, own_seconds, tree_seconds
 from bench.loadgen import Call, LoadResult, load_run
 from bench.net import free_port
 from bench.quiet import wait_quiet
 from bench.report import BarChart, Section, Table, Target, number
 from bench.stack import PYTHON, Stack, web_args
 
-PATHS = ("direct", "floor REST", "embedded gRPC", "embedded REST", "front gRPC", "front REST",
-         "gateway gRPC", "gateway REST", "platform REST")
+PATHS = ("direct", "floor REST", "Ray Serve REST", "embedded gRPC", "embedded REST", "front gRPC",
+         "front REST", "gateway gRPC", "gateway REST", "platform REST")
 # The user-facing paths and the model server's own ones they add to (a user's token checked,
 # throttled and routed in the model server's front, or in the gateway before it, against the
 # server's own token).
@@ -58,13 +61,16 @@ FRONT_OVER = (("front REST", "embedded REST"), ("front gRPC", "embedded gRPC"),
               ("platform REST", "embedded REST"),
               # Over the floor peer: the model server's own REST with a user's token, the
               # platform's REST API.
-              ("front REST", "floor REST"), ("platform REST", "floor REST"))
+              ("front REST", "floor REST"), ("platform REST", "floor REST"),
+              # What a general serving framework adds over the same floor.
+              ("Ray Serve REST", "floor REST"))
 # The performance round's goals (issue #43).
 OVERHEAD_MS = 0.3
 BATCHING_GAIN = 2.5
 CONCURRENCY = (1, 8)
 BATCHING = ("off", "on")
 FLOOR_PROCESS = {"on": "floor", "off": "floor-unbatched"}
+RAY_PROCESS = {"on": "ray-serve", "off": "ray-serve-unbatched"}
 
 
 # Batches as large as the clients at concurrency 8, closed after at most 2 ms, one batch thread
@@ -114,6 +120,7 @@ class Endpoints:
     gateway_grpc: str = ""
     gateway_rest: str = ""
     floor_rest: str = ""
+    ray_rest: str = ""
 
 
 def model_export(*, model: BenchModel, directory: Path) -> tuple[Path, Any]:
@@ -260,9 +267,10 @@ def gateway_start(stack: Stack, *, name: str, upstream: Endpoints) -> Endpoints:
     return gateway
 
 
-def floor_start(stack: Stack, *, name: str, upstream: Endpoints, models: dict[str, Path],
-                batching: bool) -> Endpoints:
-    """The floor peer serving `models`, batching with the model server's parameters when on."""
+def peer_start(stack: Stack, *, module: str, name: str, models: dict[str, Path],
+               batching: bool, ready: Callable[[str], bool]) -> str:
+    """A peer (bench/floor_server.py, bench/ray_peer.py) serving `models` with the model
+    server's session threads, and its batching parameters when on; its base URL once `ready`."""
     from serving.config import parse_batching_parameters
 
     port = free_port()
@@ -273,11 +281,19 @@ def floor_start(stack: Stack, *, name: str, upstream: Endpoints, models: dict[st
         flags += [f"--max_batch_size={options.max_batch_size}",
                   f"--batch_timeout_micros={options.batch_timeout_micros}",
                   f"--num_batch_threads={options.num_batch_threads}"]
-    stack.spawn(name, [PYTHON, "-m", "bench.floor_server", f"--port={port}", *flags,
+    stack.spawn(name, [PYTHON, "-m", module, f"--port={port}", *flags,
                        *(f"--model={model}={path}" for model, path in models.items())])
-    floor = replace(upstream, floor_rest=f"http://127.0.0.1:{port}")
-    stack.wait(lambda: _answering(floor.floor_rest), what=name, process=name)
-    return floor
+    url = f"http://127.0.0.1:{port}"
+    stack.wait(lambda: ready(url), what=name, process=name)
+    return url
+
+
+def ray_answering(url: str) -> bool:
+    """The replica itself answers (its 404 for no model), not only Ray's proxy."""
+    try:
+        return "no model" in requests.get(f"{url}/v1/models/-:predict", timeout=5).text
+    except requests.RequestException:
+        return False
 
 
 def _answering(url: str) -> bool:
@@ -326,21 +342,16 @@ def inference_measure(stack: Stack, client: PlatformClient, *, rounds: int,
                                  upstream=unbatched_start(stack)),
         }
         served = {m.name: exported[m.label][0] for m in MODELS}
-        endpoints = {batching: floor_start(stack, name=FLOOR_PROCESS[batching], upstream=where,
-                                           models=served, batching=batching == "on")
-                     for batching, where in endpoints.items()}
+        endpoints = {batching: replace(
+            where,
+            floor_rest=peer_start(stack, module="bench.floor_server", name=FLOOR_PROCESS[batching],
+                                  models=served, batching=batching == "on", ready=_answering),
+            ray_rest=peer_start(stack, module="bench.ray_peer", name=RAY_PROCESS[batching],
+                                models=served, batching=batching == "on", ready=ray_answering),
+        ) for batching, where in endpoints.items()}
         stack.wait(lambda: _models_available(stack.rest_url, stack.serving_headers),
                    what="model server", process="serving")
-        groups = {  # process groups: every process spawned by the stack leads its own
-            "on": {"web": stack.processes["web"].pid,
-                   "gateway": stack.processes["gateway"].pid,
-                   "model server": stack.processes["serving"].pid,
-                   "floor server": stack.processes[FLOOR_PROCESS["on"]].pid},
-            "off": {"web": stack.processes["web-unbatched"].pid,
-                    "gateway": stack.processes["gateway-unbatched"].pid,
-                    "model server": stack.processes["serving-unbatched"].pid,
-                    "floor server": stack.processes[FLOOR_PROCESS["off"]].pid},
-        }
+        groups = {batching: _cpu_counters(stack, batching=batching) for batching in BATCHING}
         pool = ClientPool(size=max(concurrency))
         try:
             for model in MODELS:
@@ -353,15 +364,16 @@ def inference_measure(stack: Stack, client: PlatformClient, *, rounds: int,
         finally:
             pool.close()
     for name in ("gateway", "gateway-unbatched", "web-unbatched", "serving-unbatched",
-                 *FLOOR_PROCESS.values()):
+                 *FLOOR_PROCESS.values(), *RAY_PROCESS.values()):
         stack.stop_process(name)
     return _section(measured=measured, rounds=rounds, requests_per_thread=requests_per_thread,
                     seconds=time.monotonic() - started, concurrency=concurrency, shape=shape)
 
 
 CpuShares = dict[Key, list[dict[str, float]]]  # CPU ms per request, by process, per round
-CPU_SIDES = ("load generator", "web", "gateway", "model server", "floor server")
+CPU_SIDES = ("load generator", "web", "gateway", "model server", "floor server", "Ray Serve")
 ON_PATH = {"direct": ("load generator",), "floor REST": ("load generator", "floor server"),
+           "Ray Serve REST": ("load generator", "Ray Serve"),
            "embedded gRPC": ("load generator", "model server"),
            "embedded REST": ("load generator", "model server"),
            "front gRPC": ("load generator", "model server"),
@@ -371,9 +383,24 @@ ON_PATH = {"direct": ("load generator",), "floor REST": ("load generator", "floo
            "platform REST": ("load generator", "web", "model server")}
 
 
-def _cpu_snapshot(groups: dict[str, int], pool: ClientPool) -> dict[str, float]:
+CpuCounter = Callable[[], float]  # CPU seconds so far of one side
+
+
+def _cpu_counters(stack: Stack, *, batching: str) -> dict[str, CpuCounter]:
+    """Every process the stack spawns leads its own group; Ray's actors leave the peer's group
+    but stay its descendants."""
+    suffix = "" if batching == "on" else "-unbatched"
+    groups = {"web": f"web{suffix}", "gateway": f"gateway{suffix}",
+              "model server": f"serving{suffix}", "floor server": FLOOR_PROCESS[batching]}
+    counters: dict[str, CpuCounter] = {
+        side: partial(group_seconds, stack.processes[name].pid) for side, name in groups.items()}
+    counters["Ray Serve"] = partial(tree_seconds, stack.processes[RAY_PROCESS[batching]].pid)
+    return counters
+
+
+def _cpu_snapshot(groups: dict[str, CpuCounter], pool: ClientPool) -> dict[str, float]:
     return {"load generator": own_seconds() + pool.cpu_seconds(),
-            **{name: group_seconds(pgid) for name, pgid in groups.items()}}
+            **{name: counter() for name, counter in groups.items()}}
 
 
 Run = Callable[..., LoadResult]  # (concurrency=, requests=, warmup=) → one closed-loop run
@@ -393,6 +420,8 @@ def _runs(*, model: BenchModel, endpoints: dict[str, Endpoints], directs: dict[s
     user_grpc = {"authorization": headers["Authorization"].replace("Token ", "Bearer ", 1)}
     for batching, where in endpoints.items():
         runs["direct", batching] = threads(directs[batching].make)
+        runs["Ray Serve REST", batching] = processes(rest_request(
+            url=f"{where.ray_rest}/v1/models/{model.name}:predict", row=row, headers={}))
         runs["floor REST", batching] = processes(rest_request(
             url=f"{where.floor_rest}/v1/models/{model.name}:predict", row=row, headers={}))
         runs["embedded gRPC", batching] = processes(grpc_request(
@@ -418,7 +447,7 @@ def _runs(*, model: BenchModel, endpoints: dict[str, Endpoints], directs: dict[s
 
 
 def _measure(*, model: BenchModel, endpoints: dict[str, Endpoints],
-             groups: dict[str, dict[str, int]], pool: ClientPool, path: Path, row: Any,
+             groups: dict[str, dict[str, CpuCounter]], pool: ClientPool, path: Path, row: Any,
              headers: dict[str, str], serving_headers: dict[str, str], rounds: int,
              requests_per_thread: int, concurrency: tuple[int, ...]) -> Measured:
     """One model along every path: results per key, how many requests each batched direct
@@ -578,10 +607,19 @@ def _section(*, measured: dict[str, Measured], rounds: int, requests_per_thread:
             # Batching off: no batch timeout in either path to add its jitter to the difference.
             Target("front REST p50 − embedded REST p50, concurrency 1 (dense, batching off)",
                    added(DENSE.label, "off"), "<=", OVERHEAD_MS, " ms"),
+            # Each over the floor: what the platform's front and Ray Serve add to the least one
+            # can serve with, in the same run.
+            Target("front REST − floor REST p50, concurrency 1 (dense, batching off), against "
+                   "Ray Serve REST − floor REST in this run",
+                   added(DENSE.label, "off", "front REST", "floor REST"), "<=",
+                   added(DENSE.label, "off", "Ray Serve REST", "floor REST"), " ms"),
             Target("batching on ÷ off throughput at concurrency 8, embedded gRPC (recurrent)",
                    gain(RECURRENT.label, "embedded gRPC"), ">=", BATCHING_GAIN),
             Target("batching on ÷ off throughput at concurrency 8, embedded REST (recurrent)",
                    gain(RECURRENT.label, "embedded REST"), ">=", BATCHING_GAIN),
+            Target("batching on ÷ off throughput at concurrency 8, embedded REST against Ray "
+                   "Serve REST's in this run (recurrent)", gain(RECURRENT.label, "embedded REST"),
+                   ">=", gain(RECURRENT.label, "Ray Serve REST")),
         ],
         charts=[
             BarChart("inference_latency_p50.png", "Inference latency p50, batching on", "ms",

@@ -119,7 +119,8 @@ def targets_table(targets: Sequence[Target]) -> Table:
             (
                 t.name,
                 number(t.value, 2, t.unit),
-                f"{t.comparison} {t.threshold:g}{t.unit}",
+                # Rounded as the measured figures are: a goal taken from a peer's run is one.
+                f"{t.comparison} {round(t.threshold, 2):g}{t.unit}",
                 t.verdict(),
             )
             for t in targets

@@ -104,8 +104,24 @@ def test_the_target_is_on_over_off_of_the_embedded_servers_best() -> None:
     section = sweep_section(sweeps={("embedded REST", "off"): steps(200),
                                     ("embedded REST", "on"): steps(600),
                                     ("floor REST", "off"): steps(100),
-                                    ("floor REST", "on"): steps(0)},
+                                    ("floor REST", "on"): steps(0),
+                                    ("Ray Serve REST", "off"): steps(100),
+                                    ("Ray Serve REST", "on"): steps(250)},
                             seconds=1.0, step_seconds=1.0)
     assert section.targets[0].value == 3.0
     best = {row[0]: row[1:] for row in section.tables[0].rows}
     assert best["floor REST"] == ("100", "0", "0.00")
+    # Against Ray Serve's gain in the same run: 3.0 against 2.5.
+    assert (section.targets[1].value, section.targets[1].threshold) == (3.0, 2.5)
+    assert section.targets[1].met
+
+
+def test_without_ray_serves_gain_its_comparison_is_not_measured() -> None:
+    kept = [Step(rate=100, result=_result(sent=100, answered=100, p99=5.0))]
+    behind = [Step(rate=100, result=_result(sent=100, answered=50, p99=500.0))]
+    section = sweep_section(sweeps={("embedded REST", "off"): kept, ("embedded REST", "on"): kept,
+                                    ("floor REST", "off"): kept, ("floor REST", "on"): kept,
+                                    ("Ray Serve REST", "off"): behind,
+                                    ("Ray Serve REST", "on"): kept},
+                            seconds=1.0, step_seconds=1.0)
+    assert section.targets[1].verdict() == "not measured"

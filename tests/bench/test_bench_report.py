@@ -14,6 +14,7 @@ from bench.report import (
     report_markdown,
     section_text,
     table_markdown,
+    targets_table,
 )
 
 
@@ -30,6 +31,13 @@ def test_target_verdicts() -> None:
     assert Target("first step", None, "<=", 1.0).verdict() == "not measured"
     with pytest.raises(ValueError, match="comparison"):
         Target("x", 1.0, "==", 1.0)
+
+
+def test_a_goal_from_a_peers_run_is_rounded_as_the_figures_are() -> None:
+    [row] = targets_table([Target("overhead", 1.0, "<=", 20.8756, " ms")]).rows
+    assert row[2] == "<= 20.88 ms"
+    [row] = targets_table([Target("gain", 3.0, ">=", 2.5)]).rows
+    assert row[2] == ">= 2.5"
 
 
 def test_numbers_are_formatted_for_tables() -> None:
