@@ -98,14 +98,14 @@ class Models:
         return JSONResponse({"predictions": row_format(outputs)})
 
 
-def deployment_make(**options: Any) -> Any:
-    """Models as a Serve deployment, its batched path decorated with Serve's own batcher."""
+def replica_class(*, max_batch_size: int, batch_wait_s: float, threads: int) -> type[Models]:
+    """Models with its batched path decorated with Serve's own batcher."""
     from ray import serve
 
     # Ray's annotations describe decorated functions, not methods: untyped from here.
-    batcher: Any = serve.batch(max_batch_size=max(1, options["max_batch_size"]),
-                               batch_wait_timeout_s=options["batch_wait_s"],
-                               max_concurrent_batches=options["threads"])
+    batcher: Any = serve.batch(max_batch_size=max(1, max_batch_size),
+                               batch_wait_timeout_s=batch_wait_s,
+                               max_concurrent_batches=threads)
 
     class Replica(Models):
         @batcher
@@ -114,6 +114,15 @@ def deployment_make(**options: Any) -> Any:
             # instance, and queues per instance.
             return await self.run_batch(calls)
 
+    return Replica
+
+
+def deployment_make(**options: Any) -> Any:
+    """Models as a Serve deployment, batched by Serve's own batcher."""
+    from ray import serve
+
+    Replica = replica_class(max_batch_size=options["max_batch_size"],
+                            batch_wait_s=options["batch_wait_s"], threads=options["threads"])
     deployment: Any = serve.deployment(
         Replica, name="models", num_replicas=1, max_ongoing_requests=MAX_ONGOING_REQUESTS,
         max_queued_requests=-1, ray_actor_options={"num_cpus": 0})
