@@ -38,10 +38,10 @@ PR_SET_CHILD_SUBREAPER = 36  # prctl(2)
 
 
 class Models:
-    batched: Callable[[tuple[str, Rows]], Awaitable[Outputs]]
-
     """The replica: every model's signature and one thread pool for session runs; the deployment
     adds Serve's batcher as `batched`."""
+
+    batched: Callable[[tuple[str, Rows]], Awaitable[Outputs]]
 
     def __init__(self, *, models: dict[str, str], max_batch_size: int, batch_wait_s: float,
                  threads: int, intra_op: int, inter_op: int) -> None:
