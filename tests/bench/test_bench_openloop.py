@@ -42,7 +42,9 @@ def test_requests_leave_on_schedule_and_are_all_answered() -> None:
     async def ok(request: web.Request) -> web.Response:
         return web.json_response({"predictions": [1]})
 
-    result = _against(ok, rate=200, seconds=0.5, max_in_flight=16)
+    # Room for all 100 at once: on a loaded machine (the suite's workers) server and generator
+    # share one starved event loop, and a cap of 16 dropped one (the cap is tested below).
+    result = _against(ok, rate=200, seconds=0.5, max_in_flight=100)
     assert (result.sent, result.answered, result.errors, result.dropped) == (100, 100, 0, 0)
     assert 0.45 < result.seconds < 2 and len(result.latencies_ms) == 100
 
