@@ -83,8 +83,10 @@ def row_format(outputs: Outputs) -> list[Any]:
             for i in range(len(outputs[names[0]]))]
 
 
-def app_make(*, models: dict[str, str], max_batch_size: int, batch_timeout_micros: int,
-             num_batch_threads: int, intra_op: int, inter_op: int) -> web.Application:
+def runners_load(*, models: dict[str, str], intra_op: int,
+                 inter_op: int) -> dict[str, Callable[[Rows], Outputs]]:
+    """Each model's `serving_default` as a call on rows, through TensorFlow's own API (the Ray
+    Serve peer's replica runs the same)."""
     import tensorflow as tf
 
     tf.config.threading.set_intra_op_parallelism_threads(intra_op)
@@ -100,6 +102,12 @@ def app_make(*, models: dict[str, str], max_batch_size: int, batch_timeout_micro
             return {k: v.numpy() for k, v in answer.items()}
 
         runners[name] = run
+    return runners
+
+
+def app_make(*, models: dict[str, str], max_batch_size: int, batch_timeout_micros: int,
+             num_batch_threads: int, intra_op: int, inter_op: int) -> web.Application:
+    runners = runners_load(models=models, intra_op=intra_op, inter_op=inter_op)
     pool = ThreadPoolExecutor(max_workers=num_batch_threads)
     batchers = {name: Batcher(run=run, pool=pool, max_rows=max_batch_size,
                               timeout_s=batch_timeout_micros / 1e6)

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from bench.cpu import descendants
-from bench.floor_server import Outputs, Rows, row_format
+from bench.floor_server import Outputs, Rows, row_format, runners_load
 
 # Room for every request in flight (the batching sweep's generator keeps up to 64 outstanding):
 # Ray Serve's default (5 per replica) would queue the rest in the proxy and cap batches at 5.
@@ -38,30 +38,19 @@ PR_SET_CHILD_SUBREAPER = 36  # prctl(2)
 
 
 class Models:
-    """The replica: every model's signature and one thread pool for session runs; the deployment
+    """The replica: every model's runner and one thread pool for session runs; the deployment
     adds Serve's batcher as `batched`."""
 
     batched: Callable[[tuple[str, Rows]], Awaitable[Outputs]]
 
     def __init__(self, *, models: dict[str, str], max_batch_size: int, batch_wait_s: float,
                  threads: int, intra_op: int, inter_op: int) -> None:
-        import tensorflow as tf
-
-        tf.config.threading.set_intra_op_parallelism_threads(intra_op)
-        tf.config.threading.set_inter_op_parallelism_threads(inter_op)
-        self.tf = tf
-        self.signatures = {}
-        for name, path in models.items():
-            signature = tf.saved_model.load(path).signatures["serving_default"]
-            [(feed, spec)] = signature.structured_input_signature[1].items()
-            self.signatures[name] = (signature, feed, spec.dtype)
+        self.runners = runners_load(models=models, intra_op=intra_op, inter_op=inter_op)
         self.pool = ThreadPoolExecutor(max_workers=threads)
         self.batching = max_batch_size > 1
 
     def run(self, name: str, rows: Rows) -> Outputs:
-        signature, feed, dtype = self.signatures[name]
-        answer = signature(**{feed: self.tf.constant(rows, dtype=dtype)})
-        return {k: v.numpy() for k, v in answer.items()}
+        return self.runners[name](rows)
 
     async def run_batch(self, calls: list[tuple[str, Rows]]) -> list[Outputs]:
         """One session run per model among the batch's requests (the bench sends one model at
@@ -83,7 +72,7 @@ class Models:
         from starlette.responses import JSONResponse
 
         name, _, verb = request.url.path.removeprefix(ROUTE + "/").partition(":")
-        if name not in self.signatures or verb != "predict":
+        if name not in self.runners or verb != "predict":
             return JSONResponse({"error": f"no model {name!r} or verb {verb!r}"},
                                 status_code=404)
         try:
