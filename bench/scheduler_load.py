@@ -19,6 +19,9 @@ from tfplatform.accounts.models import Team, User
 from tfplatform.cluster.models import Allocation, Device, Node
 from tfplatform.experiments.models import Experiment, Trial
 
+# A CPU-slot quota that never binds: the load measured is that of the GPU quotas alone.
+UNBOUNDED = 1_000_000
+
 NODES = 50
 GPUS_PER_NODE = 8
 CPU_SLOTS_PER_NODE = 4
@@ -49,7 +52,8 @@ def queue_fill(*, seed: int, count: int = QUEUED) -> None:
     rng = random.Random(seed)
     owners = [
         User.objects.create(username=f"sim-user-{quota}",
-                            team=Team.objects.create(name=f"sim-team-{quota}", gpu_quota=quota))
+                            team=Team.objects.create(name=f"sim-team-{quota}", gpu_quota=quota,
+                                                     cpu_slot_quota=UNBOUNDED))
         for quota in (64, 128, 1000)
     ]
     owners.append(User.objects.create(username="sim-user-no-team"))

@@ -6,6 +6,12 @@ class Team(models.Model):
     name = models.CharField(max_length=100, unique=True)
     # The scheduler never lets a team hold more GPUs than this at once; 0 means no GPUs.
     gpu_quota = models.PositiveIntegerField(default=4)
+    # The same for CPU slots (a worker without GPUs, a parameter server, a CPU workspace).
+    cpu_slot_quota = models.PositiveIntegerField(default=64)
+    # Per-member limits; empty: the platform's (PLATFORM_USER_MAX_QUEUED, _RUNNING, _WORKSPACES).
+    user_max_queued = models.PositiveIntegerField(null=True, blank=True)
+    user_max_running = models.PositiveIntegerField(null=True, blank=True)
+    user_max_workspaces = models.PositiveIntegerField(null=True, blank=True)
     # The highest priority its members may give an experiment (staff: any); higher ones can
     # preempt everyone else's trials, so they are granted, not taken.
     max_priority = models.IntegerField(default=10)

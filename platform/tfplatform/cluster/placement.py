@@ -61,6 +61,9 @@ class ClusterView:
     holders: dict[int, Holder]
     device_holder: dict[int, Holder]
     quota_gpus: dict[QuotaKey, int]  # GPUs held per team, and per user without one
+    # CPU slots the same way; and per user, the training experiments holding devices.
+    quota_cpus: dict[QuotaKey, int] = field(default_factory=lambda: defaultdict(int))
+    running: dict[int, int] = field(default_factory=lambda: defaultdict(int))
     reserved: set[int] = field(default_factory=set)
     disk_full: dict[str, int] = field(default_factory=dict)  # online nodes left out: free bytes
 
@@ -79,6 +82,12 @@ def task_needs(
              for i in range(workers)]
     needs += [TaskNeed("ps", i, 0) for i in range(parameter_servers)]
     return sorted(needs, key=lambda need: (-need.gpus, -need.cpus))
+
+
+def needs_held(*, needs: list[TaskNeed]) -> tuple[int, int]:
+    """The GPUs and the CPU slots a gang holds while it runs (what quotas count)."""
+    return (sum(need.gpus for need in needs),
+            sum(need.cpus for need in needs if not need.gpus))
 
 
 def need_kind(*, need: TaskNeed) -> tuple[str, int]:

@@ -136,6 +136,12 @@ class Capacity:
             (len(kinds.get(Device.Kind.GPU, ())) for kinds in self.total.values()), default=0
         )
 
+    @property
+    def largest_cpu_node(self) -> int:
+        return max(
+            (len(kinds.get(Device.Kind.CPU, ())) for kinds in self.total.values()), default=0
+        )
+
 
 @dataclass(frozen=True)
 class TeamQuota:
@@ -163,6 +169,20 @@ def capacity_now() -> Capacity:
         if device in free_ids:
             free[node].setdefault(kind, []).append(device)
     return Capacity(free=free, total=total)
+
+
+def cluster_misfit(*, needs: list[TaskNeed]) -> str:
+    """Why the gang could never be placed on the registered nodes, even all idle; "" when it
+    could, or when no node is registered yet (the cluster is being set up: it may grow).
+
+    Nodes that are offline, cordoned or lost count: they may come back."""
+    total: DeviceMap = {}
+    devices = Device.objects.order_by("node_id", "kind", "index")
+    for device, node, kind in devices.values_list("pk", "node_id", "kind"):
+        total.setdefault(node, {}).setdefault(kind, []).append(device)
+    if not total or gang_place(needs=needs, free=total) is not None:
+        return ""
+    return _misfit(Capacity(free=total, total=total), needs)
 
 
 def team_quota(*, team_id: int | None) -> TeamQuota | None:
@@ -222,6 +242,10 @@ def _misfit(capacity: Capacity, needs: list[TaskNeed]) -> str:
     if gpu_block > capacity.largest_gpu_node:
         largest = capacity.largest_gpu_node
         return f"a worker needs {gpu_block} GPUs on one node, the largest has {largest}"
+    cpu_block = max((need.cpus for need in needs if not need.gpus), default=0)
+    if cpu_block > capacity.largest_cpu_node:
+        largest = capacity.largest_cpu_node
+        return f"a task needs {cpu_block} CPU slots on one node, the largest has {largest}"
     if gpus > capacity.gpus_total:
         return f"it needs {gpus} GPUs, the cluster has {capacity.gpus_total}"
     if cpu_slots > capacity.cpu_slots_total:

@@ -162,6 +162,22 @@ class PlatformSettings:
     user_gpu_quota: int = _setting(
         env="PLATFORM_USER_GPU_QUOTA", group="Scheduling and quotas", default=4,
         doc="The GPUs a user without a team may hold at once.")
+    user_cpu_slot_quota: int = _setting(
+        env="PLATFORM_USER_CPU_SLOT_QUOTA", group="Scheduling and quotas", default=16,
+        doc="The CPU slots a user without a team may hold at once (a team's own quota is "
+            "`cpu_slot_quota`).")
+    user_max_queued: int = _setting(
+        env="PLATFORM_USER_MAX_QUEUED", group="Scheduling and quotas", default=100,
+        doc="Training experiments one user may have queued at once, a search's included; a "
+            "submission beyond is refused (0: no limit; a team may override it).")
+    user_max_running: int = _setting(
+        env="PLATFORM_USER_MAX_RUNNING", group="Scheduling and quotas", default=20,
+        doc="Training experiments of one user the scheduler runs at once; more wait in the "
+            "queue (0: no limit; a team may override it).")
+    user_max_workspaces: int = _setting(
+        env="PLATFORM_USER_MAX_WORKSPACES", group="Scheduling and quotas", default=2,
+        doc="Workspace sessions one user may have queued or running at once; a start beyond is "
+            "refused (0: no limit; a team may override it).")
     # Model serving
     model_allowed_ops: tuple[str, ...] = _setting(
         env="PLATFORM_MODEL_ALLOWED_OPS", group="Model serving", default=(),

@@ -58,6 +58,13 @@ class TooManyRequests(PlatformError):
     status_code = 429
 
 
+class LimitReached(TooManyRequests):
+    """A per-user limit on what may wait or run at once; ending something makes room."""
+
+    code = "limit_reached"
+    default_message = "You have reached a limit on what you may queue or run at once."
+
+
 class Unavailable(PlatformError):
     """A dependency (the model server, say) is away; clients should retry after a while."""
 

@@ -20,6 +20,7 @@ from tfplatform.experiments.selectors.progress import THROUGHPUT
 REASON_PREFIXES = (
     ("Team quota", "quota"),
     ("Quota of a user", "quota"),
+    ("Its owner has", "user_limit"),
     ("No worker node", "no_nodes"),
     ("Needs ", "gpus"),
     ("Waiting for a free CPU slot", "cpu_slots"),

@@ -11,7 +11,7 @@ from django.db.models.functions import Now
 
 from tfplatform.accounts.models import User
 from tfplatform.cluster.dispatch import scheduler_wake_on_commit
-from tfplatform.core.errors import Conflict, InvalidInput, InvalidTransition
+from tfplatform.core.errors import Conflict, InvalidInput, InvalidTransition, LimitReached
 from tfplatform.experiments import validation
 from tfplatform.experiments.models import Environment, Experiment
 from tfplatform.experiments.services import submission
@@ -229,6 +229,12 @@ def _trials_fill(*, search: Search) -> None:
         try:
             with transaction.atomic():
                 _trial_start(search=search, index=created)
+        except LimitReached:
+            if created == 0:
+                raise  # at submission, not one trial could queue: the user's answer is this
+            # The owner's queue is full: filled again as trials end (or by the scheduler's
+            # loop, searches_settle_overdue, when none is left to end).
+            return
         except InvalidInput as error:
             if not members:
                 raise  # at submission: the user's answer is this error
@@ -316,10 +322,13 @@ def search_best_deploy(*, user: User, search: Search, model_name: str,
 def searches_settle_overdue() -> list[int]:
     """The scheduler loop's safety net: searches with a trial whose experiment ended but whose
     step never ran (the broker was away when it ended)."""
-    overdue = sorted(set(
-        SearchTrial.objects.filter(outcome=Outcome.ACTIVE,
-                                   experiment__state__in=list(TERMINAL_STATES))
-        .values_list("search_id", flat=True)))
+    ended = SearchTrial.objects.filter(
+        outcome=Outcome.ACTIVE, experiment__state__in=list(TERMINAL_STATES)
+    ).values_list("search_id", flat=True)
+    # A search its owner's queued limit kept from filling, with no trial left to end.
+    starved = Search.objects.filter(state=Search.State.RUNNING).exclude(
+        trials__outcome=Outcome.ACTIVE).values_list("pk", flat=True)
+    overdue = sorted({*ended, *starved})
     for search_id in overdue:
         try:
             search_advance(search_id=search_id)

@@ -18,6 +18,7 @@ from tfplatform.cluster.models import Allocation, Device, Node, UtilizationSampl
 from tfplatform.cluster.selectors import allocation_idle_since, node_disk_pressure, node_list
 from tfplatform.cluster.services import node_set_state
 from tfplatform.cluster.utilization import SAMPLE_SECONDS, utilization_now, utilization_samples
+from tfplatform.experiments.models import Experiment
 from tfplatform.experiments.selectors.experiments import experiment_state_counts
 
 # One hour of history at the scheduler's sampling rate.
@@ -83,6 +84,7 @@ def cluster_page(request: HttpRequest) -> HttpResponse:
         "idle_minutes": settings.PLATFORM.idle_gpu_minutes,
         "idle_count": idle_count,
         "now": utilization_now(**experiment_state_counts()),
+        "workspaces": experiment_state_counts(kind=Experiment.Kind.WORKSPACE),
         "ready_nodes": sum(1 for node in nodes if node.state == Node.State.READY),
         "series": _series(utilization_samples(limit=CHART_SAMPLES)),
         "sample_seconds": int(SAMPLE_SECONDS),

@@ -27,6 +27,7 @@ from tfplatform.core.errors import InvalidInput, InvalidTransition
 from tfplatform.experiments import validation
 from tfplatform.experiments.models import Environment, Experiment, Trial
 from tfplatform.experiments.selectors.environments import environment_default
+from tfplatform.experiments.services import admission
 from tfplatform.experiments.services.submission import experiment_cancel
 from tfplatform.experiments.services.transitions import TERMINAL_STATES
 from tfplatform.experiments.sessions import SessionGrant
@@ -140,6 +141,10 @@ def _request_check(*, owner: User, gpus: int, cpu_slots: int, priority: int) -> 
     if gpus and cpu_slots > 1:
         raise InvalidInput("A workspace with GPUs holds no CPU slots: ask for cpu_slots only "
                            "with gpus = 0.", field="cpu_slots")
+    admission.request_size_check(
+        owner=owner, workers=1, gpus_per_worker=gpus, parameter_servers=0,
+        cpu_slots_per_worker=cpu_slots,
+        fields=admission.SizeFields(gpus="gpus", cpu_slots="cpu_slots"))
 
 
 def _environment_for(*, environment: Environment | None, gpus: int) -> Environment | None:
@@ -153,6 +158,9 @@ def _environment_for(*, environment: Environment | None, gpus: int) -> Environme
 
 
 def _session_start(*, workspace: Workspace) -> None:
+    """Inside the caller's transaction."""
+    admission.owner_lock(owner=workspace.owner)
+    admission.workspace_limit_check(owner=workspace.owner, replacing=workspace.experiment_id)
     session = Experiment.objects.create(
         owner=workspace.owner, team_id=workspace.team_id, kind=Experiment.Kind.WORKSPACE,
         name=f"workspace {workspace.name}", environment=workspace.environment,

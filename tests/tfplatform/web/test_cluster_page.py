@@ -19,6 +19,7 @@ from tests.fixtures_settings import PlatformSettingsOverride
 from tests.tfplatform.web.conftest import ARTIFACTS
 from tfplatform.cluster.models import Node, UtilizationSample
 from tfplatform.cluster.utilization import utilization_record
+from tfplatform.experiments.models import Experiment
 from tfplatform.experiments.selectors.experiments import experiment_state_counts
 from tfplatform.experiments.services.scheduling import scheduler_pass
 
@@ -80,6 +81,9 @@ def test_anonymous_is_sent_to_login_and_non_staff_get_404() -> None:
 def test_staff_sees_nodes_devices_holders_and_queue() -> None:
     _, holder = busy_cluster()
     NodeFactory(hostname="idle-box", state=Node.State.CORDONED)
+    # Workspace sessions are counted as workspaces, never as queued or running experiments.
+    for state in ("queued", "queued", "queued", "running"):
+        ExperimentFactory(kind=Experiment.Kind.WORKSPACE, state=state)
     client = staff()
     html = client.get("/cluster/").content.decode()
     assert 'href="/cluster/"' in html  # the nav link staff get
@@ -90,6 +94,7 @@ def test_staff_sees_nodes_devices_holders_and_queue() -> None:
     assert f'<a href="/experiments/{holder.pk}/">#{holder.pk} resnet-sweep</a>' in html
     assert "dana" in html and "worker:0" in html
     assert 'id="queued">2</div>' in html
+    assert 'id="workspaces">1 <small>running · 3 queued</small>' in html
     assert 'id="gpus">2 <small>/ 2</small>' in html
     assert 'id="cpu-slots">0 <small>/ 1</small>' in html
     assert html.count('class="holder empty">free</td>') == 1

@@ -40,12 +40,14 @@ def cpu_node(*, slots: int) -> Node:
 
 
 def test_a_session_waits_for_its_cpu_slots_on_one_node_then_holds_them_all() -> None:
-    node = cpu_node(slots=1)
-    cpu_node(slots=1)  # two free slots in the cluster, but not on one node
+    node = cpu_node(slots=2)
+    cpu_node(slots=1)
     owner = UserFactory()
     workspace = workspace_create(owner=owner, request=WorkspaceRequest(name="big", cpu_slots=2))
     session = workspace.experiment
     assert session is not None and session.cpu_slots_per_worker == 2
+    # The node registers again with one slot: two free in the cluster, but not on one node.
+    Device.objects.filter(node=node, kind=Device.Kind.CPU, index=1).delete()
 
     assert scheduler_pass() == 0
     session.refresh_from_db()

@@ -90,9 +90,10 @@ def experiment_logs(*, experiment: Experiment, tail_lines: int | None = None) ->
     return text
 
 
-def experiment_state_counts() -> dict[str, int]:
-    """How many experiments wait and run now (the cluster's utilization samples)."""
-    return Experiment.objects.aggregate(
+def experiment_state_counts(*, kind: str = Experiment.Kind.TRAINING) -> dict[str, int]:
+    """How many experiments (or, with `kind`, workspace sessions) wait and run now (the
+    cluster's utilization samples count experiments only)."""
+    return Experiment.objects.filter(kind=kind).aggregate(
         queued=Count("pk", filter=Q(state=Experiment.State.QUEUED)),
         running=Count("pk", filter=Q(state=Experiment.State.RUNNING)),
     )

@@ -36,6 +36,10 @@ class QueuedExperiment:
     parameter_servers: int
     cpu_slots_per_worker: int
     pending_reason: str
+    kind: str
+    owner_is_staff: bool
+    team_cpu_slot_quota: int | None
+    team_user_max_running: int | None
 
     @property
     def gpus_requested(self) -> int:
@@ -46,7 +50,8 @@ def experiments_queued_for_pass() -> list[QueuedExperiment]:
     """The queue in QUEUE_ORDER, as a scheduling pass needs it."""
     rows = experiments_queued().values_list(
         "pk", "owner_id", "team_id", "team__gpu_quota", "priority", "workers",
-        "gpus_per_worker", "parameter_servers", "cpu_slots_per_worker", "pending_reason")
+        "gpus_per_worker", "parameter_servers", "cpu_slots_per_worker", "pending_reason",
+        "kind", "owner__is_staff", "team__cpu_slot_quota", "team__user_max_running")
     return [QueuedExperiment(*row) for row in rows]
 
 

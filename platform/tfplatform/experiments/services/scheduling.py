@@ -31,9 +31,9 @@ import logging
 from collections import defaultdict
 from functools import partial
 
-from django.conf import settings
 from django.db import connection, transaction
 
+from tfplatform.accounts.limits import NO_LIMIT, limits_resolve
 from tfplatform.cluster import selectors
 from tfplatform.cluster.dispatch import dispatch_producer, trial_dispatch, trial_dispatch_to
 from tfplatform.cluster.models import Allocation, Device
@@ -53,6 +53,7 @@ from tfplatform.cluster.placement import (
     holder_unreserved,
     holders_fewest,
     need_kind,
+    needs_held,
     pending_reason,
     quota_key,
     reservation_text,
@@ -201,6 +202,8 @@ def _cluster_view() -> tuple[ClusterView, dict[int, str]]:
     holders: dict[int, Holder] = {}
     device_holder: dict[int, Holder] = {}
     quota_gpus: dict[QuotaKey, int] = defaultdict(int)
+    quota_cpus: dict[QuotaKey, int] = defaultdict(int)
+    running_trials: dict[int, set[int]] = defaultdict(set)
     live = Allocation.objects.of_trials().filter(released_at__isnull=True).values_list(
         "device_id",
         "node_id",
@@ -211,11 +214,15 @@ def _cluster_view() -> tuple[ClusterView, dict[int, str]]:
         "trial__experiment__priority",
         "trial__experiment__team_id",
         "trial__experiment__owner_id",
+        "trial__experiment__kind",
         "created_at",
     )
-    for device, node, kind, trial, state, stop, priority, team, owner, since in live:
-        if kind == Device.Kind.GPU:  # quota counts GPUs held anywhere, lost nodes included
-            quota_gpus[quota_key(team_id=team, owner_id=owner)] += 1
+    for device, node, kind, trial, state, stop, priority, team, owner, job, since in live:
+        # Quotas count what is held anywhere, lost nodes included.
+        held = quota_gpus if kind == Device.Kind.GPU else quota_cpus
+        held[quota_key(team_id=team, owner_id=owner)] += 1
+        if job == Experiment.Kind.TRAINING:
+            running_trials[owner].add(trial)
         if device is None or node not in hostnames:
             continue
         # An ended trial whose devices are not yet released is as good as stopping.
@@ -242,6 +249,8 @@ def _cluster_view() -> tuple[ClusterView, dict[int, str]]:
         holders=holders,
         device_holder=device_holder,
         quota_gpus=quota_gpus,
+        quota_cpus=quota_cpus,
+        running=defaultdict(int, {owner: len(t) for owner, t in running_trials.items()}),
         disk_full=disk_full,
     ), queues
 
@@ -261,7 +270,7 @@ class _Pass:
 
     def consider(self, *, experiment: QueuedExperiment) -> None:
         needs = _needs(experiment=experiment)
-        reason = _quota_block(experiment=experiment, quota_gpus=self.view.quota_gpus)
+        reason = _quota_block(experiment=experiment, needs=needs, view=self.view)
         if not reason:
             placements = self._place_now(experiment=experiment, needs=needs)
             if placements is not None:
@@ -290,7 +299,11 @@ class _Pass:
         # Decided here, written with the pass's other admissions (_starts_write).
         view_take(view=self.view, placements=placements)
         key = quota_key(team_id=experiment.team_id, owner_id=experiment.owner_id)
-        self.view.quota_gpus[key] += experiment.gpus_requested
+        gpus, cpu_slots = needs_held(needs=[p.need for p in placements])
+        self.view.quota_gpus[key] += gpus
+        self.view.quota_cpus[key] += cpu_slots
+        if experiment.kind == Experiment.Kind.TRAINING:
+            self.view.running[experiment.owner_id] += 1
         self.starts.append((experiment, placements))
 
     def _wait(self, *, experiment: QueuedExperiment, needs: list[TaskNeed]) -> str:
@@ -393,15 +406,26 @@ def _pending_reasons_save(*, experiments: list[QueuedExperiment]) -> None:
         )
 
 
-def _quota_block(*, experiment: QueuedExperiment, quota_gpus: dict[QuotaKey, int]) -> str:
-    if experiment.gpus_requested == 0:
-        return ""
+def _quota_block(*, experiment: QueuedExperiment, needs: list[TaskNeed],
+                 view: ClusterView) -> str:
+    """Why its owner's quotas or running limit keep it waiting; "" when they do not."""
+    has_team = experiment.team_id is not None
+    limits = limits_resolve(
+        team_gpu_quota=experiment.team_gpu_quota,
+        team_cpu_slot_quota=experiment.team_cpu_slot_quota,
+        team_max_running=experiment.team_user_max_running, has_team=has_team)
+    whose = "Team quota" if has_team else "Quota of a user without a team"
     key = quota_key(team_id=experiment.team_id, owner_id=experiment.owner_id)
-    in_use = quota_gpus.get(key, 0)
-    if experiment.team_gpu_quota is not None:
-        quota, whose = experiment.team_gpu_quota, "Team quota"
-    else:
-        quota, whose = settings.PLATFORM.user_gpu_quota, "Quota of a user without a team"
-    if in_use + experiment.gpus_requested > quota:
-        return f"{whose} of {quota} GPUs: {in_use} in use, this needs {experiment.gpus_requested}."
+    gpus, cpu_slots = needs_held(needs=needs)
+    for asked, quota, held, unit in ((gpus, limits.gpu_quota, view.quota_gpus, "GPUs"),
+                                     (cpu_slots, limits.cpu_slot_quota, view.quota_cpus,
+                                      "CPU slots")):
+        in_use = held.get(key, 0)
+        if asked and in_use + asked > quota:
+            return f"{whose} of {quota} {unit}: {in_use} in use, this needs {asked}."
+    limit = limits.max_running
+    limited = experiment.kind == Experiment.Kind.TRAINING and not experiment.owner_is_staff
+    if limited and limit != NO_LIMIT and view.running.get(experiment.owner_id, 0) >= limit:
+        return (f"Its owner has {limit} experiments running, their limit; it starts when one "
+                "of them ends.")
     return ""

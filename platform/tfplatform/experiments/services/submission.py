@@ -20,6 +20,7 @@ from tfplatform.core.errors import InvalidInput, InvalidTransition
 from tfplatform.experiments import validation
 from tfplatform.experiments.models import Environment, Experiment
 from tfplatform.experiments.selectors.environments import environment_default
+from tfplatform.experiments.services import admission
 from tfplatform.experiments.services.transitions import (
     TERMINAL_STATES,
     State,
@@ -68,6 +69,10 @@ def experiment_create(*, owner: User, request: ExperimentRequest) -> Experiment:
         gpus_per_worker=request.gpus_per_worker,
         parameter_servers=request.parameter_servers,
     )
+    admission.request_size_check(
+        owner=owner, workers=request.workers, gpus_per_worker=request.gpus_per_worker,
+        parameter_servers=request.parameter_servers,
+    )
     validation.precision_check(
         hyperparameters=hyperparameters,
         workers=request.workers,
@@ -90,6 +95,8 @@ def experiment_create(*, owner: User, request: ExperimentRequest) -> Experiment:
             field="environment",
         )
     with transaction.atomic():
+        admission.owner_lock(owner=owner)
+        admission.queued_limit_check(owner=owner)
         experiment = Experiment.objects.create(
             owner=owner,
             team_id=owner.team_id,

@@ -9,11 +9,19 @@ from django.db.models import Count
 from django.test.utils import CaptureQueriesContext
 
 from tests.factories import NodeFactory, TeamFactory, UserFactory
+from tests.fixtures_settings import PlatformSettingsOverride
 from tfplatform.cluster.models import Allocation, Device
 from tfplatform.experiments.models import Experiment, Trial
 from tfplatform.experiments.services.scheduling import scheduler_pass
 
 pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def _placement_only(platform_settings_override: PlatformSettingsOverride) -> None:
+    """A full cluster under GPU quotas alone; the CPU-slot quota and the per-user running limit
+    have their own tests (test_admission.py)."""
+    platform_settings_override(user_max_running=0, user_cpu_slot_quota=10_000)
 
 NODES = 50
 QUEUED = 1000
@@ -30,7 +38,8 @@ def declare_cluster() -> None:
 
 
 def enqueue(*, count: int, rng: random.Random, priority: int | None = None) -> None:
-    owners = [UserFactory(team=TeamFactory(gpu_quota=quota)) for quota in (16, 64, 1000)]
+    owners = [UserFactory(team=TeamFactory(gpu_quota=quota, cpu_slot_quota=10_000))
+              for quota in (16, 64, 1000)]
     owners.append(UserFactory())
     experiments = []
     for index in range(count):

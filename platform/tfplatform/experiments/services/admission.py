@@ -1,0 +1,89 @@
+"""What a submission must pass before it may queue: a size that can ever run, and the user's
+limits on what waits and runs at once (accounts/limits.py).
+
+A request over the owner's GPU or CPU-slot quota, or larger than the registered nodes, would
+wait forever; it is refused at once with a field error instead. The per-user limits keep one
+account from filling the queue or the cluster (the scheduler applies the running limit).
+"""
+
+from dataclasses import dataclass
+
+from tfplatform.accounts.limits import NO_LIMIT, limits_of
+from tfplatform.accounts.models import User
+from tfplatform.cluster.placement import needs_held, task_needs
+from tfplatform.cluster.selectors import cluster_misfit
+from tfplatform.core.errors import InvalidInput, LimitReached
+from tfplatform.experiments.models import Experiment
+
+State = Experiment.State
+SESSION_LIVE_STATES = (State.QUEUED, State.SCHEDULED, State.RUNNING)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SizeFields:
+    """The form or API fields a size error is reported on."""
+
+    gpus: str = "resources"
+    cpu_slots: str = "resources"
+
+
+def request_size_check(
+    *, owner: User, workers: int, gpus_per_worker: int, parameter_servers: int,
+    cpu_slots_per_worker: int = 1, fields: SizeFields = SizeFields(),
+) -> None:
+    """Refuses a gang that could never start: over the owner's quotas, or too large for the
+    registered nodes."""
+    needs = task_needs(workers=workers, gpus_per_worker=gpus_per_worker,
+                       parameter_servers=parameter_servers,
+                       cpu_slots_per_worker=cpu_slots_per_worker)
+    gpus, cpu_slots = needs_held(needs=needs)
+    limits = limits_of(user=owner)
+    if gpus > limits.gpu_quota:
+        raise InvalidInput(
+            f"Needs {gpus} GPUs; {limits.quota_owner} quota is {limits.gpu_quota}, so it "
+            "could never start. Ask for fewer, or ask an operator for a larger quota.",
+            field=fields.gpus)
+    if cpu_slots > limits.cpu_slot_quota:
+        raise InvalidInput(
+            f"Needs {cpu_slots} CPU slots; {limits.quota_owner} quota is "
+            f"{limits.cpu_slot_quota}, so it could never start.", field=fields.cpu_slots)
+    misfit = cluster_misfit(needs=needs)
+    if misfit:
+        field = fields.gpus if gpus else fields.cpu_slots
+        raise InvalidInput(f"Never fits the cluster: {misfit}.", field=field)
+
+
+def queued_limit_check(*, owner: User) -> None:
+    """Call inside the submission's transaction, after `owner_lock`."""
+    limit = limits_of(user=owner).max_queued
+    if owner.is_staff or limit == NO_LIMIT:
+        return
+    queued = Experiment.objects.filter(
+        owner=owner, kind=Experiment.Kind.TRAINING, state=State.QUEUED).count()
+    if queued >= limit:
+        raise LimitReached(
+            f"You have {queued} experiments queued, your limit; submit more once some have "
+            "started, or cancel some.")
+
+
+def workspace_limit_check(*, owner: User, replacing: int | None) -> None:
+    """Call inside the start's transaction, after `owner_lock`. `replacing`: the session a
+    restart replaces, which counts no more even while it is still stopping."""
+    limit = limits_of(user=owner).max_workspaces
+    if owner.is_staff or limit == NO_LIMIT:
+        return
+    sessions = Experiment.objects.filter(
+        owner=owner, kind=Experiment.Kind.WORKSPACE, state__in=SESSION_LIVE_STATES)
+    if replacing is not None:
+        sessions = sessions.exclude(pk=replacing)
+    live = sessions.count()
+    if live >= limit:
+        raise LimitReached(
+            f"You have {live} workspace sessions queued or running, your limit; stop one "
+            "first.")
+
+
+def owner_lock(*, owner: User) -> None:
+    """Two submissions of one user at once are counted one after the other. (SQLite needs
+    nothing: its write transactions already run one at a time.)"""
+    User.objects.select_for_update().filter(pk=owner.pk).exists()
