@@ -84,7 +84,9 @@ def experiment_status(experiment: dict[str, Any], latest: dict[str, Any]) -> str
             "resources",
             f"{resources.get('workers', 1)} worker(s), "
             f"{resources.get('gpus_per_worker', 0)} GPU(s) each, "
-            f"{resources.get('parameter_servers', 0)} parameter server(s)",
+            f"{resources.get('parameter_servers', 0)} parameter server(s)"
+            + "".join(f", {label} {resources[key]}" for key, label in (
+                ("pool", "pool"), ("gpu_type", "GPU type")) if resources.get(key)),
         ),
     ]
     if experiment.get("strategy"):

@@ -58,6 +58,10 @@ def start(args: argparse.Namespace) -> int:
                                   "cpu_slots": args.cpu_slots, "priority": args.priority}
         if args.environment:
             fields["environment"] = args.environment
+        if args.pool:
+            fields["pool"] = args.pool
+        if args.gpu_type:
+            fields["gpu_type"] = args.gpu_type
         workspace = client.workspace_create(fields=fields)
     print(_describe(workspace))
     return 0

@@ -46,10 +46,15 @@ class Node(models.Model):
     # Free bytes on the disk(s) under its work and run folders, as its last heartbeat measured
     # them; below PLATFORM_WORK_DISK_MIN_FREE_MB the node gets no new trials (disk pressure).
     work_disk_free_bytes = models.BigIntegerField(null=True, blank=True)
+    # Where experiments that ask may run (PLATFORM_NODE_POOL, _LABELS, PLATFORM_GPU_TYPE or
+    # NVML's name), as the node's worker last registered them.
+    pool = models.CharField(max_length=63, default="default", db_index=True)
+    labels = models.JSONField(default=dict, blank=True)
+    gpu_type = models.CharField(max_length=100, blank=True)
     registered_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
-        ordering = ["hostname"]
+        ordering = ["pool", "hostname"]
 
     def __str__(self) -> str:
         return self.hostname

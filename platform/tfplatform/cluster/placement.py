@@ -19,7 +19,8 @@ NODES_NAMED = 3
 
 # node id → device kind → free device ids (in device index order)
 FreeMap = dict[int, dict[str, list[int]]]
-Shape = tuple[int, int, int, int]  # workers, GPUs per worker, parameter servers, CPU slots
+# workers, GPUs per worker, parameter servers, CPU slots, pool, GPU type
+Shape = tuple[int, int, int, int, str, str]
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,9 @@ class ClusterView:
     holders: dict[int, Holder]
     device_holder: dict[int, Holder]
     quota_gpus: dict[QuotaKey, int]  # GPUs held per team, and per user without one
+    # Each schedulable node's pool and GPU type (cluster/pools.py).
+    node_pools: dict[int, str] = field(default_factory=dict)
+    node_gpu_types: dict[int, str] = field(default_factory=dict)
     # CPU slots the same way; and per user, the training experiments holding devices.
     quota_cpus: dict[QuotaKey, int] = field(default_factory=lambda: defaultdict(int))
     running: dict[int, int] = field(default_factory=lambda: defaultdict(int))
@@ -94,8 +98,11 @@ def need_kind(*, need: TaskNeed) -> tuple[str, int]:
     return (KIND_GPU, need.gpus) if need.gpus else (KIND_CPU, need.cpus)
 
 
-def gang_place(*, needs: list[TaskNeed], free: FreeMap) -> list[Placement] | None:
-    """Place every task or none; `free` maps node id → device kind → free device ids."""
+def gang_place(
+    *, needs: list[TaskNeed], free: FreeMap, nodes: frozenset[int] | None = None
+) -> list[Placement] | None:
+    """Place every task or none; `free` maps node id → device kind → free device ids; `nodes`:
+    only these (a request for a pool or a GPU type, cluster/pools.py)."""
     # Counts of what this gang already took, instead of copying the map: called ~1,000
     # times a pass, so it stays O(tasks × nodes).
     taken: dict[tuple[int, str], int] = defaultdict(int)
@@ -104,6 +111,8 @@ def gang_place(*, needs: list[TaskNeed], free: FreeMap) -> list[Placement] | Non
         kind, count = need_kind(need=need)
         best: tuple[int, int] | None = None
         for node, kinds in free.items():
+            if nodes is not None and node not in nodes:
+                continue
             left = len(kinds.get(kind, ())) - taken[node, kind]
             if left >= count and (best is None or (left, node) < best):
                 best = (left, node)
@@ -117,7 +126,21 @@ def gang_place(*, needs: list[TaskNeed], free: FreeMap) -> list[Placement] | Non
     return placements
 
 
-def pending_reason(*, needs: list[TaskNeed], free: FreeMap) -> str:
+def pending_reason(
+    *, needs: list[TaskNeed], free: FreeMap, nodes: frozenset[int] | None = None, where: str = ""
+) -> str:
+    """Why the gang cannot start on `free`; `where` names the pool or GPU type `nodes` are."""
+    if nodes is not None:
+        free = {node: kinds for node, kinds in free.items() if node in nodes}
+    reason = _free_reason(needs=needs, free=free)
+    if not where:
+        return reason
+    if not free:
+        return f"No worker node of {where} is online and accepting work."
+    return f"{reason.removesuffix('.')} ({where})."
+
+
+def _free_reason(*, needs: list[TaskNeed], free: FreeMap) -> str:
     gpu_need = max((need.gpus for need in needs), default=0)
     if not free:
         return "No worker node is online and accepting work."
@@ -157,10 +180,12 @@ def free_map_with(*, view: ClusterView, holders: list[Holder]) -> FreeMap:
 
 
 def holders_fewest(
-    *, view: ClusterView, needs: list[TaskNeed], base: list[Holder], ordered: list[Holder]
+    *, view: ClusterView, needs: list[TaskNeed], base: list[Holder], ordered: list[Holder],
+    nodes: frozenset[int] | None = None,
 ) -> tuple[list[Placement], list[Holder]] | None:
     """The shortest prefix of `ordered` that, with `base`, fits the gang; then pruned."""
-    placements = gang_place(needs=needs, free=free_map_with(view=view, holders=base + ordered))
+    placements = gang_place(needs=needs, free=free_map_with(view=view, holders=base + ordered),
+                            nodes=nodes)
     if not ordered or placements is None:
         return None
     # Fit only grows with the devices added (tasks of one kind have one size: several CPU
@@ -169,7 +194,8 @@ def holders_fewest(
     while low < high:
         middle = (low + high) // 2
         found = gang_place(
-            needs=needs, free=free_map_with(view=view, holders=base + ordered[:middle])
+            needs=needs, free=free_map_with(view=view, holders=base + ordered[:middle]),
+            nodes=nodes,
         )
         if found is None:
             low = middle + 1
@@ -179,20 +205,23 @@ def holders_fewest(
     # Drop any member the others can do without, latest in the order (least wanted) first.
     for holder in reversed(ordered[:high]):
         rest = [h for h in chosen if h is not holder]
-        found = gang_place(needs=needs, free=free_map_with(view=view, holders=base + rest))
+        found = gang_place(needs=needs, free=free_map_with(view=view, holders=base + rest),
+                           nodes=nodes)
         if found is not None:
             chosen, placements = rest, found
     return placements, chosen
 
 
-def backfill_plan(*, view: ClusterView, needs: list[TaskNeed]) -> list[Placement] | None:
+def backfill_plan(
+    *, view: ClusterView, needs: list[TaskNeed], nodes: frozenset[int] | None = None
+) -> list[Placement] | None:
     """Where the head will start: the devices freed first, stopping trials before the oldest."""
     kinds = {need_kind(need=need)[0] for need in needs}
     ordered = sorted(
         (h for h in view.holders.values() if holder_unreserved(view=view, holder=h, kinds=kinds)),
         key=lambda h: (not h.stop_reason, h.since, h.trial_id),
     )
-    found = holders_fewest(view=view, needs=needs, base=[], ordered=ordered)
+    found = holders_fewest(view=view, needs=needs, base=[], ordered=ordered, nodes=nodes)
     return found[0] if found is not None else None
 
 

@@ -12,6 +12,7 @@ from tfplatform.accounts.models import User
 from tfplatform.accounts.visibility import visible_to
 from tfplatform.cluster.models import Allocation, Device, Node
 from tfplatform.cluster.placement import TaskNeed, gang_place, pending_reason, task_needs
+from tfplatform.cluster.pools import nodes_eligible, where_text
 
 
 def node_list() -> QuerySet[Node]:
@@ -158,8 +159,14 @@ class ResourceFit:
     message: str
 
 
-def capacity_now() -> Capacity:
-    schedulable = list(nodes_schedulable().values_list("pk", flat=True))
+def capacity_now(*, pool: str = "", gpu_type: str = "") -> Capacity:
+    """What nodes accepting work have (only those of `pool`, with GPUs of `gpu_type`)."""
+    nodes = nodes_schedulable()
+    if pool:
+        nodes = nodes.filter(pool=pool)
+    if gpu_type:
+        nodes = nodes.filter(gpu_type__iexact=gpu_type)
+    schedulable = list(nodes.values_list("pk", flat=True))
     free: DeviceMap = {node: {} for node in schedulable}
     total: DeviceMap = {node: {} for node in schedulable}
     devices = Device.objects.filter(node_id__in=schedulable).order_by("node_id", "kind", "index")
@@ -171,18 +178,52 @@ def capacity_now() -> Capacity:
     return Capacity(free=free, total=total)
 
 
-def cluster_misfit(*, needs: list[TaskNeed]) -> str:
-    """Why the gang could never be placed on the registered nodes, even all idle; "" when it
-    could, or when no node is registered yet (the cluster is being set up: it may grow).
+@dataclass(frozen=True)
+class Misfit:
+    """Why a request could never run: `on` is what is wrong ("pool", "gpu_type" or "size")."""
+
+    on: str
+    text: str
+
+
+def cluster_misfit(*, needs: list[TaskNeed], pool: str = "", gpu_type: str = "") -> Misfit | None:
+    """Why the gang could never be placed on the registered nodes (of `pool`, with GPUs of
+    `gpu_type`), even all idle; None when it could, or when no node is registered yet (the
+    cluster is being set up: it may grow).
 
     Nodes that are offline, cordoned or lost count: they may come back."""
-    total: DeviceMap = {}
-    devices = Device.objects.order_by("node_id", "kind", "index")
+    rows = list(Node.objects.values_list("pk", "pool", "gpu_type"))
+    if not rows:
+        return None
+    pools = {node: node_pool for node, node_pool, _ in rows}
+    gpu_types = {node: node_gpu_type for node, _, node_gpu_type in rows}
+    eligible = nodes_eligible(pool=pool, gpu_type=gpu_type, node_pools=pools,
+                              node_gpu_types=gpu_types)
+    if pool and pool not in pools.values():
+        return Misfit("pool", f"no node is in pool '{pool}'; the pools are "
+                              f"{', '.join(sorted(set(pools.values())))}")
+    if eligible is not None and not eligible:
+        within = f" in pool '{pool}'" if pool else ""
+        types = sorted({t for n, t in gpu_types.items() if t and (not pool or pools[n] == pool)})
+        known = ", ".join(f"'{t}'" for t in types) if types else "none"
+        return Misfit("gpu_type", f"no node{within} has GPUs of type '{gpu_type}'; the types"
+                                  f"{within} are {known}")
+    total: DeviceMap = {node: {} for node in (pools if eligible is None else eligible)}
+    devices = Device.objects.filter(node_id__in=list(total)).order_by("node_id", "kind", "index")
     for device, node, kind in devices.values_list("pk", "node_id", "kind"):
-        total.setdefault(node, {}).setdefault(kind, []).append(device)
-    if not total or gang_place(needs=needs, free=total) is not None:
-        return ""
-    return _misfit(Capacity(free=total, total=total), needs)
+        total[node].setdefault(kind, []).append(device)
+    if gang_place(needs=needs, free=total) is not None:
+        return None
+    misfit = _misfit(Capacity(free=total, total=total), needs)
+    where = where_text(pool=pool, gpu_type=gpu_type)
+    return Misfit("size", f"{misfit} (nodes of {where})" if where else misfit)
+
+
+def node_pools_and_gpu_types() -> tuple[list[str], list[str]]:
+    """The pools and the GPU types of the registered nodes, for the forms' choices."""
+    rows = Node.objects.values_list("pool", "gpu_type").distinct()
+    return (sorted({pool for pool, _ in rows}),
+            sorted({gpu_type for _, gpu_type in rows if gpu_type}))
 
 
 def team_quota(*, team_id: int | None) -> TeamQuota | None:

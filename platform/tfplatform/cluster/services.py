@@ -20,6 +20,7 @@ from tfplatform.cluster.models import (
     trial_holder_type,
 )
 from tfplatform.cluster.placement import Placement
+from tfplatform.cluster.pools import DEFAULT_POOL, gpu_type_choose, labels_parse, pool_check
 from tfplatform.cluster.selectors import IDLE_PERCENT, disk_free_min_bytes, heartbeat_fresh_after
 from tfplatform.core.bulk import rows_insert
 from tfplatform.core.errors import InvalidInput, InvalidTransition
@@ -38,12 +39,19 @@ def node_register(
     trial_runtime: str,
     address: str = "127.0.0.1",
     work_disk_free_bytes: int | None = None,
+    pool: str = DEFAULT_POOL,
+    labels: tuple[str, ...] = (),
+    gpu_type: str = "",
 ) -> Node:
     """Create or refresh a node and make its device rows match what it reports now.
 
     `trial_runtime` is how the node runs trials now ("sandbox", "docker", "podman", or "process":
     not isolated); pages and the API flag trials that ran on a node without isolation.
+    `pool`, `labels` (`key=value`) and `gpu_type` (configured; else NVML's name) place it
+    for experiments that ask (cluster/pools.py).
     """
+    pool_check(pool=pool)
+    parsed_labels = labels_parse(items=labels)
     if trial_runtime not in Node.TrialRuntime.values:
         raise InvalidInput(
             f"Unknown trial runtime {trial_runtime!r}; choose one of "
@@ -59,6 +67,9 @@ def node_register(
         node.cpu_count = cpu_count
         node.memory_bytes = memory_bytes
         node.work_disk_free_bytes = work_disk_free_bytes
+        node.pool, node.labels = pool, parsed_labels
+        node.gpu_type = gpu_type_choose(configured=gpu_type, discovered=[
+            info.name for info in devices if info.kind == Device.Kind.GPU and not info.emulated])
         node.os_info = f"{platform.platform()} / Python {platform.python_version()}"
         node.last_heartbeat = Now()  # the database's clock, as every heartbeat (selectors)
         if node.state == Node.State.LOST:

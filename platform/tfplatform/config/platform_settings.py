@@ -47,6 +47,17 @@ class PlatformSettings:
                               doc="This node's name in the cluster.")
     node_address: str = _setting(env="PLATFORM_NODE_ADDRESS", group="Node", default="127.0.0.1",
                                  doc="The address other nodes reach this node's tasks at.")
+    node_pool: str = _setting(
+        env="PLATFORM_NODE_POOL", group="Node", default="default",
+        doc="The pool this node belongs to; experiments and workspaces may ask for a pool.")
+    node_labels: tuple[str, ...] = _setting(
+        env="PLATFORM_NODE_LABELS", group="Node", default=(),
+        doc="Labels this node carries, as `key=value` (comma-separated); shown on the cluster "
+            "page and in the nodes API.")
+    gpu_type: str = _setting(
+        env="PLATFORM_GPU_TYPE", group="Node", default="",
+        doc="The GPU type this node's GPUs are scheduled as; empty: NVML's name of its first "
+            "GPU (emulated slots have none unless this names one).")
     declared_gpu_slots: int = _setting(
         env="PLATFORM_GPU_SLOTS", group="Node", default=0,
         doc="Accelerator slots declared for this node; on a CPU-only machine each is a logical "

@@ -97,6 +97,9 @@ class Experiment(models.Model):
     # CPU slots a worker without GPUs holds on its node: more than one only for a workspace
     # session that asked for them (the experiment API has no such field).
     cpu_slots_per_worker = models.PositiveIntegerField(default=1)
+    # Only nodes of this pool, and of this GPU type (Node.pool, Node.gpu_type); empty: any.
+    pool = models.CharField(max_length=63, blank=True)
+    gpu_type = models.CharField(max_length=100, blank=True)
     priority = models.IntegerField(default=0)
     # What judges its epochs (training/target.py): the best epoch and the time to target.
     target_metric = models.CharField(max_length=100, default="val_accuracy")

@@ -28,6 +28,11 @@ class ResourcesSerializer(StrictInputSerializer):
     workers = serializers.IntegerField(default=1)
     gpus_per_worker = serializers.IntegerField(default=0)
     parameter_servers = serializers.IntegerField(default=0)
+    pool = serializers.CharField(default="", allow_blank=True, max_length=63,
+                                 help_text="Only nodes of this pool (empty: any).")
+    gpu_type = serializers.CharField(
+        default="", allow_blank=True, max_length=100,
+        help_text="Only GPUs of this type, as the cluster page names them (empty: any).")
 
 
 class TargetSerializer(StrictInputSerializer):
@@ -68,7 +73,7 @@ class ExperimentCreateSerializer(StrictInputSerializer):
     model_file = serializers.FileField(required=False)
     dataset_file = serializers.FileField(required=False)
 
-    def validate_resources(self, value: dict[str, int]) -> dict[str, int]:
+    def validate_resources(self, value: dict[str, Any]) -> dict[str, Any]:
         resources = ResourcesSerializer(data=value)
         resources.is_valid(raise_exception=True)
         return dict(resources.validated_data)
@@ -233,11 +238,14 @@ class ExperimentSerializer(serializers.ModelSerializer):
     def get_target_accuracy(self, experiment: Experiment) -> float | None:
         return experiment.target_value if experiment.target_metric == "val_accuracy" else None
 
-    def get_resources(self, experiment: Experiment) -> dict[str, int]:
+    @extend_schema_field(ResourcesSerializer)
+    def get_resources(self, experiment: Experiment) -> dict[str, int | str]:
         return {
             "workers": experiment.workers,
             "gpus_per_worker": experiment.gpus_per_worker,
             "parameter_servers": experiment.parameter_servers,
+            "pool": experiment.pool,
+            "gpu_type": experiment.gpu_type,
         }
 
 

@@ -89,14 +89,15 @@ def experiment_fit_fragment(request: HttpRequest) -> HttpResponse:
 
 
 def _resources_outlook(*, request: HttpRequest, form: ResourcesForm) -> dict[str, Any]:
-    capacity = cluster_selectors.capacity_now()
-    quota = cluster_selectors.team_quota(team_id=getattr(request.user, "team_id", None))
-    context: dict[str, Any] = {"capacity": capacity, "quota": quota, "resources_form": form}
     values = (
         form.cleaned_data
         if form.is_bound and form.is_valid()
         else {name: form[name].initial for name in form.fields}
     )
+    capacity = cluster_selectors.capacity_now(pool=values.get("pool") or "",
+                                              gpu_type=values.get("gpu_type") or "")
+    quota = cluster_selectors.team_quota(team_id=getattr(request.user, "team_id", None))
+    context: dict[str, Any] = {"capacity": capacity, "quota": quota, "resources_form": form}
     if not form.is_bound or form.is_valid():
         context["fit"] = cluster_selectors.resources_fit(
             capacity=capacity,

@@ -2,6 +2,7 @@ from typing import Any
 
 from django import forms
 
+from tfplatform.cluster.selectors import node_pools_and_gpu_types
 from tfplatform.experiments.models import Environment
 from tfplatform.workspaces.services import MAX_CPU_SLOTS
 from training import catalog
@@ -40,6 +41,21 @@ class ResourcesForm(forms.Form):
     priority = forms.IntegerField(
         min_value=-100, max_value=100, initial=0, help_text="Higher runs first and may preempt."
     )
+    pool = forms.ChoiceField(required=False, help_text="Only nodes of this pool.")
+    gpu_type = forms.ChoiceField(required=False, label="GPU type",
+                                 help_text="Only GPUs of this type (with GPUs per worker).")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        placement_choices(form=self)
+
+
+def placement_choices(*, form: forms.Form) -> None:
+    """The pools and GPU types of the registered nodes, "any" first."""
+    pools, gpu_types = node_pools_and_gpu_types()
+    form.fields["pool"].choices = [("", "any pool"), *((p, p) for p in pools)]  # type: ignore[attr-defined]
+    form.fields["gpu_type"].choices = [  # type: ignore[attr-defined]
+        ("", "any GPU"), *((t, t) for t in gpu_types)]
 
 
 class ExperimentForm(ResourcesForm):
@@ -99,6 +115,8 @@ class ExperimentForm(ResourcesForm):
             "workers": data["workers"],
             "gpus_per_worker": data["gpus_per_worker"],
             "parameter_servers": data["parameter_servers"],
+            "pool": data.get("pool") or "",
+            "gpu_type": data.get("gpu_type") or "",
             "priority": data["priority"],
             "target_metric": data.get("target_metric") or "",
             "target_mode": data.get("target_mode") or "",
@@ -165,7 +183,14 @@ class WorkspaceForm(forms.Form):
         min_value=1, max_value=MAX_CPU_SLOTS, initial=1, label="CPU slots",
         help_text="On one node, for a workspace without GPUs (with GPUs it holds none).",
     )
+    pool = forms.ChoiceField(required=False, help_text="Only nodes of this pool.")
+    gpu_type = forms.ChoiceField(required=False, label="GPU type",
+                                 help_text="Only GPUs of this type (with GPUs).")
     priority = forms.IntegerField(min_value=-100, max_value=100, initial=0)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        placement_choices(form=self)
 
 
 class WorkspaceResizeForm(forms.Form):

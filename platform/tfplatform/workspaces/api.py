@@ -37,7 +37,8 @@ class WorkspaceSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Workspace
-        fields = ["id", "name", "owner", "environment", "gpus", "cpu_slots", "priority", "state",
+        fields = ["id", "name", "owner", "environment", "gpus", "cpu_slots", "pool", "gpu_type",
+                  "priority", "state",
                   "devices", "pending_reason", "stop_reason", "error", "session", "started_at",
                   "last_activity_at", "lab_url", "created_at"]
         read_only_fields = fields
@@ -67,6 +68,10 @@ class WorkspaceCreateSerializer(serializers.Serializer):
         help_text="CPU slots on one node, for a workspace without GPUs (more than 1 with GPUs "
                   "is refused: GPUs replace the CPU slot).",
     )
+    pool = serializers.CharField(default="", allow_blank=True, max_length=63,
+                                 help_text="Only nodes of this pool (empty: any).")
+    gpu_type = serializers.CharField(default="", allow_blank=True, max_length=100,
+                                     help_text="Only GPUs of this type (empty: any).")
     priority = serializers.IntegerField(min_value=-100, max_value=100, default=0)
     environment = serializers.SlugRelatedField(
         slug_field="name", queryset=Environment.objects.all(), required=False, allow_null=True

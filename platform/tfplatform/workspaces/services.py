@@ -48,6 +48,8 @@ class WorkspaceRequest:
     name: str
     gpus: int = 0
     cpu_slots: int = 1
+    pool: str = ""
+    gpu_type: str = ""
     priority: int = 0
     environment: Environment | None = None
 
@@ -55,7 +57,7 @@ class WorkspaceRequest:
 def workspace_create(*, owner: User, request: WorkspaceRequest) -> Workspace:
     """A new workspace, started at once (its session queues like any experiment)."""
     _request_check(owner=owner, gpus=request.gpus, cpu_slots=request.cpu_slots,
-                   priority=request.priority)
+                   priority=request.priority, pool=request.pool, gpu_type=request.gpu_type)
     if not request.name.strip():
         raise InvalidInput("A workspace needs a name.", field="name")
     environment = _environment_for(environment=request.environment, gpus=request.gpus)
@@ -63,7 +65,7 @@ def workspace_create(*, owner: User, request: WorkspaceRequest) -> Workspace:
         workspace = Workspace.objects.create(
             owner=owner, team_id=owner.team_id, name=request.name.strip(),
             environment=environment, gpus=request.gpus, cpu_slots=request.cpu_slots,
-            priority=request.priority,
+            pool=request.pool, gpu_type=request.gpu_type, priority=request.priority,
         )
         _session_start(workspace=workspace)
     return workspace
@@ -105,7 +107,8 @@ def workspace_restart(
         cpu_slots = 1 if new_gpus else workspace.cpu_slots
     if (new_gpus, cpu_slots) != (workspace.gpus, workspace.cpu_slots):
         _request_check(owner=workspace.owner, gpus=new_gpus, cpu_slots=cpu_slots,
-                       priority=workspace.priority)
+                       priority=workspace.priority, pool=workspace.pool,
+                       gpu_type=workspace.gpu_type if new_gpus else "")
         _environment_for(environment=workspace.environment, gpus=new_gpus)
     replaced = workspace.experiment_id
     if workspace_session_active(workspace=workspace):
@@ -130,7 +133,8 @@ def workspace_session_active(*, workspace: Workspace) -> bool:
     return session is not None and session.state not in TERMINAL_STATES
 
 
-def _request_check(*, owner: User, gpus: int, cpu_slots: int, priority: int) -> None:
+def _request_check(*, owner: User, gpus: int, cpu_slots: int, priority: int, pool: str,
+                   gpu_type: str) -> None:
     validation.priority_check(user=owner, priority=priority)
     limit = settings.PLATFORM.max_gpus_per_worker
     if not 0 <= gpus <= limit:
@@ -143,8 +147,9 @@ def _request_check(*, owner: User, gpus: int, cpu_slots: int, priority: int) -> 
                            "with gpus = 0.", field="cpu_slots")
     admission.request_size_check(
         owner=owner, workers=1, gpus_per_worker=gpus, parameter_servers=0,
-        cpu_slots_per_worker=cpu_slots,
-        fields=admission.SizeFields(gpus="gpus", cpu_slots="cpu_slots"))
+        cpu_slots_per_worker=cpu_slots, pool=pool, gpu_type=gpu_type,
+        fields=admission.SizeFields(gpus="gpus", cpu_slots="cpu_slots", pool="pool",
+                                    gpu_type="gpu_type"))
 
 
 def _environment_for(*, environment: Environment | None, gpus: int) -> Environment | None:
@@ -165,6 +170,7 @@ def _session_start(*, workspace: Workspace) -> None:
         owner=workspace.owner, team_id=workspace.team_id, kind=Experiment.Kind.WORKSPACE,
         name=f"workspace {workspace.name}", environment=workspace.environment,
         model=WORKSPACE_JOB, dataset="", workers=1, gpus_per_worker=workspace.gpus,
+        pool=workspace.pool, gpu_type=workspace.gpu_type if workspace.gpus else "",
         cpu_slots_per_worker=1 if workspace.gpus else workspace.cpu_slots,
         priority=workspace.priority, max_restarts=0, pending_reason="Waiting for the scheduler.",
     )

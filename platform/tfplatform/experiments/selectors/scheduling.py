@@ -40,6 +40,8 @@ class QueuedExperiment:
     owner_is_staff: bool
     team_cpu_slot_quota: int | None
     team_user_max_running: int | None
+    pool: str
+    gpu_type: str
 
     @property
     def gpus_requested(self) -> int:
@@ -51,7 +53,8 @@ def experiments_queued_for_pass() -> list[QueuedExperiment]:
     rows = experiments_queued().values_list(
         "pk", "owner_id", "team_id", "team__gpu_quota", "priority", "workers",
         "gpus_per_worker", "parameter_servers", "cpu_slots_per_worker", "pending_reason",
-        "kind", "owner__is_staff", "team__cpu_slot_quota", "team__user_max_running")
+        "kind", "owner__is_staff", "team__cpu_slot_quota", "team__user_max_running", "pool",
+        "gpu_type")
     return [QueuedExperiment(*row) for row in rows]
 
 

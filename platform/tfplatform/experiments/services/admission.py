@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from tfplatform.accounts.limits import NO_LIMIT, limits_of
 from tfplatform.accounts.models import User
 from tfplatform.cluster.placement import needs_held, task_needs
+from tfplatform.cluster.pools import pool_check
 from tfplatform.cluster.selectors import cluster_misfit
 from tfplatform.core.errors import InvalidInput, LimitReached
 from tfplatform.experiments.models import Experiment
@@ -25,14 +26,22 @@ class SizeFields:
 
     gpus: str = "resources"
     cpu_slots: str = "resources"
+    pool: str = "resources"
+    gpu_type: str = "resources"
 
 
 def request_size_check(
     *, owner: User, workers: int, gpus_per_worker: int, parameter_servers: int,
-    cpu_slots_per_worker: int = 1, fields: SizeFields = SizeFields(),
+    cpu_slots_per_worker: int = 1, pool: str = "", gpu_type: str = "",
+    fields: SizeFields = SizeFields(),
 ) -> None:
     """Refuses a gang that could never start: over the owner's quotas, or too large for the
-    registered nodes."""
+    registered nodes (of its pool and GPU type, when it asks for them)."""
+    if pool:
+        pool_check(pool=pool, field=fields.pool)
+    if gpu_type and not gpus_per_worker:
+        raise InvalidInput("A GPU type is asked for with GPUs; this asks for none.",
+                           field=fields.gpu_type)
     needs = task_needs(workers=workers, gpus_per_worker=gpus_per_worker,
                        parameter_servers=parameter_servers,
                        cpu_slots_per_worker=cpu_slots_per_worker)
@@ -47,10 +56,11 @@ def request_size_check(
         raise InvalidInput(
             f"Needs {cpu_slots} CPU slots; {limits.quota_owner} quota is "
             f"{limits.cpu_slot_quota}, so it could never start.", field=fields.cpu_slots)
-    misfit = cluster_misfit(needs=needs)
-    if misfit:
-        field = fields.gpus if gpus else fields.cpu_slots
-        raise InvalidInput(f"Never fits the cluster: {misfit}.", field=field)
+    misfit = cluster_misfit(needs=needs, pool=pool, gpu_type=gpu_type)
+    if misfit is not None:
+        field = {"pool": fields.pool, "gpu_type": fields.gpu_type}.get(
+            misfit.on, fields.gpus if gpus else fields.cpu_slots)
+        raise InvalidInput(f"Never fits the cluster: {misfit.text}.", field=field)
 
 
 def queued_limit_check(*, owner: User) -> None:

@@ -62,6 +62,7 @@ from tfplatform.cluster.placement import (
     view_take,
     waiting_text,
 )
+from tfplatform.cluster.pools import nodes_eligible, where_text
 from tfplatform.cluster.services import allocations_create_many
 from tfplatform.experiments.models import Experiment, Trial
 from tfplatform.experiments.selectors.scheduling import (
@@ -93,9 +94,10 @@ def _needs(*, experiment: QueuedExperiment) -> list[TaskNeed]:
 
 
 def _shape(*, experiment: QueuedExperiment) -> Shape:
-    # The CPU slots too: a 4-slot session that cannot start says nothing of a 1-slot one.
+    # The CPU slots too: a 4-slot session that cannot start says nothing of a 1-slot one; nor
+    # does one limited to a pool or a GPU type of one that is not.
     return (experiment.workers, experiment.gpus_per_worker, experiment.parameter_servers,
-            experiment.cpu_slots_per_worker)
+            experiment.cpu_slots_per_worker, experiment.pool, experiment.gpu_type)
 
 
 def scheduler_pass() -> int:
@@ -192,13 +194,15 @@ def _cluster_view() -> tuple[ClusterView, dict[int, str]]:
     # Online nodes in one query: those under disk pressure only explain why the queue waits.
     minimum = selectors.disk_free_min_bytes()
     hostnames, disk_full, queues = {}, {}, {}
+    node_pools, node_gpu_types = {}, {}
     online = selectors.nodes_online().values_list(
-        "pk", "hostname", "work_disk_free_bytes", "queue")
-    for node, hostname, disk_free, queue in online:
+        "pk", "hostname", "work_disk_free_bytes", "queue", "pool", "gpu_type")
+    for node, hostname, disk_free, queue, pool, gpu_type in online:
         if disk_free is not None and disk_free < minimum:
             disk_full[hostname] = disk_free
         else:
             hostnames[node], queues[node] = hostname, queue
+            node_pools[node], node_gpu_types[node] = pool, gpu_type
     holders: dict[int, Holder] = {}
     device_holder: dict[int, Holder] = {}
     quota_gpus: dict[QuotaKey, int] = defaultdict(int)
@@ -250,6 +254,8 @@ def _cluster_view() -> tuple[ClusterView, dict[int, str]]:
         device_holder=device_holder,
         quota_gpus=quota_gpus,
         quota_cpus=quota_cpus,
+        node_pools=node_pools,
+        node_gpu_types=node_gpu_types,
         running=defaultdict(int, {owner: len(t) for owner, t in running_trials.items()}),
         disk_full=disk_full,
     ), queues
@@ -262,11 +268,22 @@ class _Pass:
         self.view = view
         self.starts: list[tuple[QueuedExperiment, list[Placement]]] = []
         self.reasons_changed: list[QueuedExperiment] = []
-        self.head_reserved = False
+        # The pools (and GPU types) whose head has its backfill reservation.
+        self.heads_reserved: set[tuple[str, str]] = set()
+        self.eligible: dict[tuple[str, str], frozenset[int] | None] = {}
         # Within a pass capacity only shrinks, so a shape that could not start cannot later;
         # one that could not wait (even by preempting) cannot at an equal or lower priority.
         self.cannot_start: set[Shape] = set()
         self.cannot_wait: dict[Shape, int] = {}
+
+    def _nodes(self, *, experiment: QueuedExperiment) -> frozenset[int] | None:
+        """The nodes it may run on; None: any (it asked for no pool and no GPU type)."""
+        key = (experiment.pool, experiment.gpu_type)
+        if key not in self.eligible:
+            self.eligible[key] = nodes_eligible(
+                pool=experiment.pool, gpu_type=experiment.gpu_type,
+                node_pools=self.view.node_pools, node_gpu_types=self.view.node_gpu_types)
+        return self.eligible[key]
 
     def consider(self, *, experiment: QueuedExperiment) -> None:
         needs = _needs(experiment=experiment)
@@ -290,7 +307,8 @@ class _Pass:
         shape = _shape(experiment=experiment)
         if shape in self.cannot_start:
             return None
-        placements = gang_place(needs=needs, free=self.view.free)
+        placements = gang_place(needs=needs, free=self.view.free,
+                                nodes=self._nodes(experiment=experiment))
         if placements is None:
             self.cannot_start.add(shape)
         return placements
@@ -314,26 +332,32 @@ class _Pass:
             self._preempt(victims=victims)
             view_reserve(view=self.view, placements=placements)
             return waiting_text(view=self.view, placements=placements)
-        base = pending_reason(needs=needs, free=self.view.free)
+        nodes = self._nodes(experiment=experiment)
+        base = pending_reason(needs=needs, free=self.view.free, nodes=nodes,
+                              where=where_text(pool=experiment.pool, gpu_type=experiment.gpu_type))
         if self.view.disk_full:
             disk = disk_full_text(disk_full=self.view.disk_full,
                                   min_free_bytes=selectors.disk_free_min_bytes())
             base = f"{base} {disk}" if self.view.free else disk
-        reservation = self._reserve_head(needs=needs)
+        reservation = self._reserve_head(experiment=experiment, needs=needs)
         if reservation:
             return f"{base} {reservation}"
-        if self.view.reserved and gang_place(needs=needs, free=self.view.idle):
+        if self.view.reserved and gang_place(needs=needs, free=self.view.idle, nodes=nodes):
             return f"{base} Free devices are reserved for experiments ahead of it."
         return base
 
-    def _reserve_head(self, *, needs: list[TaskNeed]) -> str:
-        """The backfill reservation of the first experiment that must wait for running ones."""
-        if self.head_reserved:
+    def _reserve_head(self, *, experiment: QueuedExperiment, needs: list[TaskNeed]) -> str:
+        """The backfill reservation of the first experiment that must wait for running ones
+        (the first of each pool and GPU type asked for: a head waiting for pool A's devices
+        would otherwise keep pool B's from ever being reserved)."""
+        key = (experiment.pool, experiment.gpu_type)
+        if key in self.heads_reserved:
             return ""
-        placements = backfill_plan(view=self.view, needs=needs)
+        placements = backfill_plan(view=self.view, needs=needs,
+                                   nodes=self._nodes(experiment=experiment))
         if placements is None:
             return ""  # fits nowhere even with every device released: it blocks nobody
-        self.head_reserved = True
+        self.heads_reserved.add(key)
         view_reserve(view=self.view, placements=placements)
         return reservation_text(view=self.view, placements=placements)
 
@@ -351,9 +375,10 @@ class _Pass:
             if holder_unreserved(view=self.view, holder=h, kinds=kinds)
         ]
         stopping = [h for h in usable if h.stop_reason]
+        nodes = self._nodes(experiment=experiment)
         if stopping:
             placements = gang_place(
-                needs=needs, free=free_map_with(view=self.view, holders=stopping)
+                needs=needs, free=free_map_with(view=self.view, holders=stopping), nodes=nodes
             )
             if placements is not None:
                 return placements, []
@@ -365,7 +390,8 @@ class _Pass:
                 -h.since.timestamp(),
             ),
         )
-        found = holders_fewest(view=self.view, needs=needs, base=stopping, ordered=candidates)
+        found = holders_fewest(view=self.view, needs=needs, base=stopping, ordered=candidates,
+                               nodes=nodes)
         if found is None:
             self.cannot_wait[shape] = experiment.priority
             return None

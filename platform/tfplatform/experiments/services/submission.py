@@ -47,6 +47,9 @@ class ExperimentRequest:
     workers: int = 1
     gpus_per_worker: int = 0
     parameter_servers: int = 0
+    # Only nodes of this pool and with GPUs of this type (cluster/pools.py); empty: any.
+    pool: str = ""
+    gpu_type: str = ""
     priority: int = 0
     # Empty metric: val_accuracy; empty mode: from the metric's name (training/target.py).
     target_metric: str = ""
@@ -71,7 +74,8 @@ def experiment_create(*, owner: User, request: ExperimentRequest) -> Experiment:
     )
     admission.request_size_check(
         owner=owner, workers=request.workers, gpus_per_worker=request.gpus_per_worker,
-        parameter_servers=request.parameter_servers,
+        parameter_servers=request.parameter_servers, pool=request.pool,
+        gpu_type=request.gpu_type,
     )
     validation.precision_check(
         hyperparameters=hyperparameters,
@@ -108,6 +112,8 @@ def experiment_create(*, owner: User, request: ExperimentRequest) -> Experiment:
             workers=request.workers,
             gpus_per_worker=request.gpus_per_worker,
             parameter_servers=request.parameter_servers,
+            pool=request.pool,
+            gpu_type=request.gpu_type,
             priority=request.priority,
             target_metric=target.metric,
             target_mode=target.mode,
@@ -166,6 +172,8 @@ def experiment_restart(*, user: User, experiment: Experiment) -> Experiment:
                 workers=experiment.workers,
                 gpus_per_worker=experiment.gpus_per_worker,
                 parameter_servers=experiment.parameter_servers,
+                pool=experiment.pool,
+                gpu_type=experiment.gpu_type,
                 priority=experiment.priority,
                 target_metric=experiment.target_metric,
                 target_mode=experiment.target_mode,

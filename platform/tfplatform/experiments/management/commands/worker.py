@@ -10,11 +10,13 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import close_old_connections
 
 from tfplatform.cluster.discovery import (
+    DeviceInfo,
     devices_discover,
     gpus_utilization,
     memory_total_bytes,
     work_disk_free_bytes,
 )
+from tfplatform.cluster.models import Node
 from tfplatform.cluster.placement import KIND_GPU
 from tfplatform.cluster.services import (
     node_heartbeat,
@@ -22,6 +24,7 @@ from tfplatform.cluster.services import (
 )
 from tfplatform.config.celery import app
 from tfplatform.core.database import DATABASE_ERRORS, database_connection_reset
+from tfplatform.core.errors import InvalidInput
 from tfplatform.experiments.services.execution import node_restart_recover, node_runtime
 from tfplatform.experiments.sessions import sessions_node_start
 from training.errors import NodeUnfit
@@ -85,15 +88,10 @@ class Command(BaseCommand):
                 gpus_usable_check(nvml_gpus=len(real_gpus), python=TaskPython())
             except NodeUnfit as error:
                 raise CommandError(f"Node {hostname} does not join: {error}") from error
-        node = node_register(
-            hostname=hostname,
-            cpu_count=os.cpu_count() or 1,
-            memory_bytes=memory_total_bytes(),
-            devices=devices,
-            trial_runtime=settings.PLATFORM.trial_runtime,
-            address=options["address"],
-            work_disk_free_bytes=work_disk_free_bytes(),
-        )
+        try:
+            node = _node_register(hostname=hostname, devices=devices, address=options["address"])
+        except InvalidInput as error:  # a malformed pool or label in its configuration
+            raise CommandError(f"Node {hostname} does not join: {error.message}") from error
         self.stdout.write(f"Node {hostname}: {len(devices)} device(s), queue {node.queue}")
         if not node.isolated:
             logger.warning(
@@ -211,3 +209,18 @@ def _heartbeat_loop(*, hostname: str, stop: threading.Event) -> None:
             database_connection_reset()
         finally:
             close_old_connections()
+
+
+def _node_register(*, hostname: str, devices: list[DeviceInfo], address: str) -> Node:
+    return node_register(
+        hostname=hostname,
+        cpu_count=os.cpu_count() or 1,
+        memory_bytes=memory_total_bytes(),
+        devices=devices,
+        trial_runtime=settings.PLATFORM.trial_runtime,
+        address=address,
+        work_disk_free_bytes=work_disk_free_bytes(),
+        pool=settings.PLATFORM.node_pool,
+        labels=settings.PLATFORM.node_labels,
+        gpu_type=settings.PLATFORM.gpu_type,
+    )
