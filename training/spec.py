@@ -48,6 +48,11 @@ class Resources:
     cpu_slots_per_worker: int = 1
     # The granted GPU slots are devices NVML found (not emulated): TensorFlow must see them.
     gpus_physical: bool = False
+    # A worker's share of its one GPU (thousandths; 0: whole GPUs), the memory TensorFlow may
+    # take on it (MB; 0: no limit), and whether the node's MPS bounds the share too.
+    gpu_share_milli: int = 0
+    gpu_memory_limit_mb: int = 0
+    gpu_mps: bool = False
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Resources:
@@ -58,6 +63,9 @@ class Resources:
             gpu_ids=tuple(int(i) for i in data.get("gpu_ids", ())),
             cpu_slots_per_worker=int(data.get("cpu_slots_per_worker", 1)),
             gpus_physical=bool(data.get("gpus_physical", False)),
+            gpu_share_milli=int(data.get("gpu_share_milli", 0)),
+            gpu_memory_limit_mb=int(data.get("gpu_memory_limit_mb", 0)),
+            gpu_mps=bool(data.get("gpu_mps", False)),
         )
 
 

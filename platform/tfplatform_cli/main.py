@@ -157,6 +157,10 @@ def _workspace_parsers(sub: "argparse._SubParsersAction[argparse.ArgumentParser]
     start.add_argument("--gpus", type=int, default=0, help="GPUs (0: CPU slots only)")
     start.add_argument("--cpu-slots", type=int, default=1,
                        help="CPU slots on one node, for a workspace without GPUs (default 1)")
+    start.add_argument("--gpu-fraction", type=float,
+                       help="instead of whole GPUs: this share of one GPU (0.25, 0.5)")
+    start.add_argument("--gpu-memory-mb", type=int,
+                       help="instead of whole GPUs: this much of one GPU's memory")
     start.add_argument("--pool", default="", help="only nodes of this pool")
     start.add_argument("--gpu-type", default="", help="only GPUs of this type (with --gpus)")
     start.add_argument("--priority", type=int, default=0)

@@ -72,6 +72,15 @@ def metrics_latest(metrics: list[dict[str, Any]]) -> dict[str, Any]:
     return {"trial": trial, "epoch": epoch, "values": dict(sorted(values.items()))}
 
 
+def gpus_each(resources: dict[str, Any]) -> str:
+    """What each worker holds of GPUs: whole ones, or a share of one."""
+    if resources.get("gpu_fraction"):
+        return f"{resources['gpu_fraction']:g} of one GPU"
+    if resources.get("gpu_memory_mb"):
+        return f"{resources['gpu_memory_mb']} MB of one GPU"
+    return f"{resources.get('gpus_per_worker', 0)} GPU(s)"
+
+
 def experiment_status(experiment: dict[str, Any], latest: dict[str, Any]) -> str:
     resources = experiment.get("resources") or {}
     lines = [
@@ -82,8 +91,7 @@ def experiment_status(experiment: dict[str, Any], latest: dict[str, Any]) -> str
         ("dataset", str(experiment["dataset"])),
         (
             "resources",
-            f"{resources.get('workers', 1)} worker(s), "
-            f"{resources.get('gpus_per_worker', 0)} GPU(s) each, "
+            f"{resources.get('workers', 1)} worker(s), {gpus_each(resources)} each, "
             f"{resources.get('parameter_servers', 0)} parameter server(s)"
             + "".join(f", {label} {resources[key]}" for key, label in (
                 ("pool", "pool"), ("gpu_type", "GPU type")) if resources.get(key)),

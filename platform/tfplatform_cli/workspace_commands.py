@@ -6,6 +6,7 @@ from typing import Any
 
 from tfplatform_cli.commands import client_for
 from tfplatform_cli.errors import CliError
+from tfplatform_cli.render import gpus_each
 
 COLUMNS = ("id", "name", "state", "gpus", "cpu_slots", "devices", "url")
 
@@ -17,8 +18,10 @@ def _row(workspace: dict[str, Any], *, server: str) -> list[str]:
     url = lab if lab.startswith(("http://", "https://")) else f"{server}{lab}"
     url = url if workspace["state"] == "running" else "-"
     # A server older than CPU slots sends none: its workspaces hold one.
-    cpu_slots = "-" if workspace["gpus"] else str(workspace.get("cpu_slots", 1))
-    return [str(workspace["id"]), workspace["name"], workspace["state"], str(workspace["gpus"]),
+    shared = workspace.get("gpu_fraction") or workspace.get("gpu_memory_mb")
+    cpu_slots = "-" if workspace["gpus"] or shared else str(workspace.get("cpu_slots", 1))
+    gpus = gpus_each(workspace) if shared else str(workspace["gpus"])
+    return [str(workspace["id"]), workspace["name"], workspace["state"], gpus,
             cpu_slots, devices, url]
 
 
@@ -58,6 +61,10 @@ def start(args: argparse.Namespace) -> int:
                                   "cpu_slots": args.cpu_slots, "priority": args.priority}
         if args.environment:
             fields["environment"] = args.environment
+        if args.gpu_fraction is not None:
+            fields["gpu_fraction"] = args.gpu_fraction
+        if args.gpu_memory_mb is not None:
+            fields["gpu_memory_mb"] = args.gpu_memory_mb
         if args.pool:
             fields["pool"] = args.pool
         if args.gpu_type:

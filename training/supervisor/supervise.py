@@ -68,7 +68,7 @@ from training.isolation.sandbox import (
     trial_paths,
 )
 from training.signals import SUPERVISOR_PID_ENV
-from training.spec import TrialEvent, TrialOutcome, TrialSpec
+from training.spec import Resources, TrialEvent, TrialOutcome, TrialSpec
 from training.supervisor.api_relay import API_SOCKET_ENV, ApiRelay
 from training.supervisor.hosts import Host, host_start
 from training.supervisor.outcome import OutcomeBuilder, exit_describe
@@ -144,6 +144,18 @@ def task_base_environment(*, python: TaskPython | None = None) -> dict[str, str]
     }
 
 
+def gpu_share_environment(*, resources: Resources) -> dict[str, str]:
+    """Where the node runs NVIDIA MPS, a share of a GPU is bounded by MPS as well: its pinned
+    memory limit (device 0: the one GPU the task sees) and its share of the GPU's threads."""
+    if not (resources.gpu_mps and resources.gpu_share_milli):
+        return {}
+    env = {"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE":
+           str(max(1, round(resources.gpu_share_milli / 10)))}
+    if resources.gpu_memory_limit_mb:
+        env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] = f"0={resources.gpu_memory_limit_mb}M"
+    return env
+
+
 def _environment(*, spec: TrialSpec, plan: ClusterPlan, task: TaskAddress, runtime: Runtime,
                  python: TaskPython, gpus: tuple[int, ...]) -> dict[str, str]:
     env = task_base_environment(python=python)
@@ -152,6 +164,8 @@ def _environment(*, spec: TrialSpec, plan: ClusterPlan, task: TaskAddress, runti
     # The indices are NVML's, which counts GPUs in PCI bus order; CUDA's own default order
     # (fastest first) would hand the task another trial's GPU on a mixed machine.
     env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+    if gpus:
+        env |= gpu_share_environment(resources=spec.resources)
     env["PLATFORM_TRIAL_ID"] = spec.trial_id
     env["PLATFORM_TASK"] = task.name
     if runtime.isolated:

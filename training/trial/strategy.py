@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from training.errors import NodeUnfit
@@ -36,6 +36,8 @@ class StrategyPlan:
     devices_per_worker: int  # GPU slots this worker uses (physical or emulated), 0 for CPU
     emulated: bool  # GPU slots realised as logical CPU devices
     workers: int
+    # TensorFlow's memory limit on each visible GPU (MB): the worker holds a share of it.
+    memory_limit_mb: int = 0
 
 
 def _plural(count: int, word: str) -> str:
@@ -43,7 +45,22 @@ def _plural(count: int, word: str) -> str:
 
 
 def strategy_plan(*, resources: Resources, physical_gpus: int) -> StrategyPlan:
-    """Which strategy the allocation implies; `physical_gpus` is what this process can see."""
+    """Which strategy the allocation implies; `physical_gpus` is what this process can see. A
+    share of a GPU plans like one GPU, with TensorFlow's memory limit on it where the GPU is
+    real and its memory known (an emulated slot has no memory to bound)."""
+    plan = _strategy_choose(resources=resources, physical_gpus=physical_gpus)
+    if not resources.gpu_share_milli:
+        return plan
+    share = f"{resources.gpu_share_milli / 1000:g} of one GPU"
+    if physical_gpus and resources.gpu_memory_limit_mb:
+        return replace(plan, memory_limit_mb=resources.gpu_memory_limit_mb,
+                       reason=f"{plan.reason}; {share}, TensorFlow limited to "
+                              f"{resources.gpu_memory_limit_mb} MB of its memory")
+    return replace(plan, reason=f"{plan.reason}; {share} (its memory is not bounded: "
+                                f"{'unknown' if physical_gpus else 'no physical GPU'})")
+
+
+def _strategy_choose(*, resources: Resources, physical_gpus: int) -> StrategyPlan:
     k, workers, ps = resources.gpus_per_worker, resources.workers, resources.parameter_servers
     emulated = k > 0 and physical_gpus == 0
     note = ""
@@ -86,6 +103,18 @@ def gpus_visible_check(*, resources: Resources, held: int, visible: int) -> None
             "match. Not emulated: the operator must fix the node.")
 
 
+def gpu_memory_configure(*, config: Any, gpus: list[Any], limit_mb: int) -> None:
+    """Before user code touches the GPUs: a share's hard limit (TF's allocator never takes more
+    than `limit_mb` on each), else growth on demand (a node's GPUs may also host serving or
+    another trial's tasks). `config` is `tf.config`."""
+    for gpu in gpus:
+        if limit_mb:
+            config.set_logical_device_configuration(
+                gpu, [config.LogicalDeviceConfiguration(memory_limit=limit_mb)])
+        else:
+            config.experimental.set_memory_growth(gpu, True)
+
+
 def strategy_build(*, plan: StrategyPlan) -> Any:
     """Builds the planned strategy; must run before anything else initialises the TF runtime."""
     from training.trial.devices import logical_cpus_configure
@@ -93,9 +122,8 @@ def strategy_build(*, plan: StrategyPlan) -> Any:
 
     if plan.emulated:
         logical_cpus_configure(count=plan.devices_per_worker)
-    for gpu in tf.config.list_physical_devices("GPU"):
-        # Grow on demand: a node's GPUs may also host serving or another trial's tasks.
-        tf.config.experimental.set_memory_growth(gpu, True)
+    gpu_memory_configure(config=tf.config, gpus=tf.config.list_physical_devices("GPU"),
+                         limit_mb=plan.memory_limit_mb)
     kind = "CPU" if plan.emulated else "GPU"
     local = [f"/device:{kind}:{i}" for i in range(plan.devices_per_worker)]
     if plan.name == DEFAULT:

@@ -13,6 +13,8 @@ import os
 import sys
 
 GPUS_ENV = "PLATFORM_WORKSPACE_GPUS"
+# A session with a share of a GPU: TensorFlow's memory limit on it (MB), as a trial's.
+GPU_MEMORY_ENV = "PLATFORM_WORKSPACE_GPU_MEMORY_MB"
 
 
 def devices_configure() -> None:
@@ -21,7 +23,12 @@ def devices_configure() -> None:
         return
     import tensorflow as tf
 
-    if not tf.config.list_physical_devices("GPU"):
+    limit = int(os.environ.get(GPU_MEMORY_ENV) or 0)
+    gpus = tf.config.list_physical_devices("GPU")
+    for gpu in gpus if limit else ():
+        tf.config.set_logical_device_configuration(
+            gpu, [tf.config.LogicalDeviceConfiguration(memory_limit=limit)])
+    if not gpus:
         cpu = tf.config.list_physical_devices("CPU")[0]
         tf.config.set_logical_device_configuration(
             cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(count)]

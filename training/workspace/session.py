@@ -27,7 +27,7 @@ from training.events import EventWriter
 from training.isolation.runtime import client_dir, repo_root
 from training.isolation.sandbox import SCRATCH
 from training.spec import TrialSpec
-from training.workspace.kernel import GPUS_ENV
+from training.workspace.kernel import GPU_MEMORY_ENV, GPUS_ENV
 
 ACTIVITY_POLL_SECONDS = 30.0
 
@@ -110,6 +110,7 @@ def workspace_environment(*, spec: TrialSpec) -> dict[str, str]:
         "TFP_SERVER": session.get("api_url", ""),
         "TFP_TOKEN": session.get("api_token", ""),
         GPUS_ENV: str(spec.resources.gpus_per_worker),
+        GPU_MEMORY_ENV: str(spec.resources.gpu_memory_limit_mb),
         # Configuration the session cannot be talked out of: none from the home volume.
         "JUPYTER_CONFIG_DIR": str(scratch / "jupyter-config"),
         "JUPYTER_RUNTIME_DIR": str(scratch / "jupyter-runtime"),

@@ -4,6 +4,8 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from tfplatform.cluster.placement import WHOLE_MILLI
+
 # What holds devices: a trial of the experiments app, which sits above this one and is named
 # here by its natural key, never imported.
 TRIAL_HOLDER = ("experiments", "trial")
@@ -116,6 +118,10 @@ class Allocation(models.Model):
     # Which task of the TF cluster this allocation serves (worker 0, ps 1, chief 0, ...).
     task_type = models.CharField(max_length=20, default="worker")
     task_index = models.PositiveIntegerField(default=0)
+    # Thousandths of the device it holds: 1000 whole; less, a share of a GPU that holders of
+    # shares pack onto (never with a whole holder; placement.py), counted so in quotas and
+    # showback.
+    share_milli = models.PositiveIntegerField(default=WHOLE_MILLI)
     # Set when the node's worker takes up its part of the trial; guards against redelivery.
     started_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -127,11 +133,13 @@ class Allocation(models.Model):
         ordering = ["created_at", "id"]
         indexes = [models.Index(fields=["holder_type", "holder_id"], name="allocation_holder")]
         constraints = [
-            # The database itself refuses to hand one device to two live allocations.
+            # The database itself refuses to hand one device whole to two live allocations
+            # (shares are packed by the scheduler, which one lock serializes).
             models.UniqueConstraint(
                 fields=["device"],
-                condition=Q(released_at__isnull=True, device__isnull=False),
-                name="allocation_one_holder_per_device",
+                condition=Q(released_at__isnull=True, device__isnull=False,
+                            share_milli=WHOLE_MILLI),
+                name="allocation_one_whole_holder_per_device",
             ),
         ]
 

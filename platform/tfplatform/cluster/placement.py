@@ -16,11 +16,14 @@ from datetime import datetime
 KIND_CPU, KIND_GPU = "cpu", "gpu"  # Device.Kind's values
 PREEMPTED = "preempted"
 NODES_NAMED = 3
+WHOLE_MILLI = 1000  # a whole device, in the thousandths an allocation holds
 
 # node id → device kind → free device ids (in device index order)
 FreeMap = dict[int, dict[str, list[int]]]
-# workers, GPUs per worker, parameter servers, CPU slots, pool, GPU type
-Shape = tuple[int, int, int, int, str, str]
+# node id → GPU id → thousandths of it that holders of shares hold (placed shares, no whole)
+SharedMap = dict[int, dict[int, int]]
+# workers, GPUs per worker, parameter servers, CPU slots, pool, GPU type, share, share memory
+Shape = tuple[int, int, int, int, str, str, int, int]
 
 
 @dataclass(frozen=True)
@@ -28,7 +31,14 @@ class TaskNeed:
     task_type: str
     task_index: int
     gpus: int
-    cpus: int = 1  # CPU slots on one node, held only when gpus is 0
+    cpus: int = 1  # CPU slots on one node, held only when it holds no GPU and no share
+    # A share of one GPU instead of whole ones: thousandths of it, or an amount of its memory.
+    gpu_milli: int = 0
+    gpu_memory_mb: int = 0
+
+    @property
+    def shared(self) -> bool:
+        return bool(self.gpu_milli or self.gpu_memory_mb)
 
 
 @dataclass(frozen=True)
@@ -36,6 +46,22 @@ class Placement:
     node_id: int
     device_ids: tuple[int, ...]
     need: TaskNeed
+    share_milli: int = WHOLE_MILLI  # of its one device, for a need of a share
+
+
+def share_of(*, need: TaskNeed, memory_mb: int) -> int | None:
+    """The thousandths of a GPU with `memory_mb` that the need takes; None when that GPU cannot
+    hold it (an amount of memory on a GPU of unknown memory, an emulated slot, or more)."""
+    if need.gpu_milli:
+        return need.gpu_milli
+    if memory_mb <= 0 or need.gpu_memory_mb > memory_mb:
+        return None
+    return max(1, -(-need.gpu_memory_mb * WHOLE_MILLI // memory_mb))  # rounded up
+
+
+def gpus_text(*, milli: int) -> str:
+    """Thousandths of GPUs as people write them: 2, 0.5, 1.25."""
+    return f"{milli / WHOLE_MILLI:g}"
 
 
 @dataclass
@@ -57,11 +83,14 @@ class ClusterView:
     """What one pass knows about the cluster, updated in memory as it decides."""
 
     hostnames: dict[int, str]
-    free: FreeMap  # free and not reserved: what may be allocated now
+    free: FreeMap  # free and not reserved: what may be allocated now (whole, unshared)
     idle: FreeMap  # free, reserved or not
     holders: dict[int, Holder]
     device_holder: dict[int, Holder]
     quota_gpus: dict[QuotaKey, int]  # GPUs held per team, and per user without one
+    # GPUs holders of shares hold, and each GPU's memory (MB; 0 unknown), for shares.
+    shared: SharedMap = field(default_factory=dict)
+    memory_mb: dict[int, int] = field(default_factory=dict)
     # Each schedulable node's pool and GPU type (cluster/pools.py).
     node_pools: dict[int, str] = field(default_factory=dict)
     node_gpu_types: dict[int, str] = field(default_factory=dict)
@@ -78,36 +107,58 @@ def quota_key(*, team_id: int | None, owner_id: int) -> QuotaKey:
 
 
 def task_needs(
-    *, workers: int, gpus_per_worker: int, parameter_servers: int, cpu_slots_per_worker: int = 1
+    *, workers: int, gpus_per_worker: int, parameter_servers: int, cpu_slots_per_worker: int = 1,
+    gpu_milli: int = 0, gpu_memory_mb: int = 0,
 ) -> list[TaskNeed]:
     """A gang's tasks, the largest first (they are the hardest to place). A worker without
-    GPUs holds `cpu_slots_per_worker` CPU slots; a parameter server holds one."""
-    needs = [TaskNeed("worker", i, gpus_per_worker, max(1, cpu_slots_per_worker))
+    GPUs holds `cpu_slots_per_worker` CPU slots, or a share of one GPU (`gpu_milli`
+    thousandths, or `gpu_memory_mb` of its memory) and no CPU slot; a parameter server holds one
+    CPU slot."""
+    needs = [TaskNeed("worker", i, gpus_per_worker, max(1, cpu_slots_per_worker),
+                      gpu_milli=gpu_milli, gpu_memory_mb=gpu_memory_mb)
              for i in range(workers)]
     needs += [TaskNeed("ps", i, 0) for i in range(parameter_servers)]
-    return sorted(needs, key=lambda need: (-need.gpus, -need.cpus))
+    return sorted(needs, key=lambda need: (-need.gpus, not need.shared, -need.cpus))
 
 
 def needs_held(*, needs: list[TaskNeed]) -> tuple[int, int]:
-    """The GPUs and the CPU slots a gang holds while it runs (what quotas count)."""
-    return (sum(need.gpus for need in needs),
-            sum(need.cpus for need in needs if not need.gpus))
+    """The thousandths of GPUs and the CPU slots a gang holds while it runs (what quotas count).
+    A share asked for as memory counts once placed (`placements_gpu_milli`): its thousandths
+    depend on the GPU it gets."""
+    return (sum(need.gpus * WHOLE_MILLI + need.gpu_milli for need in needs),
+            sum(need.cpus for need in needs if not need.gpus and not need.shared))
+
+
+def placements_gpu_milli(*, placements: list[Placement]) -> int:
+    return sum(p.share_milli if p.need.shared else len(p.device_ids) * WHOLE_MILLI
+               for p in placements if p.need.gpus or p.need.shared)
 
 
 def need_kind(*, need: TaskNeed) -> tuple[str, int]:
+    if need.shared:
+        return KIND_GPU, 1
     return (KIND_GPU, need.gpus) if need.gpus else (KIND_CPU, need.cpus)
 
 
 def gang_place(
-    *, needs: list[TaskNeed], free: FreeMap, nodes: frozenset[int] | None = None
+    *, needs: list[TaskNeed], free: FreeMap, nodes: frozenset[int] | None = None,
+    shared: SharedMap | None = None, memory_mb: dict[int, int] | None = None,
 ) -> list[Placement] | None:
     """Place every task or none; `free` maps node id → device kind → free device ids; `nodes`:
-    only these (a request for a pool or a GPU type, cluster/pools.py)."""
+    only these (a request for a pool or a GPU type, cluster/pools.py). A share of a GPU goes to
+    the shared GPU (`shared`) it fills best, else takes a free one whole for shares."""
     # Counts of what this gang already took, instead of copying the map: called ~1,000
     # times a pass, so it stays O(tasks × nodes).
     taken: dict[tuple[int, str], int] = defaultdict(int)
+    shares = _Shares(free=free, shared=shared or {}, memory_mb=memory_mb or {}, nodes=nodes)
     placements = []
     for need in needs:
+        if need.shared:
+            spot = shares.place(need=need, taken=taken)
+            if spot is None:
+                return None
+            placements.append(spot)
+            continue
         kind, count = need_kind(need=need)
         best: tuple[int, int] | None = None
         for node, kinds in free.items():
@@ -138,6 +189,16 @@ def pending_reason(
     if not free:
         return f"No worker node of {where} is online and accepting work."
     return f"{reason.removesuffix('.')} ({where})."
+
+
+def share_pending_reason(*, needs: list[TaskNeed], where: str = "") -> str:
+    """Why a gang of shares of GPUs waits: no GPU with that much room that is not held whole."""
+    need = next(need for need in needs if need.shared)
+    amount = (f"{need.gpu_memory_mb} MB of one GPU's memory" if need.gpu_memory_mb
+              else f"{gpus_text(milli=need.gpu_milli)} of a GPU")
+    within = f" of {where}" if where else ""
+    return (f"Needs {amount} for each worker; no GPU{within} has that much room free (a GPU "
+            "held whole is not shared).")
 
 
 def _free_reason(*, needs: list[TaskNeed], free: FreeMap) -> str:
@@ -225,13 +286,79 @@ def backfill_plan(
     return found[0] if found is not None else None
 
 
+class _Shares:
+    """Where one gang's shares of GPUs go: best fit among shared GPUs (the fullest that still
+    holds it), else a free GPU taken whole for shares, on the node with the fewest free GPUs
+    (large blocks stay whole, as for whole GPUs). A GPU shared never holds a whole-GPU task."""
+
+    def __init__(self, *, free: FreeMap, shared: SharedMap, memory_mb: dict[int, int],
+                 nodes: frozenset[int] | None) -> None:
+        self.free, self.shared, self.memory_mb, self.nodes = free, shared, memory_mb, nodes
+        self.added: dict[int, int] = defaultdict(int)  # device → thousandths this gang put on it
+        self.opened: dict[int, int] = {}  # device → node, free GPUs this gang began to share
+
+    def _allowed(self, node: int) -> bool:
+        return self.nodes is None or node in self.nodes
+
+    def place(self, *, need: TaskNeed, taken: dict[tuple[int, str], int]) -> Placement | None:
+        best: tuple[int, int, int, int] | None = None  # (room left, node, device, share)
+        candidates = [(node, device, used) for node, devices in self.shared.items()
+                      if self._allowed(node) for device, used in devices.items()]
+        candidates += [(node, device, 0) for device, node in self.opened.items()]
+        for node, device, used in candidates:
+            share = share_of(need=need, memory_mb=self.memory_mb.get(device, 0))
+            if share is None:
+                continue
+            left = WHOLE_MILLI - used - self.added[device] - share
+            if left >= 0 and (best is None or (left, node, device) < best[:3]):
+                best = (left, node, device, share)
+        if best is None:
+            best = self._open(need=need, taken=taken)
+        if best is None:
+            return None
+        _, node, device, share = best
+        self.added[device] += share
+        return Placement(node_id=node, device_ids=(device,), need=need, share_milli=share)
+
+    def _open(self, *, need: TaskNeed,
+              taken: dict[tuple[int, str], int]) -> tuple[int, int, int, int] | None:
+        """The next free GPU of the node with the fewest, taken whole for shares."""
+        best: tuple[int, int, int, int] | None = None  # (free GPUs left, node, device, share)
+        for node, kinds in self.free.items():
+            gpus = kinds.get(KIND_GPU, [])
+            start = taken[node, KIND_GPU]
+            if not self._allowed(node) or start >= len(gpus):
+                continue
+            share = share_of(need=need, memory_mb=self.memory_mb.get(gpus[start], 0))
+            if share is not None and (best is None or (len(gpus) - start, node) < best[:2]):
+                best = (len(gpus) - start, node, gpus[start], share)
+        if best is not None:
+            taken[best[1], KIND_GPU] += 1
+            self.opened[best[2]] = best[1]
+        return best
+
+
 def view_take(*, view: ClusterView, placements: list[Placement]) -> None:
     for placement in placements:
+        if placement.need.shared:
+            _view_share(view=view, placement=placement)
+            continue
         taken = set(placement.device_ids)
         for pool in (view.free, view.idle):
             kinds = pool[placement.node_id]
             for kind in kinds:
                 kinds[kind] = [d for d in kinds[kind] if d not in taken]
+
+
+def _view_share(*, view: ClusterView, placement: Placement) -> None:
+    (device,) = placement.device_ids
+    node = placement.node_id
+    for pool in (view.free, view.idle):  # a GPU first shared is no longer free whole
+        gpus = pool[node].get(KIND_GPU)
+        if gpus and device in gpus:
+            pool[node][KIND_GPU] = [d for d in gpus if d != device]
+    devices = view.shared.setdefault(node, {})
+    devices[device] = devices.get(device, 0) + placement.share_milli
 
 
 def view_reserve(*, view: ClusterView, placements: list[Placement]) -> None:

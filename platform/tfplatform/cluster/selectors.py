@@ -4,14 +4,20 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
 from django.core.exceptions import ObjectDoesNotExist
-from django.db.models import Count, Prefetch, Q, QuerySet
+from django.db.models import Count, Prefetch, Q, QuerySet, Sum
 from django.db.models.expressions import CombinedExpression
 from django.db.models.functions import Now
 
 from tfplatform.accounts.models import User
 from tfplatform.accounts.visibility import visible_to
 from tfplatform.cluster.models import Allocation, Device, Node
-from tfplatform.cluster.placement import TaskNeed, gang_place, pending_reason, task_needs
+from tfplatform.cluster.placement import (
+    WHOLE_MILLI,
+    TaskNeed,
+    gang_place,
+    pending_reason,
+    task_needs,
+)
 from tfplatform.cluster.pools import nodes_eligible, where_text
 
 
@@ -81,10 +87,12 @@ def devices_free() -> QuerySet[Device]:
     ).filter(held=0, node__in=nodes_schedulable())
 
 
-def gpus_in_use_by_team(*, team_id: int) -> int:
-    return Allocation.objects.filter(
+def gpus_in_use_by_team(*, team_id: int) -> float:
+    """GPUs its trials hold, shares of GPUs as their parts (two halves: 1)."""
+    milli = Allocation.objects.filter(
         released_at__isnull=True, device__kind=Device.Kind.GPU, trial__experiment__team_id=team_id
-    ).count()
+    ).aggregate(n=Sum("share_milli"))["n"]
+    return (milli or 0) / WHOLE_MILLI
 
 
 # node id → device kind → device ids, the shape the scheduler places gangs on.
@@ -148,7 +156,7 @@ class Capacity:
 class TeamQuota:
     team: str
     gpu_quota: int
-    gpus_in_use: int
+    gpus_in_use: float
 
 
 @dataclass(frozen=True)
@@ -209,12 +217,15 @@ def cluster_misfit(*, needs: list[TaskNeed], pool: str = "", gpu_type: str = "")
         return Misfit("gpu_type", f"no node{within} has GPUs of type '{gpu_type}'; the types"
                                   f"{within} are {known}")
     total: DeviceMap = {node: {} for node in (pools if eligible is None else eligible)}
+    memory_mb: dict[int, int] = {}
     devices = Device.objects.filter(node_id__in=list(total)).order_by("node_id", "kind", "index")
-    for device, node, kind in devices.values_list("pk", "node_id", "kind"):
+    for device, node, kind, memory in devices.values_list("pk", "node_id", "kind",
+                                                          "memory_bytes"):
         total[node].setdefault(kind, []).append(device)
-    if gang_place(needs=needs, free=total) is not None:
+        memory_mb[device] = memory // 2**20
+    if gang_place(needs=needs, free=total, memory_mb=memory_mb) is not None:
         return None
-    misfit = _misfit(Capacity(free=total, total=total), needs)
+    misfit = _misfit(Capacity(free=total, total=total), needs, memory_mb=memory_mb)
     where = where_text(pool=pool, gpu_type=gpu_type)
     return Misfit("size", f"{misfit} (nodes of {where})" if where else misfit)
 
@@ -276,7 +287,16 @@ def resources_fit(
     return ResourceFit(True, "Fits on free devices: it could start right away.")
 
 
-def _misfit(capacity: Capacity, needs: list[TaskNeed]) -> str:
+def _misfit(capacity: Capacity, needs: list[TaskNeed],
+            memory_mb: dict[int, int] | None = None) -> str:
+    share = next((need for need in needs if need.shared), None)
+    if share is not None and share.gpu_memory_mb:
+        largest = max((memory_mb or {}).values(), default=0)
+        known = f"the largest has {largest} MB" if largest else "no GPU's memory is known"
+        return (f"a worker needs {share.gpu_memory_mb} MB of one GPU's memory, {known} "
+                "(emulated slots have none)")
+    if share is not None and not capacity.gpus_total:
+        return "a worker needs a share of a GPU, and no node has one"
     gpu_block = max((need.gpus for need in needs), default=0)
     gpus = sum(need.gpus for need in needs)
     cpu_slots = sum(need.cpus for need in needs if not need.gpus)

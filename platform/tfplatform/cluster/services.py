@@ -190,10 +190,11 @@ def allocations_create_many(*, placements_by_trial: Mapping[int, list[Placement]
     holder_type = trial_holder_type().pk
     rows_insert(
         model=Allocation,
-        fields=("holder_type", "holder_id", "node", "device", "task_type", "task_index"),
+        fields=("holder_type", "holder_id", "node", "device", "task_type", "task_index",
+                "share_milli"),
         rows=[
             (holder_type, trial_id, placement.node_id, device_id, placement.need.task_type,
-             placement.need.task_index)
+             placement.need.task_index, placement.share_milli)
             for trial_id, placements in placements_by_trial.items()
             for placement in placements
             for device_id in placement.device_ids

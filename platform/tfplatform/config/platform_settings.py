@@ -58,6 +58,10 @@ class PlatformSettings:
         env="PLATFORM_GPU_TYPE", group="Node", default="",
         doc="The GPU type this node's GPUs are scheduled as; empty: NVML's name of its first "
             "GPU (emulated slots have none unless this names one).")
+    gpu_mps: bool = _setting(
+        env="PLATFORM_GPU_MPS", group="Node", default=False,
+        doc="This node runs NVIDIA MPS: a task with a share of a GPU also gets MPS's pinned "
+            "memory limit and active-thread percentage for it.")
     declared_gpu_slots: int = _setting(
         env="PLATFORM_GPU_SLOTS", group="Node", default=0,
         doc="Accelerator slots declared for this node; on a CPU-only machine each is a logical "

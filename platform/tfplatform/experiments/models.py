@@ -97,6 +97,10 @@ class Experiment(models.Model):
     # CPU slots a worker without GPUs holds on its node: more than one only for a workspace
     # session that asked for them (the experiment API has no such field).
     cpu_slots_per_worker = models.PositiveIntegerField(default=1)
+    # A share of one GPU for each worker instead of whole ones (gpus_per_worker is then 0):
+    # thousandths of a device, or an amount of its memory (cluster/placement.py shares).
+    gpu_milli = models.PositiveIntegerField(default=0)
+    gpu_memory_mb = models.PositiveIntegerField(default=0)
     # Only nodes of this pool, and of this GPU type (Node.pool, Node.gpu_type); empty: any.
     pool = models.CharField(max_length=63, blank=True)
     gpu_type = models.CharField(max_length=100, blank=True)
@@ -127,6 +131,20 @@ class Experiment(models.Model):
     @property
     def gpus_requested(self) -> int:
         return self.workers * self.gpus_per_worker
+
+    @property
+    def gpus_each_label(self) -> str:
+        """What each worker holds of GPUs, as pages say it: "2 GPU", "0.5 GPU", "4096 MB GPU"."""
+        if self.gpu_milli:
+            return f"{self.gpu_milli / 1000:g} GPU"
+        if self.gpu_memory_mb:
+            return f"{self.gpu_memory_mb} MB GPU"
+        return f"{self.gpus_per_worker} GPU"
+
+    @property
+    def gpu_shared(self) -> bool:
+        """Its workers hold a share of one GPU each (a fraction, or an amount of memory)."""
+        return bool(self.gpu_milli or self.gpu_memory_mb)
 
 
 class Trial(models.Model):

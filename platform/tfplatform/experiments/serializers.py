@@ -5,6 +5,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.reverse import reverse
 
+from tfplatform.cluster.placement import WHOLE_MILLI
 from tfplatform.core.serializers import (
     JSONObjectField,
     StrictInputSerializer,
@@ -28,6 +29,13 @@ class ResourcesSerializer(StrictInputSerializer):
     workers = serializers.IntegerField(default=1)
     gpus_per_worker = serializers.IntegerField(default=0)
     parameter_servers = serializers.IntegerField(default=0)
+    gpu_fraction = serializers.FloatField(
+        required=False, allow_null=True, default=None,
+        help_text="Instead of whole GPUs: each worker gets this share of one GPU (above 0, below "
+                  "1: 0.25, 0.5); TensorFlow's memory on it is limited to the share.")
+    gpu_memory_mb = serializers.IntegerField(
+        default=0, min_value=0, max_value=10_000_000,
+        help_text="Instead of whole GPUs: each worker gets this much of one GPU's memory.")
     pool = serializers.CharField(default="", allow_blank=True, max_length=63,
                                  help_text="Only nodes of this pool (empty: any).")
     gpu_type = serializers.CharField(
@@ -239,11 +247,13 @@ class ExperimentSerializer(serializers.ModelSerializer):
         return experiment.target_value if experiment.target_metric == "val_accuracy" else None
 
     @extend_schema_field(ResourcesSerializer)
-    def get_resources(self, experiment: Experiment) -> dict[str, int | str]:
+    def get_resources(self, experiment: Experiment) -> dict[str, int | str | float | None]:
         return {
             "workers": experiment.workers,
             "gpus_per_worker": experiment.gpus_per_worker,
             "parameter_servers": experiment.parameter_servers,
+            "gpu_fraction": experiment.gpu_milli / WHOLE_MILLI if experiment.gpu_milli else None,
+            "gpu_memory_mb": experiment.gpu_memory_mb,
             "pool": experiment.pool,
             "gpu_type": experiment.gpu_type,
         }

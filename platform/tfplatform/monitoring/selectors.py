@@ -5,13 +5,13 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
-from django.db.models import Case, CharField, Count, F, OuterRef, Q, Subquery, Value, When
+from django.db.models import Case, CharField, Count, F, OuterRef, Q, Subquery, Sum, Value, When
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from tfplatform.accounts.models import Team
 from tfplatform.cluster.models import Allocation, Device, Node
-from tfplatform.cluster.placement import PREEMPTED
+from tfplatform.cluster.placement import PREEMPTED, WHOLE_MILLI
 from tfplatform.experiments.models import Experiment, Metric, Trial
 from tfplatform.experiments.selectors.progress import THROUGHPUT
 
@@ -85,17 +85,18 @@ def admission_waits(*, window: timedelta | None = None) -> list[tuple[str, float
             for team, queued, started in trials]
 
 
-def team_gpus() -> dict[str, tuple[int, int | None]]:
-    """Team → (GPUs its trials hold now, its GPU quota); "" are users without a team, whose
-    quota is per user (None here)."""
-    held = dict(
+def team_gpus() -> dict[str, tuple[float, int | None]]:
+    """Team → (GPUs its trials hold now, shares as their parts; its GPU quota); "" are users
+    without a team, whose quota is per user (None here)."""
+    held = {
+        name: milli / WHOLE_MILLI for name, milli in
         Allocation.objects.filter(released_at__isnull=True, device__kind=Device.Kind.GPU)
         .annotate(team_name=Coalesce("trial__experiment__team__name", Value("")))
         .values_list("team_name")
-        .annotate(n=Count("id"))
+        .annotate(n=Sum("share_milli"))
         .values_list("team_name", "n")
-    )
-    gpus: dict[str, tuple[int, int | None]] = {
+    }
+    gpus: dict[str, tuple[float, int | None]] = {
         name: (held.get(name, 0), quota)
         for name, quota in Team.objects.values_list("name", "gpu_quota")
     }

@@ -47,6 +47,11 @@ class Search(models.Model):
     workers = models.PositiveIntegerField(default=1)
     gpus_per_worker = models.PositiveIntegerField(default=0)
     parameter_servers = models.PositiveIntegerField(default=0)
+    # What each trial's experiment asks for beyond its size (Experiment's fields of the names).
+    gpu_milli = models.PositiveIntegerField(default=0)
+    gpu_memory_mb = models.PositiveIntegerField(default=0)
+    pool = models.CharField(max_length=63, blank=True)
+    gpu_type = models.CharField(max_length=100, blank=True)
     priority = models.IntegerField(default=0)
     max_restarts = models.PositiveIntegerField(default=3)
     state = models.CharField(max_length=20, choices=State.choices, default=State.RUNNING)

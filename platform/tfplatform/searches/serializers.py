@@ -1,7 +1,9 @@
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from tfplatform.cluster.placement import WHOLE_MILLI
 from tfplatform.core.serializers import JSONObjectField, StrictInputSerializer, TextSlugRelatedField
 from tfplatform.experiments.models import Environment
 from tfplatform.experiments.selectors.scheduling import (
@@ -50,7 +52,7 @@ class SearchCreateSerializer(StrictInputSerializer):
         max_length=Environment._meta.get_field("name").max_length or 100,
     )
 
-    def validate_resources(self, value: dict[str, int]) -> dict[str, int]:
+    def validate_resources(self, value: dict[str, Any]) -> dict[str, Any]:
         resources = ResourcesSerializer(data=value)
         resources.is_valid(raise_exception=True)
         return dict(resources.validated_data)
@@ -125,9 +127,13 @@ class SearchSerializer(serializers.ModelSerializer):
     def get_space(self, search: Search) -> dict[str, Any]:
         return dict(sorted(search.space.items()))
 
-    def get_resources(self, search: Search) -> dict[str, int]:
+    @extend_schema_field(ResourcesSerializer)
+    def get_resources(self, search: Search) -> dict[str, int | str | float | None]:
         return {"workers": search.workers, "gpus_per_worker": search.gpus_per_worker,
-                "parameter_servers": search.parameter_servers}
+                "parameter_servers": search.parameter_servers,
+                "gpu_fraction": search.gpu_milli / WHOLE_MILLI if search.gpu_milli else None,
+                "gpu_memory_mb": search.gpu_memory_mb, "pool": search.pool,
+                "gpu_type": search.gpu_type}
 
 
 class SearchDetailSerializer(SearchSerializer):

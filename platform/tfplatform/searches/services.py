@@ -11,10 +11,11 @@ from django.db.models.functions import Now
 
 from tfplatform.accounts.models import User
 from tfplatform.cluster.dispatch import scheduler_wake_on_commit
+from tfplatform.cluster.placement import WHOLE_MILLI
 from tfplatform.core.errors import Conflict, InvalidInput, InvalidTransition, LimitReached
 from tfplatform.experiments import validation
 from tfplatform.experiments.models import Environment, Experiment
-from tfplatform.experiments.services import submission
+from tfplatform.experiments.services import admission, submission
 from tfplatform.experiments.services.transitions import TERMINAL_STATES, experiment_continue
 from tfplatform.modelregistry.models import ModelVersion
 from tfplatform.modelregistry.services.publish import experiment_deploy
@@ -49,6 +50,10 @@ class SearchRequest:
     workers: int = 1
     gpus_per_worker: int = 0
     parameter_servers: int = 0
+    gpu_fraction: float | None = None
+    gpu_memory_mb: int = 0
+    pool: str = ""
+    gpu_type: str = ""
     priority: int = 0
     max_restarts: int = 3
     environment: Environment | None = None
@@ -78,6 +83,9 @@ def search_create(*, owner: User, request: SearchRequest) -> Search:
                            field="max_concurrent")
     if not 0 <= request.seed < 2**31:
         raise InvalidInput("seed must be between 0 and 2**31 - 1.", field="seed")
+    gpu_milli = admission.gpu_share_milli(fraction=request.gpu_fraction,
+                                          memory_mb=request.gpu_memory_mb,
+                                          whole_gpus=request.gpus_per_worker)
     with transaction.atomic():
         search = Search.objects.create(
             owner=owner, team_id=owner.team_id, name=request.name, searcher=request.searcher,
@@ -88,7 +96,9 @@ def search_create(*, owner: User, request: SearchRequest) -> Search:
             dataset=request.dataset, environment=request.environment,
             hyperparameters=dict(request.hyperparameters), workers=request.workers,
             gpus_per_worker=request.gpus_per_worker, parameter_servers=request.parameter_servers,
-            priority=request.priority, max_restarts=request.max_restarts,
+            gpu_milli=gpu_milli, gpu_memory_mb=request.gpu_memory_mb, pool=request.pool,
+            gpu_type=request.gpu_type, priority=request.priority,
+            max_restarts=request.max_restarts,
         )
         _trials_fill(search=search)
     return search
@@ -261,6 +271,8 @@ def _trial_start(*, search: Search, index: int) -> SearchTrial:
             name=f"{search.name} · trial {index}"[:200], model=search.model,
             dataset=search.dataset, hyperparameters=hyperparameters, workers=search.workers,
             gpus_per_worker=search.gpus_per_worker, parameter_servers=search.parameter_servers,
+            gpu_fraction=search.gpu_milli / WHOLE_MILLI or None,
+            gpu_memory_mb=search.gpu_memory_mb, pool=search.pool, gpu_type=search.gpu_type,
             priority=search.priority, target_metric=search.metric, target_mode=search.mode,
             max_restarts=search.max_restarts, environment=search.environment,
         ),

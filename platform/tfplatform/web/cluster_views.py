@@ -1,5 +1,6 @@
 """The staff cluster console: nodes, devices and their holders, node state, utilization."""
 
+from collections import defaultdict
 from collections.abc import Callable
 from functools import wraps
 from typing import Any
@@ -60,11 +61,14 @@ def cluster_page(request: HttpRequest) -> HttpResponse:
     rows = []
     idle_count = 0
     for node in nodes:
-        holders = {a.device_id: a for a in node.active_allocations}  # type: ignore[attr-defined]
+        # A GPU shared by holders of shares has a row per holder.
+        holders: dict[int, list[Allocation | None]] = defaultdict(list)
+        for allocation in node.active_allocations:  # type: ignore[attr-defined]
+            holders[allocation.device_id].append(allocation)
         age = (now - node.last_heartbeat).total_seconds() if node.last_heartbeat else None
         devices = sorted(
-            ((device, holders.get(device.pk), _measured(holders.get(device.pk)))
-             for device in node.devices.all()),
+            ((device, holder, _measured(holder))
+             for device in node.devices.all() for holder in holders.get(device.pk) or [None]),
             key=lambda row: (row[0].kind != Device.Kind.GPU, row[0].index),
         )
         idle_count += sum(1 for *_, measured in devices if measured and measured["idle_since"])

@@ -30,6 +30,10 @@ def hyperparameter_defaults() -> dict[str, dict[str, Any]]:
     }
 
 
+GPU_SHARES = [("", "whole GPUs"), ("0.25", "¼ of a GPU"), ("0.5", "½ of a GPU"),
+              ("0.75", "¾ of a GPU")]
+
+
 class ResourcesForm(forms.Form):
     """The resource request alone: the new-experiment form, and its "could it start now?" hint."""
 
@@ -41,6 +45,12 @@ class ResourcesForm(forms.Form):
     priority = forms.IntegerField(
         min_value=-100, max_value=100, initial=0, help_text="Higher runs first and may preempt."
     )
+    gpu_fraction = forms.TypedChoiceField(
+        required=False, coerce=float, empty_value=None, label="Share of one GPU",
+        choices=GPU_SHARES, help_text="Instead of whole GPUs: each worker gets this share.")
+    gpu_memory_mb = forms.IntegerField(
+        required=False, min_value=1, label="Or GPU memory (MB)",
+        help_text="Instead of whole GPUs: each worker gets this much of one GPU's memory.")
     pool = forms.ChoiceField(required=False, help_text="Only nodes of this pool.")
     gpu_type = forms.ChoiceField(required=False, label="GPU type",
                                  help_text="Only GPUs of this type (with GPUs per worker).")
@@ -115,6 +125,8 @@ class ExperimentForm(ResourcesForm):
             "workers": data["workers"],
             "gpus_per_worker": data["gpus_per_worker"],
             "parameter_servers": data["parameter_servers"],
+            "gpu_fraction": data.get("gpu_fraction"),
+            "gpu_memory_mb": data.get("gpu_memory_mb") or 0,
             "pool": data.get("pool") or "",
             "gpu_type": data.get("gpu_type") or "",
             "priority": data["priority"],
@@ -183,6 +195,13 @@ class WorkspaceForm(forms.Form):
         min_value=1, max_value=MAX_CPU_SLOTS, initial=1, label="CPU slots",
         help_text="On one node, for a workspace without GPUs (with GPUs it holds none).",
     )
+    gpu_fraction = forms.TypedChoiceField(
+        required=False, coerce=float, empty_value=None, label="Share of one GPU",
+        choices=GPU_SHARES, help_text="Instead of whole GPUs (GPUs 0).")
+    gpu_memory_mb = forms.IntegerField(required=False, min_value=1, label="Or GPU memory (MB)")
+
+    def clean_gpu_memory_mb(self) -> int:
+        return self.cleaned_data.get("gpu_memory_mb") or 0  # empty: none asked for
     pool = forms.ChoiceField(required=False, help_text="Only nodes of this pool.")
     gpu_type = forms.ChoiceField(required=False, label="GPU type",
                                  help_text="Only GPUs of this type (with GPUs).")

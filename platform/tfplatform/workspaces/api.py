@@ -9,6 +9,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from tfplatform.cluster.placement import WHOLE_MILLI
 from tfplatform.experiments.models import Environment
 from tfplatform.experiments.selectors.scheduling import (
     experiment_queue_position,
@@ -34,11 +35,12 @@ class WorkspaceSerializer(serializers.ModelSerializer):
                                            read_only=True, allow_null=True)
     session = serializers.IntegerField(source="experiment_id", read_only=True, allow_null=True)
     lab_url = serializers.SerializerMethodField()
+    gpu_fraction = serializers.SerializerMethodField()
 
     class Meta:
         model = Workspace
-        fields = ["id", "name", "owner", "environment", "gpus", "cpu_slots", "pool", "gpu_type",
-                  "priority", "state",
+        fields = ["id", "name", "owner", "environment", "gpus", "gpu_fraction", "gpu_memory_mb",
+                  "cpu_slots", "pool", "gpu_type", "priority", "state",
                   "devices", "pending_reason", "stop_reason", "error", "session", "started_at",
                   "last_activity_at", "lab_url", "created_at"]
         read_only_fields = fields
@@ -56,6 +58,9 @@ class WorkspaceSerializer(serializers.ModelSerializer):
     def get_devices(self, workspace: Workspace) -> list[str]:
         return workspace_selectors.workspace_devices(workspace=workspace)
 
+    def get_gpu_fraction(self, workspace: Workspace) -> float | None:
+        return workspace.gpu_milli / WHOLE_MILLI if workspace.gpu_milli else None
+
     def get_lab_url(self, workspace: Workspace) -> str:
         return workspace_selectors.workspace_lab_url(workspace=workspace)
 
@@ -68,6 +73,12 @@ class WorkspaceCreateSerializer(serializers.Serializer):
         help_text="CPU slots on one node, for a workspace without GPUs (more than 1 with GPUs "
                   "is refused: GPUs replace the CPU slot).",
     )
+    gpu_fraction = serializers.FloatField(
+        required=False, allow_null=True, default=None,
+        help_text="Instead of whole GPUs: this share of one GPU (above 0, below 1).")
+    gpu_memory_mb = serializers.IntegerField(
+        default=0, min_value=0, max_value=10_000_000,
+        help_text="Instead of whole GPUs: this much of one GPU's memory.")
     pool = serializers.CharField(default="", allow_blank=True, max_length=63,
                                  help_text="Only nodes of this pool (empty: any).")
     gpu_type = serializers.CharField(default="", allow_blank=True, max_length=100,

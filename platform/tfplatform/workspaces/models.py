@@ -23,6 +23,9 @@ class Workspace(models.Model):
     gpus = models.PositiveIntegerField(default=0)
     # CPU slots on one node when gpus is 0 (a workspace with GPUs holds no CPU slot).
     cpu_slots = models.PositiveIntegerField(default=1)
+    # A share of one GPU instead of whole ones (gpus is then 0), as an experiment's worker.
+    gpu_milli = models.PositiveIntegerField(default=0)
+    gpu_memory_mb = models.PositiveIntegerField(default=0)
     # Its sessions run only on nodes of this pool and GPU type; empty: any.
     pool = models.CharField(max_length=63, blank=True)
     gpu_type = models.CharField(max_length=100, blank=True)

@@ -48,6 +48,9 @@ class WorkspaceRequest:
     name: str
     gpus: int = 0
     cpu_slots: int = 1
+    # Instead of whole GPUs: a share of one, as a fraction or an amount of its memory.
+    gpu_fraction: float | None = None
+    gpu_memory_mb: int = 0
     pool: str = ""
     gpu_type: str = ""
     priority: int = 0
@@ -56,15 +59,25 @@ class WorkspaceRequest:
 
 def workspace_create(*, owner: User, request: WorkspaceRequest) -> Workspace:
     """A new workspace, started at once (its session queues like any experiment)."""
+    gpu_milli = admission.gpu_share_milli(fraction=request.gpu_fraction,
+                                          memory_mb=request.gpu_memory_mb,
+                                          whole_gpus=request.gpus, field="gpu_fraction")
+    shared = bool(gpu_milli or request.gpu_memory_mb)
+    if shared and request.cpu_slots > 1:
+        raise InvalidInput("A workspace with a share of a GPU holds no CPU slots: ask for "
+                           "cpu_slots only without GPUs.", field="cpu_slots")
     _request_check(owner=owner, gpus=request.gpus, cpu_slots=request.cpu_slots,
-                   priority=request.priority, pool=request.pool, gpu_type=request.gpu_type)
+                   priority=request.priority, pool=request.pool, gpu_type=request.gpu_type,
+                   gpu_milli=gpu_milli, gpu_memory_mb=request.gpu_memory_mb)
     if not request.name.strip():
         raise InvalidInput("A workspace needs a name.", field="name")
-    environment = _environment_for(environment=request.environment, gpus=request.gpus)
+    environment = _environment_for(environment=request.environment,
+                                   gpus=request.gpus or int(shared))
     with transaction.atomic():
         workspace = Workspace.objects.create(
             owner=owner, team_id=owner.team_id, name=request.name.strip(),
             environment=environment, gpus=request.gpus, cpu_slots=request.cpu_slots,
+            gpu_milli=gpu_milli, gpu_memory_mb=request.gpu_memory_mb,
             pool=request.pool, gpu_type=request.gpu_type, priority=request.priority,
         )
         _session_start(workspace=workspace)
@@ -119,8 +132,10 @@ def workspace_restart(
         if locked.experiment_id != replaced:
             raise InvalidTransition("The workspace was started meanwhile.")
         if (new_gpus, cpu_slots) != (locked.gpus, locked.cpu_slots):
+            # Resized: whole GPUs or CPU slots, as asked, replace a share it had.
             locked.gpus, locked.cpu_slots = new_gpus, cpu_slots
-            locked.save(update_fields=["gpus", "cpu_slots"])
+            locked.gpu_milli = locked.gpu_memory_mb = 0
+            locked.save(update_fields=["gpus", "cpu_slots", "gpu_milli", "gpu_memory_mb"])
         _session_start(workspace=locked)
     workspace.refresh_from_db()
     return workspace
@@ -134,7 +149,7 @@ def workspace_session_active(*, workspace: Workspace) -> bool:
 
 
 def _request_check(*, owner: User, gpus: int, cpu_slots: int, priority: int, pool: str,
-                   gpu_type: str) -> None:
+                   gpu_type: str, gpu_milli: int = 0, gpu_memory_mb: int = 0) -> None:
     validation.priority_check(user=owner, priority=priority)
     limit = settings.PLATFORM.max_gpus_per_worker
     if not 0 <= gpus <= limit:
@@ -147,7 +162,8 @@ def _request_check(*, owner: User, gpus: int, cpu_slots: int, priority: int, poo
                            "with gpus = 0.", field="cpu_slots")
     admission.request_size_check(
         owner=owner, workers=1, gpus_per_worker=gpus, parameter_servers=0,
-        cpu_slots_per_worker=cpu_slots, pool=pool, gpu_type=gpu_type,
+        cpu_slots_per_worker=cpu_slots, pool=pool, gpu_type=gpu_type, gpu_milli=gpu_milli,
+        gpu_memory_mb=gpu_memory_mb,
         fields=admission.SizeFields(gpus="gpus", cpu_slots="cpu_slots", pool="pool",
                                     gpu_type="gpu_type"))
 
@@ -166,12 +182,14 @@ def _session_start(*, workspace: Workspace) -> None:
     """Inside the caller's transaction."""
     admission.owner_lock(owner=workspace.owner)
     admission.workspace_limit_check(owner=workspace.owner, replacing=workspace.experiment_id)
+    shared = bool(workspace.gpu_milli or workspace.gpu_memory_mb)
     session = Experiment.objects.create(
         owner=workspace.owner, team_id=workspace.team_id, kind=Experiment.Kind.WORKSPACE,
         name=f"workspace {workspace.name}", environment=workspace.environment,
         model=WORKSPACE_JOB, dataset="", workers=1, gpus_per_worker=workspace.gpus,
-        pool=workspace.pool, gpu_type=workspace.gpu_type if workspace.gpus else "",
-        cpu_slots_per_worker=1 if workspace.gpus else workspace.cpu_slots,
+        gpu_milli=workspace.gpu_milli, gpu_memory_mb=workspace.gpu_memory_mb, pool=workspace.pool,
+        gpu_type=workspace.gpu_type if workspace.gpus or shared else "",
+        cpu_slots_per_worker=1 if workspace.gpus or shared else workspace.cpu_slots,
         priority=workspace.priority, max_restarts=0, pending_reason="Waiting for the scheduler.",
     )
     Workspace.objects.filter(pk=workspace.pk).update(

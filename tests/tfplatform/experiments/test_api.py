@@ -39,7 +39,9 @@ def test_create_stores_experiment_for_owner_in_queued_state() -> None:
     assert (
         experiment.environment is not None and experiment.environment.name == "tensorflow-2.21-cpu"
     )
-    assert body["resources"] == {"workers": 1, "gpus_per_worker": 0, "parameter_servers": 0}
+    assert body["resources"] == {"workers": 1, "gpus_per_worker": 0, "parameter_servers": 0,
+                                 "gpu_fraction": None, "gpu_memory_mb": 0, "pool": "",
+                                 "gpu_type": ""}
 
 
 @pytest.mark.parametrize(("team_max", "staff", "priority", "status"), [

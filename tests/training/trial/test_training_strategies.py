@@ -21,11 +21,14 @@ pytestmark = pytest.mark.slow
 CASES = {
     "default": (Resources(), "default", 1),
     "one_device": (Resources(gpus_per_worker=1), "OneDeviceStrategy", 1),
+    # A worker's half of one GPU: as one GPU, its memory bounded where the GPU is real.
+    "gpu_share": (Resources(gpus_per_worker=1, gpu_share_milli=500, gpu_memory_limit_mb=4096),
+                  "OneDeviceStrategy", 1),
     "mirrored": (Resources(gpus_per_worker=2), "MirroredStrategy", 2),
     "multi_worker": (Resources(workers=2), "MultiWorkerMirroredStrategy", 2),
     "parameter_server": (Resources(workers=2, parameter_servers=1), "ParameterServerStrategy", 1),
 }
-SYNCHRONOUS = ("default", "one_device", "mirrored", "multi_worker")
+SYNCHRONOUS = ("default", "one_device", "gpu_share", "mirrored", "multi_worker")
 
 
 @pytest.fixture(scope="module")
@@ -50,6 +53,15 @@ def trained(
         return runs[case]
 
     return get
+
+
+def test_a_share_of_an_emulated_gpu_trains_and_says_its_memory_is_not_bounded(
+    trained: Callable[[str], Any],
+) -> None:
+    outcome = trained("gpu_share").outcome
+    assert outcome.status == "completed", outcome.exit_reason
+    assert outcome.strategy_reason.endswith(
+        "; 0.5 of one GPU (its memory is not bounded: no physical GPU)"), outcome.strategy_reason
 
 
 @pytest.mark.parametrize("case", list(CASES))

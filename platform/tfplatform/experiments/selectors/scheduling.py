@@ -42,6 +42,8 @@ class QueuedExperiment:
     team_user_max_running: int | None
     pool: str
     gpu_type: str
+    gpu_milli: int
+    gpu_memory_mb: int
 
     @property
     def gpus_requested(self) -> int:
@@ -54,7 +56,7 @@ def experiments_queued_for_pass() -> list[QueuedExperiment]:
         "pk", "owner_id", "team_id", "team__gpu_quota", "priority", "workers",
         "gpus_per_worker", "parameter_servers", "cpu_slots_per_worker", "pending_reason",
         "kind", "owner__is_staff", "team__cpu_slot_quota", "team__user_max_running", "pool",
-        "gpu_type")
+        "gpu_type", "gpu_milli", "gpu_memory_mb")
     return [QueuedExperiment(*row) for row in rows]
 
 

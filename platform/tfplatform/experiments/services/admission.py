@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from tfplatform.accounts.limits import NO_LIMIT, limits_of
 from tfplatform.accounts.models import User
-from tfplatform.cluster.placement import needs_held, task_needs
+from tfplatform.cluster.placement import WHOLE_MILLI, gpus_text, needs_held, task_needs
 from tfplatform.cluster.pools import pool_check
 from tfplatform.cluster.selectors import cluster_misfit
 from tfplatform.core.errors import InvalidInput, LimitReached
@@ -30,28 +30,51 @@ class SizeFields:
     gpu_type: str = "resources"
 
 
+def gpu_share_milli(*, fraction: float | None, memory_mb: int, whole_gpus: int,
+                    field: str = "resources") -> int:
+    """A share of one GPU as thousandths (0: none, or asked for as memory), checked: a fraction
+    strictly between 0 and 1, not with whole GPUs, not with an amount of memory too."""
+    if fraction is None or fraction == 0:
+        if memory_mb and whole_gpus:
+            raise InvalidInput("Ask for whole GPUs or for an amount of one GPU's memory, not "
+                               "both.", field=field)
+        return 0
+    if not 0 < fraction < 1:
+        raise InvalidInput(f"gpu_fraction must be above 0 and below 1 (a share of one GPU; "
+                           f"{fraction:g} is not): ask for whole GPUs as GPUs.", field=field)
+    if whole_gpus or memory_mb:
+        raise InvalidInput("A GPU fraction is a share of one GPU: ask for it alone, without "
+                           "whole GPUs or an amount of memory.", field=field)
+    milli = round(fraction * WHOLE_MILLI)
+    if not 0 < milli < WHOLE_MILLI:
+        raise InvalidInput("gpu_fraction is counted in thousandths of a GPU: between 0.001 and "
+                           "0.999.", field=field)
+    return milli
+
+
 def request_size_check(
     *, owner: User, workers: int, gpus_per_worker: int, parameter_servers: int,
-    cpu_slots_per_worker: int = 1, pool: str = "", gpu_type: str = "",
-    fields: SizeFields = SizeFields(),
+    cpu_slots_per_worker: int = 1, pool: str = "", gpu_type: str = "", gpu_milli: int = 0,
+    gpu_memory_mb: int = 0, fields: SizeFields = SizeFields(),
 ) -> None:
     """Refuses a gang that could never start: over the owner's quotas, or too large for the
     registered nodes (of its pool and GPU type, when it asks for them)."""
     if pool:
         pool_check(pool=pool, field=fields.pool)
-    if gpu_type and not gpus_per_worker:
+    if gpu_type and not (gpus_per_worker or gpu_milli or gpu_memory_mb):
         raise InvalidInput("A GPU type is asked for with GPUs; this asks for none.",
                            field=fields.gpu_type)
     needs = task_needs(workers=workers, gpus_per_worker=gpus_per_worker,
                        parameter_servers=parameter_servers,
-                       cpu_slots_per_worker=cpu_slots_per_worker)
+                       cpu_slots_per_worker=cpu_slots_per_worker, gpu_milli=gpu_milli,
+                       gpu_memory_mb=gpu_memory_mb)
     gpus, cpu_slots = needs_held(needs=needs)
     limits = limits_of(user=owner)
-    if gpus > limits.gpu_quota:
+    if gpus > limits.gpu_quota * WHOLE_MILLI or (gpu_memory_mb and not limits.gpu_quota):
         raise InvalidInput(
-            f"Needs {gpus} GPUs; {limits.quota_owner} quota is {limits.gpu_quota}, so it "
-            "could never start. Ask for fewer, or ask an operator for a larger quota.",
-            field=fields.gpus)
+            f"Needs {gpus_text(milli=gpus) if gpus else 'a share of a'} GPUs; "
+            f"{limits.quota_owner} quota is {limits.gpu_quota}, so it could never start. Ask "
+            "for fewer, or ask an operator for a larger quota.", field=fields.gpus)
     if cpu_slots > limits.cpu_slot_quota:
         raise InvalidInput(
             f"Needs {cpu_slots} CPU slots; {limits.quota_owner} quota is "
@@ -59,7 +82,7 @@ def request_size_check(
     misfit = cluster_misfit(needs=needs, pool=pool, gpu_type=gpu_type)
     if misfit is not None:
         field = {"pool": fields.pool, "gpu_type": fields.gpu_type}.get(
-            misfit.on, fields.gpus if gpus else fields.cpu_slots)
+            misfit.on, fields.gpus if gpus or gpu_memory_mb else fields.cpu_slots)
         raise InvalidInput(f"Never fits the cluster: {misfit.text}.", field=field)
 
 

@@ -8,11 +8,12 @@ from typing import Any
 
 from django.conf import settings
 from django.db import close_old_connections, transaction
+from django.db.models import QuerySet
 
 from tfplatform.cluster.discovery import work_disk_free_bytes
 from tfplatform.cluster.dispatch import scheduler_wake_on_commit
-from tfplatform.cluster.models import Device, Node
-from tfplatform.cluster.placement import PREEMPTED
+from tfplatform.cluster.models import Allocation, Device, Node
+from tfplatform.cluster.placement import PREEMPTED, WHOLE_MILLI
 from tfplatform.cluster.services import (
     allocations_claim_part,
     allocations_release,
@@ -129,11 +130,13 @@ def trial_spec_build(*, trial: Trial, grant: SessionGrant | None = None) -> Tria
         hyperparameters=hyperparameters,
         resources=Resources(
             workers=experiment.workers,
-            gpus_per_worker=experiment.gpus_per_worker,
+            # A worker with a share of a GPU sees that one GPU.
+            gpus_per_worker=1 if experiment.gpu_shared else experiment.gpus_per_worker,
             parameter_servers=experiment.parameter_servers,
             gpu_ids=gpu_ids,
             cpu_slots_per_worker=experiment.cpu_slots_per_worker,
             gpus_physical=gpus.filter(device__emulated=False).exists(),
+            **_gpu_share(experiment=experiment, gpus=gpus),
         ),
         target_metric=experiment.target_metric,
         target_mode=experiment.target_mode,
@@ -144,6 +147,23 @@ def trial_spec_build(*, trial: Trial, grant: SessionGrant | None = None) -> Tria
             "base_url": grant.base_url,
         },
     )
+
+
+def _gpu_share(*, experiment: Experiment, gpus: QuerySet[Allocation]) -> dict[str, Any]:
+    """A share's limits for its tasks: TensorFlow's memory limit on the GPU (the smallest of the
+    workers' shares, which TF applies per process; none where the GPU's memory is unknown, as
+    on an emulated slot) and whether the node's MPS bounds it too."""
+    if not experiment.gpu_shared:
+        return {}
+    held = list(gpus.values_list("share_milli", "device__memory_bytes"))
+    if experiment.gpu_memory_mb:
+        limit = experiment.gpu_memory_mb
+    elif held and all(memory for _, memory in held):
+        limit = min(share * memory // WHOLE_MILLI for share, memory in held) // 2**20
+    else:
+        limit = 0
+    return {"gpu_share_milli": min((share for share, _ in held), default=0),
+            "gpu_memory_limit_mb": limit, "gpu_mps": settings.PLATFORM.gpu_mps}
 
 
 def _dataset_source(*, experiment: Experiment) -> dict[str, Any]:

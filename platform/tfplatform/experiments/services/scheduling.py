@@ -39,24 +39,29 @@ from tfplatform.cluster.dispatch import dispatch_producer, trial_dispatch, trial
 from tfplatform.cluster.models import Allocation, Device
 from tfplatform.cluster.placement import (
     PREEMPTED,
+    WHOLE_MILLI,
     ClusterView,
     FreeMap,
     Holder,
     Placement,
     QuotaKey,
     Shape,
+    SharedMap,
     TaskNeed,
     backfill_plan,
     disk_full_text,
     free_map_with,
     gang_place,
+    gpus_text,
     holder_unreserved,
     holders_fewest,
     need_kind,
     needs_held,
     pending_reason,
+    placements_gpu_milli,
     quota_key,
     reservation_text,
+    share_pending_reason,
     task_needs,
     view_reserve,
     view_take,
@@ -90,6 +95,8 @@ def _needs(*, experiment: QueuedExperiment) -> list[TaskNeed]:
         gpus_per_worker=experiment.gpus_per_worker,
         parameter_servers=experiment.parameter_servers,
         cpu_slots_per_worker=experiment.cpu_slots_per_worker,
+        gpu_milli=experiment.gpu_milli,
+        gpu_memory_mb=experiment.gpu_memory_mb,
     )
 
 
@@ -97,7 +104,8 @@ def _shape(*, experiment: QueuedExperiment) -> Shape:
     # The CPU slots too: a 4-slot session that cannot start says nothing of a 1-slot one; nor
     # does one limited to a pool or a GPU type of one that is not.
     return (experiment.workers, experiment.gpus_per_worker, experiment.parameter_servers,
-            experiment.cpu_slots_per_worker, experiment.pool, experiment.gpu_type)
+            experiment.cpu_slots_per_worker, experiment.pool, experiment.gpu_type,
+            experiment.gpu_milli, experiment.gpu_memory_mb)
 
 
 def scheduler_pass() -> int:
@@ -219,15 +227,25 @@ def _cluster_view() -> tuple[ClusterView, dict[int, str]]:
         "trial__experiment__team_id",
         "trial__experiment__owner_id",
         "trial__experiment__kind",
+        "share_milli",
         "created_at",
     )
-    for device, node, kind, trial, state, stop, priority, team, owner, job, since in live:
-        # Quotas count what is held anywhere, lost nodes included.
-        held = quota_gpus if kind == Device.Kind.GPU else quota_cpus
-        held[quota_key(team_id=team, owner_id=owner)] += 1
+    shared: SharedMap = {}
+    for device, node, kind, trial, state, stop, priority, team, owner, job, share, since in live:
+        # Quotas count what is held anywhere, lost nodes included; GPUs in thousandths.
+        key = quota_key(team_id=team, owner_id=owner)
+        if kind == Device.Kind.GPU:
+            quota_gpus[key] += share
+        else:
+            quota_cpus[key] += 1
         if job == Experiment.Kind.TRAINING:
             running_trials[owner].add(trial)
         if device is None or node not in hostnames:
+            continue
+        if share < WHOLE_MILLI:
+            # A share's GPU is freed only when all its sharers end: never counted as what
+            # stopping one would free (shares neither preempt nor are preempted for now).
+            shared.setdefault(node, {})[device] = shared.get(node, {}).get(device, 0) + share
             continue
         # An ended trial whose devices are not yet released is as good as stopping.
         stop = stop or ("" if state in TRIAL_ACTIVE_STATES else "ended")
@@ -242,8 +260,13 @@ def _cluster_view() -> tuple[ClusterView, dict[int, str]]:
     devices = Device.objects.filter(node_id__in=list(hostnames)).order_by(
         "node_id", "kind", "index"
     )
-    for device, node, kind in devices.values_list("pk", "node_id", "kind"):
-        if device not in device_holder:
+    memory_mb: dict[int, int] = {}
+    shared_ids = {device for devices in shared.values() for device in devices}
+    for device, node, kind, memory in devices.values_list("pk", "node_id", "kind",
+                                                          "memory_bytes"):
+        if kind == Device.Kind.GPU:
+            memory_mb[device] = memory // 2**20
+        if device not in device_holder and device not in shared_ids:
             free[node][kind].append(device)
             idle[node][kind].append(device)
     return ClusterView(
@@ -254,6 +277,8 @@ def _cluster_view() -> tuple[ClusterView, dict[int, str]]:
         device_holder=device_holder,
         quota_gpus=quota_gpus,
         quota_cpus=quota_cpus,
+        shared=shared,
+        memory_mb=memory_mb,
         node_pools=node_pools,
         node_gpu_types=node_gpu_types,
         running=defaultdict(int, {owner: len(t) for owner, t in running_trials.items()}),
@@ -290,10 +315,14 @@ class _Pass:
         reason = _quota_block(experiment=experiment, needs=needs, view=self.view)
         if not reason:
             placements = self._place_now(experiment=experiment, needs=needs)
-            if placements is not None:
+            if placements is not None and experiment.gpu_memory_mb:
+                # A share asked for as memory is so many thousandths of the GPU it got.
+                reason = _quota_block(experiment=experiment, needs=needs, view=self.view,
+                                      gpu_milli=placements_gpu_milli(placements=placements))
+            if placements is not None and not reason:
                 self._start(experiment=experiment, placements=placements)
                 return
-            reason = self._wait(experiment=experiment, needs=needs)
+            reason = reason or self._wait(experiment=experiment, needs=needs)
         # No queue position in it: positions move with every start, and would rewrite every
         # queued row each pass (readers add it: selectors.scheduling.pending_reason_shown).
         text = reason[:REASON_MAX_CHARS]
@@ -308,7 +337,8 @@ class _Pass:
         if shape in self.cannot_start:
             return None
         placements = gang_place(needs=needs, free=self.view.free,
-                                nodes=self._nodes(experiment=experiment))
+                                nodes=self._nodes(experiment=experiment),
+                                shared=self.view.shared, memory_mb=self.view.memory_mb)
         if placements is None:
             self.cannot_start.add(shape)
         return placements
@@ -317,15 +347,19 @@ class _Pass:
         # Decided here, written with the pass's other admissions (_starts_write).
         view_take(view=self.view, placements=placements)
         key = quota_key(team_id=experiment.team_id, owner_id=experiment.owner_id)
-        gpus, cpu_slots = needs_held(needs=[p.need for p in placements])
-        self.view.quota_gpus[key] += gpus
+        _, cpu_slots = needs_held(needs=[p.need for p in placements])
+        self.view.quota_gpus[key] += placements_gpu_milli(placements=placements)
         self.view.quota_cpus[key] += cpu_slots
         if experiment.kind == Experiment.Kind.TRAINING:
             self.view.running[experiment.owner_id] += 1
         self.starts.append((experiment, placements))
 
     def _wait(self, *, experiment: QueuedExperiment, needs: list[TaskNeed]) -> str:
-        """Why it waits; reserves what it waits for when that is known."""
+        """Why it waits; reserves what it waits for when that is known (shares of GPUs wait
+        for room without reserving or preempting)."""
+        if any(need.shared for need in needs):
+            return share_pending_reason(
+                needs=needs, where=where_text(pool=experiment.pool, gpu_type=experiment.gpu_type))
         plan = self._plan_wait(experiment=experiment, needs=needs)
         if plan is not None:
             placements, victims = plan
@@ -432,9 +466,10 @@ def _pending_reasons_save(*, experiments: list[QueuedExperiment]) -> None:
         )
 
 
-def _quota_block(*, experiment: QueuedExperiment, needs: list[TaskNeed],
-                 view: ClusterView) -> str:
-    """Why its owner's quotas or running limit keep it waiting; "" when they do not."""
+def _quota_block(*, experiment: QueuedExperiment, needs: list[TaskNeed], view: ClusterView,
+                 gpu_milli: int | None = None) -> str:
+    """Why its owner's quotas or running limit keep it waiting; "" when they do not.
+    `gpu_milli`: the thousandths of GPUs it holds once placed (a share asked for as memory)."""
     has_team = experiment.team_id is not None
     limits = limits_resolve(
         team_gpu_quota=experiment.team_gpu_quota,
@@ -442,13 +477,16 @@ def _quota_block(*, experiment: QueuedExperiment, needs: list[TaskNeed],
         team_max_running=experiment.team_user_max_running, has_team=has_team)
     whose = "Team quota" if has_team else "Quota of a user without a team"
     key = quota_key(team_id=experiment.team_id, owner_id=experiment.owner_id)
-    gpus, cpu_slots = needs_held(needs=needs)
-    for asked, quota, held, unit in ((gpus, limits.gpu_quota, view.quota_gpus, "GPUs"),
-                                     (cpu_slots, limits.cpu_slot_quota, view.quota_cpus,
-                                      "CPU slots")):
-        in_use = held.get(key, 0)
-        if asked and in_use + asked > quota:
-            return f"{whose} of {quota} {unit}: {in_use} in use, this needs {asked}."
+    needed_milli, cpu_slots = needs_held(needs=needs)
+    gpus = needed_milli if gpu_milli is None else gpu_milli
+    in_use = view.quota_gpus.get(key, 0)
+    if gpus and in_use + gpus > limits.gpu_quota * WHOLE_MILLI:
+        return (f"{whose} of {limits.gpu_quota} GPUs: {gpus_text(milli=in_use)} in use, this "
+                f"needs {gpus_text(milli=gpus)}.")
+    in_use = view.quota_cpus.get(key, 0)
+    if cpu_slots and in_use + cpu_slots > limits.cpu_slot_quota:
+        return (f"{whose} of {limits.cpu_slot_quota} CPU slots: {in_use} in use, this needs "
+                f"{cpu_slots}.")
     limit = limits.max_running
     limited = experiment.kind == Experiment.Kind.TRAINING and not experiment.owner_is_staff
     if limited and limit != NO_LIMIT and view.running.get(experiment.owner_id, 0) >= limit:

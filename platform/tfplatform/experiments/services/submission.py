@@ -16,6 +16,7 @@ from django.utils import timezone
 from tfplatform.accounts.models import User
 from tfplatform.accounts.storage import storage_quota_check
 from tfplatform.cluster.dispatch import scheduler_wake_on_commit
+from tfplatform.cluster.placement import WHOLE_MILLI
 from tfplatform.core.errors import InvalidInput, InvalidTransition
 from tfplatform.experiments import validation
 from tfplatform.experiments.models import Environment, Experiment
@@ -50,6 +51,10 @@ class ExperimentRequest:
     # Only nodes of this pool and with GPUs of this type (cluster/pools.py); empty: any.
     pool: str = ""
     gpu_type: str = ""
+    # Instead of whole GPUs (gpus_per_worker 0): each worker a share of one GPU, as a fraction
+    # or an amount of its memory (cluster/placement.py shares).
+    gpu_fraction: float | None = None
+    gpu_memory_mb: int = 0
     priority: int = 0
     # Empty metric: val_accuracy; empty mode: from the metric's name (training/target.py).
     target_metric: str = ""
@@ -72,15 +77,20 @@ def experiment_create(*, owner: User, request: ExperimentRequest) -> Experiment:
         gpus_per_worker=request.gpus_per_worker,
         parameter_servers=request.parameter_servers,
     )
+    gpu_milli = admission.gpu_share_milli(fraction=request.gpu_fraction,
+                                          memory_mb=request.gpu_memory_mb,
+                                          whole_gpus=request.gpus_per_worker)
     admission.request_size_check(
         owner=owner, workers=request.workers, gpus_per_worker=request.gpus_per_worker,
         parameter_servers=request.parameter_servers, pool=request.pool,
-        gpu_type=request.gpu_type,
+        gpu_type=request.gpu_type, gpu_milli=gpu_milli, gpu_memory_mb=request.gpu_memory_mb,
     )
+    # A worker with a share of a GPU sees one GPU, as one with a whole one does.
+    gpus_seen = request.gpus_per_worker or int(bool(gpu_milli or request.gpu_memory_mb))
     validation.precision_check(
         hyperparameters=hyperparameters,
         workers=request.workers,
-        gpus_per_worker=request.gpus_per_worker,
+        gpus_per_worker=gpus_seen,
         parameter_servers=request.parameter_servers,
     )
     validation.board_check(hyperparameters=hyperparameters,
@@ -92,8 +102,8 @@ def experiment_create(*, owner: User, request: ExperimentRequest) -> Experiment:
     target = validation.target_check(
         metric=request.target_metric, mode=request.target_mode, value=request.target_value
     )
-    environment = request.environment or environment_default(gpu=request.gpus_per_worker > 0)
-    if environment is not None and request.gpus_per_worker > 0 and not environment.gpu_capable:
+    environment = request.environment or environment_default(gpu=gpus_seen > 0)
+    if environment is not None and gpus_seen > 0 and not environment.gpu_capable:
         raise InvalidInput(
             f"Environment '{environment.name}' has no GPU support; choose a GPU-capable one.",
             field="environment",
@@ -114,6 +124,8 @@ def experiment_create(*, owner: User, request: ExperimentRequest) -> Experiment:
             parameter_servers=request.parameter_servers,
             pool=request.pool,
             gpu_type=request.gpu_type,
+            gpu_milli=gpu_milli,
+            gpu_memory_mb=request.gpu_memory_mb,
             priority=request.priority,
             target_metric=target.metric,
             target_mode=target.mode,
@@ -174,6 +186,8 @@ def experiment_restart(*, user: User, experiment: Experiment) -> Experiment:
                 parameter_servers=experiment.parameter_servers,
                 pool=experiment.pool,
                 gpu_type=experiment.gpu_type,
+                gpu_fraction=experiment.gpu_milli / WHOLE_MILLI or None,
+                gpu_memory_mb=experiment.gpu_memory_mb,
                 priority=experiment.priority,
                 target_metric=experiment.target_metric,
                 target_mode=experiment.target_mode,

@@ -9,6 +9,7 @@ from django.utils import timezone
 from tfplatform.accounts.models import User
 from tfplatform.accounts.visibility import visible_to
 from tfplatform.cluster.models import Allocation
+from tfplatform.cluster.placement import WHOLE_MILLI
 from tfplatform.core.errors import NotFound
 from tfplatform.experiments.selectors.experiments import experiment_get
 from tfplatform.experiments.usage.rows import (
@@ -40,6 +41,7 @@ def usage_spans(*, viewer: User | AnonymousUser, query: UsageQuery) -> list[Allo
         "pk", "device__kind", "device__emulated", "started_at", "released_at",
         "trial__experiment_id", "trial__experiment__name", "trial__experiment__owner__username",
         "trial__experiment__team__name", "utilization__samples", "utilization__percent_sum",
+        "share_milli",
     ).order_by("started_at", "pk")
     # started_at is filtered non-null above; the values() dict types do not know it.
     return [
@@ -52,6 +54,7 @@ def usage_spans(*, viewer: User | AnonymousUser, query: UsageQuery) -> list[Allo
             team=record["trial__experiment__team__name"],
             experiment_id=record["trial__experiment_id"],
             experiment=record["trial__experiment__name"],
+            share=record["share_milli"] / WHOLE_MILLI,
             utilization=(record["utilization__percent_sum"] / record["utilization__samples"]
                          if record["utilization__samples"] else None),
         )

@@ -40,6 +40,8 @@ class AllocationSpan:
     experiment: str
     # Mean measured GPU utilization (NVML) in percent; None: not measured (emulated slot).
     utilization: float | None
+    # What part of the device it held: 1 whole; a share of a GPU counts that part of its time.
+    share: float = 1.0
 
 
 @dataclass(kw_only=True)
@@ -134,6 +136,7 @@ def usage_rows(*, spans: Iterable[AllocationSpan], query: UsageQuery,
             if span.kind == Device.Kind.CPU:
                 row.cpu_slot_seconds += seconds
                 continue
+            seconds *= span.share
             row.gpu_seconds += seconds
             if span.utilization is not None:
                 row.measured_gpu_seconds += seconds
