@@ -15,9 +15,11 @@ class PlatformUserAdmin(UserAdmin):
 
 @admin.register(Team)
 class TeamAdmin(admin.ModelAdmin):
-    list_display = ("name", "gpu_quota", "cpu_slot_quota", "max_priority", "workspace_max_hours",
+    list_display = ("name", "gpu_quota", "gpu_limit", "cpu_slot_quota", "cpu_slot_limit",
+                    "over_quota_weight", "max_priority", "workspace_max_hours",
                     "user_max_queued", "user_max_running", "user_max_workspaces", "created_at")
-    list_editable = ("gpu_quota", "cpu_slot_quota", "max_priority", "workspace_max_hours",
+    list_editable = ("gpu_quota", "gpu_limit", "cpu_slot_quota", "cpu_slot_limit",
+                     "over_quota_weight", "max_priority", "workspace_max_hours",
                      "user_max_queued", "user_max_running", "user_max_workspaces")
     search_fields = ("name",)
 

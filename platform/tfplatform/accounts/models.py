@@ -8,6 +8,12 @@ class Team(models.Model):
     gpu_quota = models.PositiveIntegerField(default=4)
     # The same for CPU slots (a worker without GPUs, a parameter server, a CPU workspace).
     cpu_slot_quota = models.PositiveIntegerField(default=64)
+    # Fair share: the quotas above are what the team is guaranteed; up to these limits it may
+    # borrow devices other teams leave idle, shared among borrowers by weight and reclaimed
+    # (preempted, resumed from a checkpoint) when their owners need them. Empty: no borrowing.
+    gpu_limit = models.PositiveIntegerField(null=True, blank=True)
+    cpu_slot_limit = models.PositiveIntegerField(null=True, blank=True)
+    over_quota_weight = models.PositiveIntegerField(default=1)
     # Per-member limits; empty: the platform's (PLATFORM_USER_MAX_QUEUED, _RUNNING, _WORKSPACES).
     user_max_queued = models.PositiveIntegerField(null=True, blank=True)
     user_max_running = models.PositiveIntegerField(null=True, blank=True)

@@ -73,6 +73,10 @@ class Holder:
     since: datetime
     stop_reason: str
     devices: list[tuple[int, str, int]] = field(default_factory=list)  # (node, kind, device)
+    # Started beyond its team's guarantee: reclaimable by other teams within theirs.
+    borrowed: bool = False
+    quota: tuple[str, int | None] = ("user", None)
+    team_name: str = ""
 
 
 QuotaKey = tuple[str, int]
@@ -97,6 +101,8 @@ class ClusterView:
     # CPU slots the same way; and per user, the training experiments holding devices.
     quota_cpus: dict[QuotaKey, int] = field(default_factory=lambda: defaultdict(int))
     running: dict[int, int] = field(default_factory=lambda: defaultdict(int))
+    # Per quota, the GPU thousandths and CPU slots its borrowed trials hold (who lends next).
+    borrowed: dict[QuotaKey, tuple[int, int]] = field(default_factory=dict)
     reserved: set[int] = field(default_factory=set)
     disk_full: dict[str, int] = field(default_factory=dict)  # online nodes left out: free bytes
 
@@ -394,6 +400,14 @@ def waiting_text(*, view: ClusterView, placements: list[Placement]) -> str:
     holders = _holders_of(view=view, placements=placements)
     preempted = sum(1 for h in holders if h.stop_reason == PREEMPTED)
     nodes = _nodes_text(view=view, placements=placements)
+    reclaimed = [h for h in holders if h.borrowed and h.stop_reason == PREEMPTED]
+    if reclaimed:
+        gpus = sum(1 for h in reclaimed for _, kind, _ in h.devices if kind == KIND_GPU)
+        teams = ", ".join(sorted({h.team_name or "a user without a team" for h in reclaimed}))
+        what = _plural(count=gpus, word="GPU") if gpus else _plural(
+            count=sum(len(h.devices) for h in reclaimed), word="CPU slot")
+        return (f"Waiting to reclaim {what} borrowed by {teams}; devices on {nodes} are "
+                "reserved for it.")
     if preempted:
         trials = _plural(count=preempted, word="lower-priority trial")
         return f"Waiting for devices: preempting {trials}; devices on {nodes} are reserved for it."

@@ -230,6 +230,56 @@ def cluster_misfit(*, needs: list[TaskNeed], pool: str = "", gpu_type: str = "")
     return Misfit("size", f"{misfit} (nodes of {where})" if where else misfit)
 
 
+@dataclass(frozen=True)
+class TeamShare:
+    """A team's fair share as the cluster page shows it: guaranteed, limit, weight, and what
+    its trials hold now, borrowed part included (GPUs in whole units, shares as parts)."""
+
+    team: str
+    gpu_quota: int
+    gpu_limit: int
+    cpu_slot_quota: int
+    cpu_slot_limit: int
+    weight: int
+    gpus_held: float
+    gpus_borrowed: float
+    cpu_slots_held: int
+    cpu_slots_borrowed: int
+
+
+def team_shares() -> list[TeamShare]:
+    from tfplatform.accounts.models import Team
+
+    held: dict[tuple[int, str, bool], int] = {}
+    live = Allocation.objects.filter(
+        released_at__isnull=True, device__isnull=False,
+        trial__experiment__team__isnull=False,
+    ).values_list("trial__experiment__team_id", "device__kind", "trial__borrowed").annotate(
+        milli=Sum("share_milli"), n=Count("id"))
+    for team, kind, lent, milli, count in live:
+        held[team, kind, lent] = milli if kind == Device.Kind.GPU else count
+
+    def of(team: int, kind: str, *, borrowed_only: bool) -> int:
+        lent = held.get((team, kind, True), 0)
+        return lent if borrowed_only else lent + held.get((team, kind, False), 0)
+
+    gpu, cpu = Device.Kind.GPU, Device.Kind.CPU
+    return [
+        TeamShare(
+            team=team.name, gpu_quota=team.gpu_quota,
+            gpu_limit=max(team.gpu_quota, team.gpu_limit or 0),
+            cpu_slot_quota=team.cpu_slot_quota,
+            cpu_slot_limit=max(team.cpu_slot_quota, team.cpu_slot_limit or 0),
+            weight=team.over_quota_weight,
+            gpus_held=of(team.pk, gpu, borrowed_only=False) / WHOLE_MILLI,
+            gpus_borrowed=of(team.pk, gpu, borrowed_only=True) / WHOLE_MILLI,
+            cpu_slots_held=of(team.pk, cpu, borrowed_only=False),
+            cpu_slots_borrowed=of(team.pk, cpu, borrowed_only=True),
+        )
+        for team in Team.objects.order_by("name")
+    ]
+
+
 def node_pools_and_gpu_types() -> tuple[list[str], list[str]]:
     """The pools and the GPU types of the registered nodes, for the forms' choices."""
     rows = Node.objects.values_list("pool", "gpu_type").distinct()

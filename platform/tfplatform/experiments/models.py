@@ -170,6 +170,9 @@ class Trial(models.Model):
     placement = models.JSONField(default=dict, blank=True)
     # How its tasks were isolated ("sandbox", or "process": none), as its supervisor reported it.
     runtime = models.CharField(max_length=20, blank=True)
+    # Started beyond its team's guarantee, on devices other teams left idle: the first to be
+    # preempted when a team within its guarantee needs them (accounts.Team.gpu_limit).
+    borrowed = models.BooleanField(default=False)
     # The TensorFlow its tasks actually loaded, which the environment only asks for.
     tensorflow_version = models.CharField(max_length=40, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)

@@ -16,7 +16,12 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from tfplatform.cluster.models import Allocation, Device, Node, UtilizationSample
-from tfplatform.cluster.selectors import allocation_idle_since, node_disk_pressure, node_list
+from tfplatform.cluster.selectors import (
+    allocation_idle_since,
+    node_disk_pressure,
+    node_list,
+    team_shares,
+)
 from tfplatform.cluster.services import node_set_state
 from tfplatform.cluster.utilization import SAMPLE_SECONDS, utilization_now, utilization_samples
 from tfplatform.experiments.models import Experiment
@@ -89,6 +94,7 @@ def cluster_page(request: HttpRequest) -> HttpResponse:
         "idle_count": idle_count,
         "now": utilization_now(**experiment_state_counts()),
         "workspaces": experiment_state_counts(kind=Experiment.Kind.WORKSPACE),
+        "teams": team_shares(),
         "ready_nodes": sum(1 for node in nodes if node.state == Node.State.READY),
         "series": _series(utilization_samples(limit=CHART_SAMPLES)),
         "sample_seconds": int(SAMPLE_SECONDS),

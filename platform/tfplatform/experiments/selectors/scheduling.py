@@ -44,6 +44,9 @@ class QueuedExperiment:
     gpu_type: str
     gpu_milli: int
     gpu_memory_mb: int
+    team_gpu_limit: int | None
+    team_cpu_slot_limit: int | None
+    team_weight: int | None
 
     @property
     def gpus_requested(self) -> int:
@@ -56,7 +59,8 @@ def experiments_queued_for_pass() -> list[QueuedExperiment]:
         "pk", "owner_id", "team_id", "team__gpu_quota", "priority", "workers",
         "gpus_per_worker", "parameter_servers", "cpu_slots_per_worker", "pending_reason",
         "kind", "owner__is_staff", "team__cpu_slot_quota", "team__user_max_running", "pool",
-        "gpu_type", "gpu_milli", "gpu_memory_mb")
+        "gpu_type", "gpu_milli", "gpu_memory_mb", "team__gpu_limit", "team__cpu_slot_limit",
+        "team__over_quota_weight")
     return [QueuedExperiment(*row) for row in rows]
 
 

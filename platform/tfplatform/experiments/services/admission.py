@@ -70,15 +70,19 @@ def request_size_check(
                        gpu_memory_mb=gpu_memory_mb)
     gpus, cpu_slots = needs_held(needs=needs)
     limits = limits_of(user=owner)
-    if gpus > limits.gpu_quota * WHOLE_MILLI or (gpu_memory_mb and not limits.gpu_quota):
+    # With borrowing, the limit is what the team may ever hold.
+    gpu_cap, cpu_cap = limits.gpu_limit, limits.cpu_slot_limit
+    cap = "quota" if gpu_cap == limits.gpu_quota else "limit"
+    if gpus > gpu_cap * WHOLE_MILLI or (gpu_memory_mb and not gpu_cap):
         raise InvalidInput(
             f"Needs {gpus_text(milli=gpus) if gpus else 'a share of a'} GPUs; "
-            f"{limits.quota_owner} quota is {limits.gpu_quota}, so it could never start. Ask "
-            "for fewer, or ask an operator for a larger quota.", field=fields.gpus)
-    if cpu_slots > limits.cpu_slot_quota:
+            f"{limits.quota_owner} {cap} is {gpu_cap}, so it could never start. Ask for fewer, "
+            "or ask an operator for a larger quota.", field=fields.gpus)
+    if cpu_slots > cpu_cap:
+        cap = "quota" if cpu_cap == limits.cpu_slot_quota else "limit"
         raise InvalidInput(
-            f"Needs {cpu_slots} CPU slots; {limits.quota_owner} quota is "
-            f"{limits.cpu_slot_quota}, so it could never start.", field=fields.cpu_slots)
+            f"Needs {cpu_slots} CPU slots; {limits.quota_owner} {cap} is {cpu_cap}, so it "
+            "could never start.", field=fields.cpu_slots)
     misfit = cluster_misfit(needs=needs, pool=pool, gpu_type=gpu_type)
     if misfit is not None:
         field = {"pool": fields.pool, "gpu_type": fields.gpu_type}.get(

@@ -33,7 +33,6 @@ from functools import partial
 
 from django.db import connection, transaction
 
-from tfplatform.accounts.limits import NO_LIMIT, limits_resolve
 from tfplatform.cluster import selectors
 from tfplatform.cluster.dispatch import dispatch_producer, trial_dispatch, trial_dispatch_to
 from tfplatform.cluster.models import Allocation, Device
@@ -52,7 +51,6 @@ from tfplatform.cluster.placement import (
     disk_full_text,
     free_map_with,
     gang_place,
-    gpus_text,
     holder_unreserved,
     holders_fewest,
     need_kind,
@@ -75,6 +73,7 @@ from tfplatform.experiments.selectors.scheduling import (
     experiments_queued_for_pass,
 )
 from tfplatform.experiments.selectors.trials import trials_dispatch_overdue_ids
+from tfplatform.experiments.services.quotas import borrowing_text, lending_order, quota_state
 from tfplatform.experiments.services.transitions import experiments_schedule
 from tfplatform.experiments.services.trials import (
     TRIAL_ACTIVE_STATES,
@@ -116,7 +115,8 @@ def scheduler_pass() -> int:
         decider = _Pass(view=view)
         for experiment in experiments_queued_for_pass():
             decider.consider(experiment=experiment)
-        scheduled = _starts_write(starts=decider.starts)
+        decider.lend()
+        scheduled = _starts_write(starts=decider.starts, borrowed=decider.borrowed)
         if decider.reasons_changed:
             _pending_reasons_save(experiments=decider.reasons_changed)
         if scheduled:
@@ -145,7 +145,7 @@ def trials_dispatch_send(*, messages: dict[int, list[tuple[int, str]]]) -> int:
 
 
 def _starts_write(
-    *, starts: list[tuple[QueuedExperiment, list[Placement]]]
+    *, starts: list[tuple[QueuedExperiment, list[Placement]]], borrowed: set[int]
 ) -> dict[int, list[Placement]]:
     """The pass's admissions, set-based: one conditional UPDATE … RETURNING, one insert of
     trials, one of allocations. An experiment canceled while the pass decided keeps its
@@ -157,7 +157,8 @@ def _starts_write(
         if experiment.pk not in admitted:
             logger.info("Experiment %s left the queue while being scheduled", experiment.pk)
     kept = [(e, placements) for e, placements in starts if e.pk in admitted]
-    trials = trials_create(experiment_ids=[e.pk for e, _ in kept])
+    trials = trials_create(experiment_ids=[e.pk for e, _ in kept],
+                           borrowed=frozenset(borrowed))
     placed = {trials[e.pk]: placements for e, placements in kept}
     allocations_create_many(placements_by_trial=placed)
     return placed
@@ -228,16 +229,24 @@ def _cluster_view() -> tuple[ClusterView, dict[int, str]]:
         "trial__experiment__owner_id",
         "trial__experiment__kind",
         "share_milli",
+        "trial__borrowed",
+        "trial__experiment__team__name",
         "created_at",
     )
     shared: SharedMap = {}
-    for device, node, kind, trial, state, stop, priority, team, owner, job, share, since in live:
+    borrowed: dict[QuotaKey, tuple[int, int]] = {}
+    for (device, node, kind, trial, state, stop, priority, team, owner, job, share, lent,
+         team_name, since) in live:
         # Quotas count what is held anywhere, lost nodes included; GPUs in thousandths.
         key = quota_key(team_id=team, owner_id=owner)
-        if kind == Device.Kind.GPU:
+        gpu = kind == Device.Kind.GPU
+        if gpu:
             quota_gpus[key] += share
         else:
             quota_cpus[key] += 1
+        if lent:
+            gpus, cpus = borrowed.get(key, (0, 0))
+            borrowed[key] = (gpus + share, cpus) if gpu else (gpus, cpus + 1)
         if job == Experiment.Kind.TRAINING:
             running_trials[owner].add(trial)
         if device is None or node not in hostnames:
@@ -250,7 +259,8 @@ def _cluster_view() -> tuple[ClusterView, dict[int, str]]:
         # An ended trial whose devices are not yet released is as good as stopping.
         stop = stop or ("" if state in TRIAL_ACTIVE_STATES else "ended")
         holder = holders.setdefault(
-            trial, Holder(trial_id=trial, priority=priority, since=since, stop_reason=stop)
+            trial, Holder(trial_id=trial, priority=priority, since=since, stop_reason=stop,
+                          borrowed=lent, quota=key, team_name=team_name or ""),
         )
         holder.since = min(holder.since, since)
         holder.devices.append((node, kind, device))
@@ -282,6 +292,7 @@ def _cluster_view() -> tuple[ClusterView, dict[int, str]]:
         node_pools=node_pools,
         node_gpu_types=node_gpu_types,
         running=defaultdict(int, {owner: len(t) for owner, t in running_trials.items()}),
+        borrowed=borrowed,
         disk_full=disk_full,
     ), queues
 
@@ -299,7 +310,11 @@ class _Pass:
         # Within a pass capacity only shrinks, so a shape that could not start cannot later;
         # one that could not wait (even by preempting) cannot at an equal or lower priority.
         self.cannot_start: set[Shape] = set()
-        self.cannot_wait: dict[Shape, int] = {}
+        # By quota too: a team within its guarantee may reclaim what another team borrowed.
+        self.cannot_wait: dict[tuple[Shape, QuotaKey], int] = {}
+        # Those beyond their team's guarantee, placed after the queue (lend); those it started.
+        self.borrowers: list[QueuedExperiment] = []
+        self.borrowed: set[int] = set()
 
     def _nodes(self, *, experiment: QueuedExperiment) -> frozenset[int] | None:
         """The nodes it may run on; None: any (it asked for no pool and no GPU type)."""
@@ -312,23 +327,52 @@ class _Pass:
 
     def consider(self, *, experiment: QueuedExperiment) -> None:
         needs = _needs(experiment=experiment)
-        reason = _quota_block(experiment=experiment, needs=needs, view=self.view)
+        state = quota_state(experiment=experiment, needs=needs, view=self.view)
+        if state.borrowing:
+            self.borrowers.append(experiment)  # after everything within its guarantee
+            return
+        reason = state.reason
         if not reason:
             placements = self._place_now(experiment=experiment, needs=needs)
             if placements is not None and experiment.gpu_memory_mb:
                 # A share asked for as memory is so many thousandths of the GPU it got.
-                reason = _quota_block(experiment=experiment, needs=needs, view=self.view,
-                                      gpu_milli=placements_gpu_milli(placements=placements))
+                reason = quota_state(experiment=experiment, needs=needs, view=self.view,
+                                     gpu_milli=placements_gpu_milli(placements=placements)).reason
             if placements is not None and not reason:
                 self._start(experiment=experiment, placements=placements)
                 return
             reason = reason or self._wait(experiment=experiment, needs=needs)
+        self._reason_set(experiment=experiment, reason=reason)
+
+    def _reason_set(self, *, experiment: QueuedExperiment, reason: str) -> None:
         # No queue position in it: positions move with every start, and would rewrite every
         # queued row each pass (readers add it: selectors.scheduling.pending_reason_shown).
         text = reason[:REASON_MAX_CHARS]
         if experiment.pending_reason != text:
             experiment.pending_reason = text
             self.reasons_changed.append(experiment)
+
+    def lend(self) -> None:
+        """Borrowers, once everything within its guarantee had its turn: on idle devices
+        only (what no reservation holds), the team borrowing least for its weight first."""
+        weights = {quota_key(team_id=e.team_id, owner_id=e.owner_id): e.team_weight or 1
+                   for e in self.borrowers}
+        for experiment in lending_order(borrowers=self.borrowers, view=self.view,
+                                        weights=weights):
+            needs = _needs(experiment=experiment)
+            state = quota_state(experiment=experiment, needs=needs, view=self.view)
+            reason = state.reason
+            if not reason:
+                placements = self._place_now(experiment=experiment, needs=needs)
+                if placements is not None:
+                    self._start(experiment=experiment, placements=placements,
+                                borrowed=state.borrowing)
+                    continue
+                base = pending_reason(
+                    needs=needs, free=self.view.free, nodes=self._nodes(experiment=experiment),
+                    where=where_text(pool=experiment.pool, gpu_type=experiment.gpu_type))
+                reason = borrowing_text(experiment=experiment, base=base)
+            self._reason_set(experiment=experiment, reason=reason)
 
     def _place_now(
         self, *, experiment: QueuedExperiment, needs: list[TaskNeed]
@@ -343,13 +387,19 @@ class _Pass:
             self.cannot_start.add(shape)
         return placements
 
-    def _start(self, *, experiment: QueuedExperiment, placements: list[Placement]) -> None:
+    def _start(self, *, experiment: QueuedExperiment, placements: list[Placement],
+               borrowed: bool = False) -> None:
         # Decided here, written with the pass's other admissions (_starts_write).
         view_take(view=self.view, placements=placements)
         key = quota_key(team_id=experiment.team_id, owner_id=experiment.owner_id)
         _, cpu_slots = needs_held(needs=[p.need for p in placements])
-        self.view.quota_gpus[key] += placements_gpu_milli(placements=placements)
+        gpu_milli = placements_gpu_milli(placements=placements)
+        self.view.quota_gpus[key] += gpu_milli
         self.view.quota_cpus[key] += cpu_slots
+        if borrowed:
+            self.borrowed.add(experiment.pk)
+            gpus, cpus = self.view.borrowed.get(key, (0, 0))
+            self.view.borrowed[key] = (gpus + gpu_milli, cpus + cpu_slots)
         if experiment.kind == Experiment.Kind.TRAINING:
             self.view.running[experiment.owner_id] += 1
         self.starts.append((experiment, placements))
@@ -399,7 +449,8 @@ class _Pass:
         self, *, experiment: QueuedExperiment, needs: list[TaskNeed]
     ) -> tuple[list[Placement], list[Holder]] | None:
         """Devices to wait for from stopping trials, plus lower-priority trials to preempt."""
-        shape = _shape(experiment=experiment)
+        key = quota_key(team_id=experiment.team_id, owner_id=experiment.owner_id)
+        shape = (_shape(experiment=experiment), key)
         if self.cannot_wait.get(shape, experiment.priority - 1) >= experiment.priority:
             return None
         kinds = {need_kind(need=need)[0] for need in needs}
@@ -416,9 +467,13 @@ class _Pass:
             )
             if placements is not None:
                 return placements, []
+        # Lower priorities, and what other teams borrowed (it is within its guarantee: only
+        # those reach here), borrowed first.
         candidates = sorted(
-            (h for h in usable if not h.stop_reason and h.priority < experiment.priority),
+            (h for h in usable if not h.stop_reason and (
+                h.priority < experiment.priority or (h.borrowed and h.quota != key))),
             key=lambda h: (
+                not (h.borrowed and h.quota != key),
                 h.priority,
                 -holder_unreserved(view=self.view, holder=h, kinds=kinds),
                 -h.since.timestamp(),
@@ -464,32 +519,3 @@ def _pending_reasons_save(*, experiments: list[QueuedExperiment]) -> None:
             " WHERE e.id = v.id AND e.state = %s",
             [[e.pk for e in experiments], [e.pending_reason for e in experiments], queued],
         )
-
-
-def _quota_block(*, experiment: QueuedExperiment, needs: list[TaskNeed], view: ClusterView,
-                 gpu_milli: int | None = None) -> str:
-    """Why its owner's quotas or running limit keep it waiting; "" when they do not.
-    `gpu_milli`: the thousandths of GPUs it holds once placed (a share asked for as memory)."""
-    has_team = experiment.team_id is not None
-    limits = limits_resolve(
-        team_gpu_quota=experiment.team_gpu_quota,
-        team_cpu_slot_quota=experiment.team_cpu_slot_quota,
-        team_max_running=experiment.team_user_max_running, has_team=has_team)
-    whose = "Team quota" if has_team else "Quota of a user without a team"
-    key = quota_key(team_id=experiment.team_id, owner_id=experiment.owner_id)
-    needed_milli, cpu_slots = needs_held(needs=needs)
-    gpus = needed_milli if gpu_milli is None else gpu_milli
-    in_use = view.quota_gpus.get(key, 0)
-    if gpus and in_use + gpus > limits.gpu_quota * WHOLE_MILLI:
-        return (f"{whose} of {limits.gpu_quota} GPUs: {gpus_text(milli=in_use)} in use, this "
-                f"needs {gpus_text(milli=gpus)}.")
-    in_use = view.quota_cpus.get(key, 0)
-    if cpu_slots and in_use + cpu_slots > limits.cpu_slot_quota:
-        return (f"{whose} of {limits.cpu_slot_quota} CPU slots: {in_use} in use, this needs "
-                f"{cpu_slots}.")
-    limit = limits.max_running
-    limited = experiment.kind == Experiment.Kind.TRAINING and not experiment.owner_is_staff
-    if limited and limit != NO_LIMIT and view.running.get(experiment.owner_id, 0) >= limit:
-        return (f"Its owner has {limit} experiments running, their limit; it starts when one "
-                "of them ends.")
-    return ""

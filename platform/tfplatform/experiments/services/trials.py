@@ -23,15 +23,17 @@ def trial_create(*, experiment: Experiment) -> Trial:
     return Trial.objects.get(pk=trials_create(experiment_ids=[experiment.pk])[experiment.pk])
 
 
-def trials_create(*, experiment_ids: list[int]) -> dict[int, int]:
+def trials_create(*, experiment_ids: list[int],
+                  borrowed: frozenset[int] = frozenset()) -> dict[int, int]:
     """A new trial for each experiment (a scheduling pass's admissions): one query counts their
-    earlier trials, one insert makes them. Returns experiment id → its new trial's id."""
+    earlier trials, one insert makes them; those of `borrowed` start on borrowed devices.
+    Returns experiment id → its new trial's id."""
     earlier = dict(
         Trial.objects.filter(experiment_id__in=experiment_ids).order_by()
         .values_list("experiment_id").annotate(n=Count("id"))
     )
-    made = rows_insert(model=Trial, fields=("experiment", "restart_count"),
-                       rows=[(pk, earlier.get(pk, 0)) for pk in experiment_ids],
+    made = rows_insert(model=Trial, fields=("experiment", "restart_count", "borrowed"),
+                       rows=[(pk, earlier.get(pk, 0), pk in borrowed) for pk in experiment_ids],
                        returning=("experiment", "id"))
     return dict(made)
 
