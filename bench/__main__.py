@@ -31,14 +31,14 @@ if TYPE_CHECKING:
 
 RESULTS = Path(__file__).resolve().parent / "results"
 ITEMS = ("configurations", "overhead", "inference", "scheduler", "dispatch", "input_pipeline",
-         "search", "batching")
+         "search", "batching", "sharing")
 STACK_ITEMS = ("configurations", "overhead", "inference")
 # Each item's section title (numbered as in the issue): a failed item keeps its place.
 TITLES = {"configurations": "1. Configuration comparison",
           "overhead": "2. Platform overhead on training", "inference": "3. Inference",
           "scheduler": "4. Scheduler", "dispatch": "5. Celery dispatch",
           "input_pipeline": "6. Input pipeline", "search": "7. Hyperparameter search",
-          "batching": "8. Batching, open loop"}
+          "batching": "8. Batching, open loop", "sharing": "9. GPU sharing and fair share"}
 
 
 class Report:
@@ -247,6 +247,13 @@ def _search_section(args: argparse.Namespace) -> Section:
     )
 
 
+def _sharing_section(args: argparse.Namespace) -> Section:
+    from bench.sharing import sharing_measure
+
+    # A day of 1,000 jobs on 50 nodes takes minutes of scheduler passes; quick: a fifth.
+    return sharing_measure(jobs=200 if args.quick else 1000, nodes=10 if args.quick else 50)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _arguments(argv)
     report = Report(args=args)
@@ -264,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     others: dict[str, Callable[[argparse.Namespace], Section]] = {
         "scheduler": _scheduler_section, "dispatch": _dispatch_section,
         "input_pipeline": _input_pipeline_section, "search": _search_section,
-        "batching": _batching_section,
+        "batching": _batching_section, "sharing": _sharing_section,
     }
     for item, measure in others.items():
         if item in args.items:

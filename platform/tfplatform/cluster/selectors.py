@@ -158,6 +158,10 @@ class TeamQuota:
     gpu_quota: int
     gpus_in_use: float
 
+    @property
+    def in_use_text(self) -> str:
+        return f"{self.gpus_in_use:g}"  # shares as parts: 2, 1.5
+
 
 @dataclass(frozen=True)
 class ResourceFit:
@@ -322,7 +326,7 @@ def resources_fit(
     if quota is not None and quota.gpus_in_use + gpus > quota.gpu_quota:
         return ResourceFit(
             False,
-            f"Your team holds {quota.gpus_in_use} of its {quota.gpu_quota} GPUs; it would "
+            f"Your team holds {quota.in_use_text} of its {quota.gpu_quota} GPUs; it would "
             "wait until enough of them are released.",
         )
     if gang_place(needs=needs, free=capacity.free) is None:

@@ -131,7 +131,7 @@ def test_quotas_count_shares_as_their_part() -> None:
         "Team quota of 1 GPUs: 1 in use, this needs 0.5.")
     client = Client()
     client.force_login(user)
-    assert "1.0</strong> of 1 GPU" in client.get("/experiments/new/").content.decode()
+    assert "1</strong> of 1 GPU" in client.get("/experiments/new/").content.decode()
 
 
 @pytest.mark.parametrize(("resources", "text"), [
