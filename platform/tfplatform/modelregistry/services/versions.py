@@ -32,10 +32,30 @@ from tfplatform.modelregistry.services.sync import (
 )
 
 
+class ModelServerUnreachable(Unavailable):
+    """The model server did not answer at all (not started yet, restarting): nothing is known
+    of the version, which stays LOADING; the loader's task tries again (tasks.py)."""
+
+    code = "model_server_unreachable"
+
+
+def _unreachable(error: BaseException | None) -> bool:
+    """No answer from the server (gRPC's UNAVAILABLE: nothing listens, or the connection
+    dropped), as opposed to an answer about the version."""
+    while error is not None:
+        if isinstance(error, ConnectionError) or (
+                isinstance(error, ModelServerError) and error.code == "UNAVAILABLE"):
+            return True
+        error = error.__cause__
+    return False
+
+
 def model_version_load(*, version_id: int) -> ModelVersion | None:
     """The loader's work: the server gets the list with this version, which becomes AVAILABLE
     (and `stable` when its model has none) or FAILED with the server's reason. None when the
-    version is no longer waiting (undeployed meanwhile, or loaded by an earlier delivery)."""
+    version is no longer waiting (undeployed meanwhile, or loaded by an earlier delivery).
+    Raises ModelServerUnreachable, the version still LOADING, when the server does not answer:
+    a version published in the seconds before the server listens is not its fault."""
     version = ModelVersion.objects.select_related("model").filter(
         pk=version_id, state=ModelVersion.State.LOADING).first()
     if version is None:
@@ -46,6 +66,10 @@ def model_version_load(*, version_id: int) -> ModelVersion | None:
             name=version.model.name, version=version.version, timeout=LOAD_TIMEOUT_SECONDS
         )
     except (ModelServerError, TimeoutError, Unavailable) as error:
+        if _unreachable(error):
+            raise ModelServerUnreachable(
+                f"The model server is not answering; version {version.version} of "
+                f"'{version.model.name}' stays loading and is tried again: {error}") from error
         ModelVersion.objects.filter(pk=version.pk, state=ModelVersion.State.LOADING).update(
             state=ModelVersion.State.FAILED, error=str(error)[:2000]
         )

@@ -115,3 +115,35 @@ def test_only_the_labelled_and_newest_versions_stay_loaded(
     assert gone.status_code == 404
     kept = predict(client, "/api/v1/models/many/versions/1:predict", {"instances": [1.0]})
     assert kept.json() == {"predictions": [2.5]}
+
+
+def test_a_version_published_before_the_server_answers_stays_loading_and_loads_later(
+    model_server: dict[str, Any], platform_settings_override: PlatformSettingsOverride,
+) -> None:
+    """`make run` starts the web app first: an upload seconds later must not fail for good."""
+    from tfplatform.modelregistry.services.versions import (
+        ModelServerUnreachable,
+        model_version_load,
+    )
+    from tfplatform.modelregistry.tasks import model_version_load_task
+
+    owner = UserFactory()
+    model = RegisteredModelFactory(name="early", owner=owner)
+    path = model_server["base"] / "early" / "1"
+    shutil.copytree(peer_data_or_skip() / "tf-serving-testdata" / HALF_PLUS_TWO / "00000123",
+                    path)
+    version = ModelVersionFactory(model=model, version=1, path=str(path),
+                                  state=ModelVersion.State.LOADING)
+    served = platform_settings_override().tf_serving_grpc
+    platform_settings_override(tf_serving_grpc=f"127.0.0.1:{live.free_port()}")  # nobody there
+    with pytest.raises(ModelServerUnreachable):
+        model_version_load(version_id=version.pk)
+    version.refresh_from_db()
+    assert version.state == ModelVersion.State.LOADING and not version.error
+    assert ModelServerUnreachable in model_version_load_task.autoretry_for
+
+    platform_settings_override(tf_serving_grpc=served)  # the server is up now
+    loaded = model_version_load(version_id=version.pk)
+    assert loaded is not None and loaded.state == ModelVersion.State.AVAILABLE
+    answer = predict(api(owner), "/api/v1/models/early:predict", {"instances": [2.0]})
+    assert answer.json() == {"predictions": [3.0]}
