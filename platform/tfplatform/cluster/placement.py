@@ -75,7 +75,7 @@ class Holder:
     devices: list[tuple[int, str, int]] = field(default_factory=list)  # (node, kind, device)
     # Started beyond its team's guarantee: reclaimable by other teams within theirs.
     borrowed: bool = False
-    quota: tuple[str, int | None] = ("user", None)
+    quota: tuple[str, int] = ("user", 0)  # its QuotaKey
     team_name: str = ""
 
 

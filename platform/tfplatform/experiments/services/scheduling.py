@@ -231,12 +231,15 @@ def _cluster_view() -> tuple[ClusterView, dict[int, str]]:
         "share_milli",
         "trial__borrowed",
         "trial__experiment__team__name",
+        "trial__experiment__team__gpu_quota",
+        "trial__experiment__team__cpu_slot_quota",
         "created_at",
     )
     shared: SharedMap = {}
     borrowed: dict[QuotaKey, tuple[int, int]] = {}
+    guarantees: dict[QuotaKey, tuple[int, int]] = {}
     for (device, node, kind, trial, state, stop, priority, team, owner, job, share, lent,
-         team_name, since) in live:
+         team_name, gpu_quota, cpu_quota, since) in live:
         # Quotas count what is held anywhere, lost nodes included; GPUs in thousandths.
         key = quota_key(team_id=team, owner_id=owner)
         gpu = kind == Device.Kind.GPU
@@ -247,6 +250,7 @@ def _cluster_view() -> tuple[ClusterView, dict[int, str]]:
         if lent:
             gpus, cpus = borrowed.get(key, (0, 0))
             borrowed[key] = (gpus + share, cpus) if gpu else (gpus, cpus + 1)
+            guarantees[key] = (gpu_quota * WHOLE_MILLI, cpu_quota)
         if job == Experiment.Kind.TRAINING:
             running_trials[owner].add(trial)
         if device is None or node not in hostnames:
@@ -265,6 +269,13 @@ def _cluster_view() -> tuple[ClusterView, dict[int, str]]:
         holder.since = min(holder.since, since)
         holder.devices.append((node, kind, device))
         device_holder[device] = holder
+    # A trial started on borrowed devices stays reclaimable only while its team holds more than
+    # its guarantee: once the team's other trials ended, what it holds is its own.
+    for holder in holders.values():
+        if holder.borrowed:
+            gpu_guarantee, cpu_guarantee = guarantees[holder.quota]
+            holder.borrowed = (quota_gpus[holder.quota] > gpu_guarantee
+                               or quota_cpus[holder.quota] > cpu_guarantee)
     free: FreeMap = {node: defaultdict(list) for node in hostnames}
     idle: FreeMap = {node: defaultdict(list) for node in hostnames}
     devices = Device.objects.filter(node_id__in=list(hostnames)).order_by(

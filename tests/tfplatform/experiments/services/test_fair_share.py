@@ -173,3 +173,28 @@ def test_the_cluster_page_shows_each_teams_guarantee_use_and_borrowing() -> None
     cells = [cell.split("</td>")[0] for cell in row.split('<td class="num">')[1:]]
     # GPUs held, borrowed, guaranteed, limit; CPU slots held, borrowed, guaranteed, limit; weight
     assert cells == ["3", "2", "1", "3", "0", "0", "64", "64", "2"], cells
+
+
+def test_a_borrowed_trial_is_its_teams_own_once_the_team_is_back_within_its_guarantee() -> None:
+    gpus(2)
+    owners = TeamFactory(name="owners", gpu_quota=2)
+    borrower = TeamFactory(name="borrower", gpu_quota=1, gpu_limit=2)
+    b_user = UserFactory(team=borrower)
+    first, second = submit(b_user), submit(b_user)
+    assert scheduler_pass() == 2
+    assert borrowed_ids() == {second}
+    for pk in (first, second):
+        experiment_transition(experiment=Experiment.objects.get(pk=pk), to="running")
+    # The borrower's guaranteed trial ends: what it still holds is within its guarantee.
+    Allocation.objects.filter(trial__experiment_id=first).update(released_at=timezone.now())
+    Trial.objects.filter(experiment_id=first).update(state="completed")
+    experiment_transition(experiment=Experiment.objects.get(pk=first), to="completed")
+    # Two GPUs for the owners: one is idle, the other is the borrower's own now.
+    waiting = submit(UserFactory(team=owners), gpus_per_worker=1)
+    assert scheduler_pass() == 1
+    assert Experiment.objects.get(pk=waiting).state == "scheduled"
+    late = submit(UserFactory(team=owners), gpus_per_worker=1)
+    assert scheduler_pass() == 0
+    assert not Trial.objects.filter(stop_reason="preempted").exists()
+    reason = Experiment.objects.get(pk=late).pending_reason
+    assert reason.startswith("Needs 1 GPUs on one node; the largest free block is 0."), reason
