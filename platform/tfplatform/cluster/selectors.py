@@ -157,6 +157,7 @@ class TeamQuota:
     team: str
     gpu_quota: int
     gpus_in_use: float
+    gpu_limit: int = 0  # with borrowing (Team.gpu_limit); 0: the quota is a hard cap
 
     @property
     def in_use_text(self) -> str:
@@ -298,7 +299,8 @@ def team_quota(*, team_id: int | None) -> TeamQuota | None:
     if team is None:
         return None
     return TeamQuota(
-        team=team.name, gpu_quota=team.gpu_quota, gpus_in_use=gpus_in_use_by_team(team_id=team.pk)
+        team=team.name, gpu_quota=team.gpu_quota, gpus_in_use=gpus_in_use_by_team(team_id=team.pk),
+        gpu_limit=max(team.gpu_quota, team.gpu_limit or 0),
     )
 
 
@@ -319,16 +321,22 @@ def resources_fit(
         return ResourceFit(False, "No worker node is online and accepting work; it would queue.")
     if gang_place(needs=needs, free=capacity.total) is None:
         return ResourceFit(False, f"Never fits the cluster as it is: {_misfit(capacity, needs)}.")
-    if quota is not None and gpus > quota.gpu_quota:
-        return ResourceFit(
-            False, f"Needs {gpus} GPUs, more than your team's quota of {quota.gpu_quota}."
-        )
-    if quota is not None and quota.gpus_in_use + gpus > quota.gpu_quota:
+    cap = max(quota.gpu_quota, quota.gpu_limit) if quota is not None else 0
+    if quota is not None and gpus > cap:
+        limit = "quota" if cap == quota.gpu_quota else "limit"
+        return ResourceFit(False, f"Needs {gpus} GPUs, more than your team's {limit} of {cap}.")
+    if quota is not None and quota.gpus_in_use + gpus > cap:
         return ResourceFit(
             False,
-            f"Your team holds {quota.in_use_text} of its {quota.gpu_quota} GPUs; it would "
+            f"Your team holds {quota.in_use_text} of its {cap} GPUs; it would "
             "wait until enough of them are released.",
         )
+    if (quota is not None and quota.gpus_in_use + gpus > quota.gpu_quota
+            and gang_place(needs=needs, free=capacity.free) is not None):
+        return ResourceFit(
+            True, f"Fits on idle devices, beyond your team's guarantee of {quota.gpu_quota} "
+                  "GPUs: it would borrow them, and be preempted (then resumed) if their "
+                  "owners need them.")
     if gang_place(needs=needs, free=capacity.free) is None:
         reason = pending_reason(needs=needs, free=capacity.free)
         return ResourceFit(False, f"{reason} It would queue until devices free up.")

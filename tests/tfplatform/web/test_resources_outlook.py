@@ -98,6 +98,19 @@ def test_fit_respects_the_team_quota() -> None:
     assert never.message == "Needs 4 GPUs, more than your team's quota of 3."
     assert team_quota(team_id=None) is None
 
+    # With a limit above its quota the team may borrow what is idle, and the panel says so.
+    team.gpu_limit = 4
+    team.save(update_fields=["gpu_limit"])
+    quota = team_quota(team_id=team.pk)
+    borrow = resources_fit(capacity=capacity, quota=quota, workers=2, gpus_per_worker=1,
+                           parameter_servers=0)
+    assert borrow.could_start and borrow.message.startswith(
+        "Fits on idle devices, beyond your team's guarantee of 3 GPUs: it would borrow them")
+    never = resources_fit(capacity=capacity, quota=quota, workers=1, gpus_per_worker=3,
+                          parameter_servers=0)
+    assert never.message == "Your team holds 2 of its 4 GPUs; it would wait until enough of " \
+        "them are released."
+
 
 def test_no_node_online() -> None:
     result = resources_fit(
