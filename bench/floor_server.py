@@ -141,18 +141,25 @@ def app_make(*, models: dict[str, str], max_batch_size: int, batch_timeout_micro
     return app
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def peer_arguments(*, description: str) -> argparse.ArgumentParser:
+    """The flags every peer server takes, named as the model server's own (the bench starts
+    each peer with the embedded server's batching settings)."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--model", action="append", required=True, metavar="NAME=PATH")
     parser.add_argument("--max_batch_size", type=int, default=1)
     parser.add_argument("--batch_timeout_micros", type=int, default=0)
-    # Unbatched, a request runs in one of these threads: as many as the clients at most.
+    # Unbatched, a request runs in one of these threads: as many as the clients at most;
+    # batched, this many batches run at once.
     parser.add_argument("--num_batch_threads", type=int, default=8)
     parser.add_argument("--intra_op_parallelism", type=int, default=0)
     parser.add_argument("--inter_op_parallelism", type=int, default=0)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = peer_arguments(description=__doc__.splitlines()[0]).parse_args(argv)
     models = dict(m.split("=", 1) for m in args.model)
     web.run_app(app_make(models=models, max_batch_size=args.max_batch_size,
                          batch_timeout_micros=args.batch_timeout_micros,

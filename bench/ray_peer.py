@@ -13,7 +13,6 @@ Ray's routing to the replica and back: what a general serving framework adds ove
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import ctypes
@@ -28,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from bench.cpu import descendants
-from bench.floor_server import Outputs, Rows, row_format, runners_load
+from bench.floor_server import Outputs, Rows, peer_arguments, row_format, runners_load
 
 # Room for every request in flight (the batching sweep's generator keeps up to 64 outstanding):
 # Ray Serve's default (5 per replica) would queue the rest in the proxy and cap batches at 5.
@@ -183,21 +182,12 @@ def serve_until_stopped(*, port: int, host: str, pin: set[int] | None,
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--model", action="append", required=True, metavar="NAME=PATH")
-    parser.add_argument("--max_batch_size", type=int, default=1)
-    parser.add_argument("--batch_timeout_micros", type=int, default=0)
-    # Unbatched, a request runs in one of these threads: as many as the clients at most;
-    # batched, this many batches run at once (Serve's max_concurrent_batches).
-    parser.add_argument("--num_batch_threads", type=int, default=8)
+    # --num_batch_threads is Serve's max_concurrent_batches when batched.
+    parser = peer_arguments(description=__doc__.splitlines()[0])
     # The whole peer (every Ray process and thread) on these cores once it answers, its cluster
     # sized to them. Not pinned from the start: Ray gives its raylet a fixed 30 s to register,
     # which a cluster starting on one core misses.
     parser.add_argument("--pin_cpus", default="", metavar="0,1")
-    parser.add_argument("--intra_op_parallelism", type=int, default=0)
-    parser.add_argument("--inter_op_parallelism", type=int, default=0)
     args = parser.parse_args(argv)
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     serve_until_stopped(port=args.port, host=args.host,

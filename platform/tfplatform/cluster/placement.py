@@ -59,6 +59,11 @@ def share_of(*, need: TaskNeed, memory_mb: int) -> int | None:
     return max(1, -(-need.gpu_memory_mb * WHOLE_MILLI // memory_mb))  # rounded up
 
 
+def gpu_fraction_of(*, milli: int) -> float | None:
+    """A share as the API and forms give it (0.25, 0.5); None for none (whole GPUs)."""
+    return milli / WHOLE_MILLI if milli else None
+
+
 def gpus_text(*, milli: int) -> str:
     """Thousandths of GPUs as people write them: 2, 0.5, 1.25."""
     return f"{milli / WHOLE_MILLI:g}"

@@ -5,7 +5,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.reverse import reverse
 
-from tfplatform.cluster.placement import WHOLE_MILLI
+from tfplatform.cluster.placement import gpu_fraction_of
 from tfplatform.core.serializers import (
     JSONObjectField,
     StrictInputSerializer,
@@ -252,7 +252,7 @@ class ExperimentSerializer(serializers.ModelSerializer):
             "workers": experiment.workers,
             "gpus_per_worker": experiment.gpus_per_worker,
             "parameter_servers": experiment.parameter_servers,
-            "gpu_fraction": experiment.gpu_milli / WHOLE_MILLI if experiment.gpu_milli else None,
+            "gpu_fraction": gpu_fraction_of(milli=experiment.gpu_milli),
             "gpu_memory_mb": experiment.gpu_memory_mb,
             "pool": experiment.pool,
             "gpu_type": experiment.gpu_type,

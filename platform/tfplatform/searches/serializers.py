@@ -3,7 +3,7 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from tfplatform.cluster.placement import WHOLE_MILLI
+from tfplatform.cluster.placement import gpu_fraction_of
 from tfplatform.core.serializers import JSONObjectField, StrictInputSerializer, TextSlugRelatedField
 from tfplatform.experiments.models import Environment
 from tfplatform.experiments.selectors.scheduling import (
@@ -131,7 +131,7 @@ class SearchSerializer(serializers.ModelSerializer):
     def get_resources(self, search: Search) -> dict[str, int | str | float | None]:
         return {"workers": search.workers, "gpus_per_worker": search.gpus_per_worker,
                 "parameter_servers": search.parameter_servers,
-                "gpu_fraction": search.gpu_milli / WHOLE_MILLI if search.gpu_milli else None,
+                "gpu_fraction": gpu_fraction_of(milli=search.gpu_milli),
                 "gpu_memory_mb": search.gpu_memory_mb, "pool": search.pool,
                 "gpu_type": search.gpu_type}
 

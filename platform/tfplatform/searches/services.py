@@ -11,7 +11,7 @@ from django.db.models.functions import Now
 
 from tfplatform.accounts.models import User
 from tfplatform.cluster.dispatch import scheduler_wake_on_commit
-from tfplatform.cluster.placement import WHOLE_MILLI
+from tfplatform.cluster.placement import gpu_fraction_of
 from tfplatform.core.errors import Conflict, InvalidInput, InvalidTransition, LimitReached
 from tfplatform.experiments import validation
 from tfplatform.experiments.models import Environment, Experiment
@@ -271,7 +271,7 @@ def _trial_start(*, search: Search, index: int) -> SearchTrial:
             name=f"{search.name} · trial {index}"[:200], model=search.model,
             dataset=search.dataset, hyperparameters=hyperparameters, workers=search.workers,
             gpus_per_worker=search.gpus_per_worker, parameter_servers=search.parameter_servers,
-            gpu_fraction=search.gpu_milli / WHOLE_MILLI or None,
+            gpu_fraction=gpu_fraction_of(milli=search.gpu_milli),
             gpu_memory_mb=search.gpu_memory_mb, pool=search.pool, gpu_type=search.gpu_type,
             priority=search.priority, target_metric=search.metric, target_mode=search.mode,
             max_restarts=search.max_restarts, environment=search.environment,

@@ -9,7 +9,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from tfplatform.cluster.placement import WHOLE_MILLI
+from tfplatform.cluster.placement import gpu_fraction_of
 from tfplatform.experiments.models import Environment
 from tfplatform.experiments.selectors.scheduling import (
     experiment_queue_position,
@@ -59,7 +59,7 @@ class WorkspaceSerializer(serializers.ModelSerializer):
         return workspace_selectors.workspace_devices(workspace=workspace)
 
     def get_gpu_fraction(self, workspace: Workspace) -> float | None:
-        return workspace.gpu_milli / WHOLE_MILLI if workspace.gpu_milli else None
+        return gpu_fraction_of(milli=workspace.gpu_milli)
 
     def get_lab_url(self, workspace: Workspace) -> str:
         return workspace_selectors.workspace_lab_url(workspace=workspace)

@@ -16,7 +16,7 @@ from django.utils import timezone
 from tfplatform.accounts.models import User
 from tfplatform.accounts.storage import storage_quota_check
 from tfplatform.cluster.dispatch import scheduler_wake_on_commit
-from tfplatform.cluster.placement import WHOLE_MILLI
+from tfplatform.cluster.placement import gpu_fraction_of
 from tfplatform.core.errors import InvalidInput, InvalidTransition
 from tfplatform.experiments import validation
 from tfplatform.experiments.models import Environment, Experiment
@@ -186,7 +186,7 @@ def experiment_restart(*, user: User, experiment: Experiment) -> Experiment:
                 parameter_servers=experiment.parameter_servers,
                 pool=experiment.pool,
                 gpu_type=experiment.gpu_type,
-                gpu_fraction=experiment.gpu_milli / WHOLE_MILLI or None,
+                gpu_fraction=gpu_fraction_of(milli=experiment.gpu_milli),
                 gpu_memory_mb=experiment.gpu_memory_mb,
                 priority=experiment.priority,
                 target_metric=experiment.target_metric,
