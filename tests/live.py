@@ -36,9 +36,22 @@ def database_url() -> str:
     return f"postgres://{user}{password}@{host}:{port}/{database['NAME']}"
 
 
+# Ports of the gangs across one xdist worker's nodes (PLATFORM_TASK_PORT_SPAN).
+TASK_PORT_SPAN = 1000
+
+
+def task_ports() -> dict[str, str]:
+    """Each xdist worker is a platform of its own on one machine, and ports of gangs across
+    nodes come from allocation ids, which repeat across the workers' databases: each worker's
+    gangs take ports of their own (else one fails to bind, and is retried as a new trial)."""
+    index = int(os.environ.get("PYTEST_XDIST_WORKER", "").removeprefix("gw") or 0)
+    return {"PLATFORM_TASK_PORT_BASE": str(20000 + index * 2 * TASK_PORT_SPAN),
+            "PLATFORM_TASK_PORT_SPAN": str(TASK_PORT_SPAN)}
+
+
 def child_env(**extra: str) -> dict[str, str]:
     env = {**os.environ, "DATABASE_URL": database_url(), "PYTHONUNBUFFERED": "1",
-           "PLATFORM_TASK_FORK_SERVER_SOCKET": machine_fork_server()}
+           "PLATFORM_TASK_FORK_SERVER_SOCKET": machine_fork_server(), **task_ports()}
     env.update(extra)
     return env
 

@@ -60,12 +60,11 @@ from training.isolation.container_settings import (
 from training.isolation.dataset_mounts import mounts_open
 from training.isolation.mounts import mount_stage, mount_unstage
 from training.isolation.private_files import private_write_text
-from training.isolation.runtime import TaskPython, node_privileged
+from training.isolation.runtime import USR_MERGED, TaskPython, node_privileged
 from training.isolation.sandbox import (
     ETC_FILES,
     PRIVATE_TMP,
     SANDBOX_UID,
-    USR_MERGED,
     Exposure,
     runtime_paths,
 )

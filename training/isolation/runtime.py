@@ -94,6 +94,23 @@ def node_privileged() -> bool:
     return all(effective >> cap & 1 for cap in (CAP_SYS_ADMIN, CAP_NET_ADMIN))
 
 
+USR_MERGED = ("lib", "lib64", "bin", "sbin")
+
+
+def system_binds() -> list[str]:
+    """bwrap arguments showing the system's programs and libraries, read-only: /usr and its
+    merged links, never all of `/`. A recursive bind of `/` copies every mount below it, and a
+    container's overlay unmounted meanwhile (podman on the same node) fails the whole bind."""
+    argv = ["--ro-bind", "/usr", "/usr"]
+    for name in USR_MERGED:
+        target = Path("/") / name
+        if target.is_symlink():
+            argv += ["--symlink", str(target.readlink()), str(target)]
+        else:
+            argv += ["--ro-bind-try", str(target), str(target)]
+    return argv
+
+
 def runtime_sandbox_check(*, gang_subnet: str = DEFAULT_GANG_SUBNET) -> None:
     """Fails clearly when this machine cannot sandbox trials (no bwrap, no namespaces; on a
     node run as root, no `ip` or `nft` for gangs across nodes)."""
@@ -104,7 +121,7 @@ def runtime_sandbox_check(*, gang_subnet: str = DEFAULT_GANG_SUBNET) -> None:
             "without isolation."
         )
     probe = subprocess.run(
-        [BWRAP, "--unshare-all", "--unshare-user", "--ro-bind", "/", "/", "true"],
+        [BWRAP, "--unshare-all", "--unshare-user", *system_binds(), "true"],
         capture_output=True, text=True, timeout=30, check=False,
     )
     if probe.returncode != 0:

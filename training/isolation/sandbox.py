@@ -25,7 +25,14 @@ from urllib.parse import urlsplit
 from confinement import Confinement
 from training.errors import InvalidInput
 from training.isolation.dataset_mounts import local_roots_checked
-from training.isolation.runtime import BWRAP, TaskPython, client_dir, node_privileged, repo_root
+from training.isolation.runtime import (
+    BWRAP,
+    TaskPython,
+    client_dir,
+    node_privileged,
+    repo_root,
+    system_binds,
+)
 from training.shard_schema import ShardedSource, local_roots
 from training.spec import TrialSpec
 from training.tf_config import ClusterPlan
@@ -36,7 +43,6 @@ ETC_FILES = (
     "/etc/ssl", "/etc/ca-certificates", "/etc/localtime", "/etc/ld.so.cache", "/etc/ld.so.conf",
     "/etc/ld.so.conf.d", "/etc/alternatives",
 )
-USR_MERGED = ("lib", "lib64", "bin", "sbin")
 SANDBOX_UID = 1000
 # A tmpfs of the sandbox's own, not the host's. A task may write only in SCRATCH inside it (its
 # HOME and TMPDIR): a Landlock rule on all of /tmp would also cover any exposed host path that
@@ -157,14 +163,8 @@ def sandbox_command(*, python: TaskPython, exposure: Exposure, seccomp_fd: int,
         *(["--unshare-net"] if network in (NETWORK_OWN, NETWORK_GANG) else []),
         "--seccomp", str(seccomp_fd),
         "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
-        "--ro-bind", "/usr", "/usr",
+        *system_binds(),
     ]
-    for name in USR_MERGED:
-        target = Path("/") / name
-        if target.is_symlink():
-            argv += ["--symlink", str(target.readlink()), str(target)]
-        else:
-            argv += ["--ro-bind-try", str(target), str(target)]
     for path in ETC_FILES:
         argv += ["--ro-bind-try", path, path]
     argv += ["--ro-bind", "/sys", "/sys", "--proc", "/proc", "--dev", "/dev"]

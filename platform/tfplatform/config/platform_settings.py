@@ -129,8 +129,9 @@ class PlatformSettings:
     task_port_base: int = _setting(
         env="PLATFORM_TASK_PORT_BASE", group="Trials and isolation", default=20000,
         doc="First port of TF tasks in gangs spanning nodes (below the ephemeral range).")
-    task_port_span: int = _setting(env=None, group="Trials and isolation", default=5000,
-                                   doc="Ports of tasks: [base, base + 2 * span).")
+    task_port_span: int = _setting(
+        env="PLATFORM_TASK_PORT_SPAN", group="Trials and isolation", default=5000,
+        doc="Ports of tasks: [base, base + 2 * span).")
     max_workers: int = _setting(env=None, group="Trials and isolation", default=64,
                                 doc="The most workers a trial may ask for.")
     max_gpus_per_worker: int = _setting(env=None, group="Trials and isolation", default=16,
@@ -365,7 +366,16 @@ def platform_settings_from_env(*, env: environ.Env, var_dir: Path,
                                          default=default)
     built = PlatformSettings(**values)
     _serving_version_check(version=built.tf_serving_version)
+    _task_ports_check(base=built.task_port_base, span=built.task_port_span)
     return built
+
+
+def _task_ports_check(*, base: int, span: int) -> None:
+    """Ports past 65535 would fail only once a gang spanned nodes: stop the start instead."""
+    if span < 1 or base < 1024 or base + 2 * span > 65536:
+        raise ImproperlyConfigured(
+            f"PLATFORM_TASK_PORT_BASE={base} and PLATFORM_TASK_PORT_SPAN={span}: the ports of "
+            "tasks, [base, base + 2 * span), must lie within 1024-65535.")
 
 
 def _serving_version_check(*, version: str) -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 import environ
 import pytest
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 
 from tests.fixtures_settings import PlatformSettingsOverride
 from tfplatform.config.platform_settings import (
@@ -40,6 +41,7 @@ def test_built_from_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: P
                         "TF_SERVING_ACCESS_TOKEN": ""}.items():
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("PLATFORM_WORK_DIR", raising=False)
+    monkeypatch.delenv("PLATFORM_TASK_PORT_SPAN", raising=False)
     built = platform_settings_from_env(env=environ.Env(), var_dir=tmp_path, secret_key="k" * 50)
     assert built.trial_runtime == "process"
     assert built.landlock_abi == 3
@@ -49,6 +51,16 @@ def test_built_from_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: P
     assert built.work_dir == tmp_path / "work"
     assert built.tf_serving_access_token  # empty: derived from the secret key
     assert built.task_port_span == 5000
+
+
+@pytest.mark.parametrize(("base", "span"), [("60000", "3000"), ("80", "100"), ("20000", "0")])
+def test_task_ports_beyond_the_port_range_stop_the_start(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, base: str, span: str
+) -> None:
+    monkeypatch.setenv("PLATFORM_TASK_PORT_BASE", base)
+    monkeypatch.setenv("PLATFORM_TASK_PORT_SPAN", span)
+    with pytest.raises(ImproperlyConfigured, match="1024-65535"):
+        platform_settings_from_env(env=environ.Env(), var_dir=tmp_path, secret_key="k" * 50)
 
 
 def test_frozen_and_a_misspelt_field_is_refused() -> None:
@@ -70,7 +82,6 @@ def test_the_override_fixture_changes_one_field_for_one_test(
 def test_a_tf_serving_release_without_a_kept_op_list_stops_the_start(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from django.core.exceptions import ImproperlyConfigured
 
     monkeypatch.setenv("TF_SERVING_VERSION", "2.3.0")
     with pytest.raises(ImproperlyConfigured, match=r"TF_SERVING_VERSION: No op list is kept for "
