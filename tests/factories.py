@@ -86,6 +86,15 @@ class DeviceFactory(factory.django.DjangoModelFactory):
     )
 
 
+def node_with_gpus(*, gpus: int) -> Node:
+    """A node with `gpus` GPU slots and one CPU slot."""
+    node = NodeFactory()
+    for index in range(gpus):
+        DeviceFactory(node=node, kind=Device.Kind.GPU, index=index)
+    DeviceFactory(node=node, kind=Device.Kind.CPU, index=0)
+    return node
+
+
 class TrialFactory(factory.django.DjangoModelFactory):
     class Meta:
         model = "experiments.Trial"

@@ -53,6 +53,10 @@ class Resources:
     gpu_share_milli: int = 0
     gpu_memory_limit_mb: int = 0
     gpu_mps: bool = False
+    # The replicas an elastic experiment's global batch is defined for (its largest size); a
+    # smaller grant keeps that batch by accumulating gradients (training/scaling.py). 0: the
+    # global batch follows the replicas granted (not elastic).
+    replicas_target: int = 0
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Resources:
@@ -66,6 +70,7 @@ class Resources:
             gpu_share_milli=int(data.get("gpu_share_milli", 0)),
             gpu_memory_limit_mb=int(data.get("gpu_memory_limit_mb", 0)),
             gpu_mps=bool(data.get("gpu_mps", False)),
+            replicas_target=int(data.get("replicas_target", 0)),
         )
 
 
@@ -135,6 +140,8 @@ class TrialOutcome:
     global_batch_size: int = 0
     per_replica_batch_size: int = 0
     learning_rate: float = 0.0
+    # Micro-batches per replica and optimizer step: > 1 for an elastic trial below its target.
+    accumulation_steps: int = 1
     export_path: str = ""
     best_checkpoint_path: str = ""
     epochs_completed: int = 0

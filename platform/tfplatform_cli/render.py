@@ -81,6 +81,20 @@ def gpus_each(resources: dict[str, Any]) -> str:
     return f"{resources.get('gpus_per_worker', 0)} GPU(s)"
 
 
+def _elastic_text(*, resources: dict[str, Any], size: dict[str, int] | None) -> str:
+    """An elastic experiment's range and the size it runs at now: "2 GPU(s) now, of 1 to 4"."""
+    if resources.get("min_workers"):
+        low, high, key, unit = resources["min_workers"], resources.get("workers", 1), \
+            "workers", "worker(s)"
+    elif resources.get("min_gpus_per_worker"):
+        low, high, key, unit = resources["min_gpus_per_worker"], \
+            resources.get("gpus_per_worker", 0), "gpus_per_worker", "GPU(s) per worker"
+    else:
+        return ""
+    now = f"{size[key]} {unit} now, " if size else ""
+    return f"{now}elastic from {low} to {high}"
+
+
 def experiment_status(experiment: dict[str, Any], latest: dict[str, Any]) -> str:
     resources = experiment.get("resources") or {}
     lines = [
@@ -97,6 +111,9 @@ def experiment_status(experiment: dict[str, Any], latest: dict[str, Any]) -> str
                 ("pool", "pool"), ("gpu_type", "GPU type")) if resources.get(key)),
         ),
     ]
+    elastic = _elastic_text(resources=resources, size=experiment.get("size"))
+    if elastic:
+        lines.append(("size", elastic))
     if experiment.get("strategy"):
         reason = experiment.get("strategy_reason")
         lines.append(("strategy", f"{experiment['strategy']}" + (f" ({reason})" if reason else "")))

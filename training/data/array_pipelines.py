@@ -1,9 +1,16 @@
 """tf.data input pipelines on the host CPU, distributed by whichever strategy the trial runs.
 
 Arrays come from `arrays.py` exactly as stored (raw pixels, raw features): scaling is part of the
-model, so the exported SavedModel accepts the same raw inputs. The training pipeline is
-map (parallel) → cache → shuffle → repeat → batch → prefetch, with an explicit `steps_per_epoch`
-because parameter-server training cannot infer epoch ends from an endless remote iterator.
+model, so the exported SavedModel accepts the same raw inputs. The training pipeline is endless,
+with an explicit `steps_per_epoch`, because parameter-server training cannot infer epoch ends from
+an endless remote iterator.
+
+With a seed, the pipeline is exact: epoch e visits a permutation that depends on (seed, e) alone,
+each of its examples once, less the remainder of a global batch, in `steps_per_epoch` batches, so
+an epoch is one pass. It can start at any (epoch, step): a trial resumed mid-epoch, at whatever
+size, trains on exactly the batches it would have trained on uninterrupted. Augmentation stays
+random. Without a seed (parameter servers: asynchronous workers must not walk the same order in
+lockstep) it is map (parallel) → cache → shuffle → repeat → batch, reshuffled every pass.
 
 Synchronous strategies get a `tf.data.Dataset` of *global* batches: Keras distributes it
 (experimental_distribute_dataset), splitting each batch over replicas and sharding by data across
@@ -48,13 +55,31 @@ def steps_per_epoch(*, examples: int, global_batch: int) -> int:
 
 
 def dataset_train(
-    *, data: ArrayData, batch_size: int, seed: int | None, augment: bool
+    *, data: ArrayData, batch_size: int, seed: int | None, augment: bool, start_epoch: int = 0,
+    start_step: int = 0,
 ) -> Any:
-    images = len(data.input_shape) == 3
-    dataset = tf.data.Dataset.from_tensor_slices((data.x_train, data.y_train))
-    dataset = dataset.map(_prepare, num_parallel_calls=AUTOTUNE).cache()
-    dataset = dataset.shuffle(len(data.x_train), seed=seed, reshuffle_each_iteration=True).repeat()
-    if augment and images:
+    """Global batches from (`start_epoch`, `start_step`) on; see the module's docstring."""
+    examples = len(data.x_train)
+    used = examples // batch_size * batch_size
+    if seed is None or not used:
+        # A dataset smaller than one global batch has no whole pass to repeat exactly.
+        dataset = tf.data.Dataset.from_tensor_slices((data.x_train, data.y_train))
+        dataset = dataset.map(_prepare, num_parallel_calls=AUTOTUNE).cache()
+        dataset = dataset.shuffle(examples, seed=seed, reshuffle_each_iteration=True).repeat()
+    else:
+        x, y = tf.constant(data.x_train), tf.constant(data.y_train)
+
+        def epoch_order(epoch: Any) -> Any:
+            # Stateless: the order depends on (seed, epoch) only, not on what ran before.
+            order = tf.random.experimental.stateless_shuffle(
+                tf.range(examples, dtype=tf.int64),
+                seed=tf.stack([tf.constant(seed, tf.int64), epoch]))
+            return tf.data.Dataset.from_tensor_slices(order[:used])
+
+        indices = tf.data.Dataset.counter(start_epoch).flat_map(epoch_order)
+        dataset = indices.skip(start_step * batch_size).map(
+            lambda i: _prepare(tf.gather(x, i), tf.gather(y, i)), num_parallel_calls=AUTOTUNE)
+    if augment and len(data.input_shape) == 3:
         dataset = dataset.map(_augment, num_parallel_calls=AUTOTUNE)
     # Fixed batch shapes keep every replica's step identical (no retracing on a short last batch).
     dataset = dataset.batch(batch_size, drop_remainder=True).prefetch(AUTOTUNE)

@@ -69,7 +69,8 @@ class OutcomeBuilder:
         elif kind == "status" and task == self.chief and phase == "batch":
             self.facts.update(global_batch_size=payload["global_batch_size"],
                               per_replica_batch_size=payload["per_replica_batch_size"],
-                              learning_rate=payload["learning_rate"])
+                              learning_rate=payload["learning_rate"],
+                              accumulation_steps=payload.get("accumulation_steps", 1))
         elif kind == "status" and task == self.chief and phase == "resumed":
             self.facts["resumed_from_epoch"] = payload["from_epoch"]
         elif kind == "metric" and payload.get("job") == "pi":

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from training import catalog
+from training.arrays import ArrayData
 from training.board_layout import board_available, board_callbacks
 from training.data.array_pipelines import (
     dataset_creator_train,
@@ -33,6 +34,7 @@ from training.signals import StopFlag
 from training.spec import TrialSpec
 from training.target import target_make
 from training.tf_config import ClusterPlan, TaskAddress, gpu_ids_for
+from training.trial.accumulation import accumulation_apply
 from training.trial.callbacks import (
     Cadence,
     EpochReporter,
@@ -140,17 +142,19 @@ def _train(*, spec: TrialSpec, hparams: dict[str, Any], strategy: Any, plan: Str
     # Same seed everywhere: identical initial weights even before MWMS broadcasts the chief's.
     keras.utils.set_random_seed(hparams["seed"])
     module = None if spec.model in catalog.ZOO_MODELS else user_module_load(path=spec.model)
+    parameter_servers = plan.name == PARAMETER_SERVER
     batch = batch_plan(
         batch_size=hparams["batch_size"], replicas=int(strategy.num_replicas_in_sync),
         learning_rate=hparams["learning_rate"], scale=hparams["scale_batch_size"],
         warmup_epochs=hparams["warmup_epochs"],
+        # Asynchronous workers apply their own batches: there is no global batch to keep.
+        replicas_target=0 if parameter_servers else spec.resources.replicas_target,
     )
     data = data_load(spec=spec, hparams=hparams, module=module,
                      global_batch_size=batch.global_batch_size,
                      probe=_input_place(plan=plan, strategy=strategy, cluster=cluster, task=task))
     steps = steps_per_epoch(examples=data_train_examples(data=data),
                             global_batch=batch.global_batch_size)
-    parameter_servers = plan.name == PARAMETER_SERVER
     gpus = tf.config.list_physical_devices("GPU")
     precision = precision_apply(policy=hparams["mixed_precision"], gpus=gpus)
     with strategy.scope():
@@ -159,6 +163,7 @@ def _train(*, spec: TrialSpec, hparams: dict[str, Any], strategy: Any, plan: Str
                                           steps_per_epoch=steps, exact_evaluation=parameter_servers)
         if hparams["jit_compile"]:
             jit_compile_apply(model=model, replicas=int(strategy.num_replicas_in_sync), gpus=gpus)
+        accumulation_apply(model=model, steps=batch.accumulation_steps)
         # Optimizer slots must exist before a restore can fill them (legacy optimizers
         # create theirs lazily and restore deferred instead).
         if callable(getattr(model.optimizer, "build", None)):
@@ -233,6 +238,7 @@ def _fit(*, model: Any, data: Data, strategy: Any, hparams: dict[str, Any], batc
          plan: StrategyPlan, is_chief: bool, events: EventWriter, flag: StopFlag) -> None:
     parameter_servers = plan.name == PARAMETER_SERVER
     validation_steps = None
+    exact: ArrayData | None = None  # an array pipeline that starts at each fit's (epoch, step)
     if isinstance(data, PipelineData):
         train = pipeline_train(data=data, strategy=strategy, hparams=hparams,
                                global_batch=batch.global_batch_size,
@@ -245,8 +251,7 @@ def _fit(*, model: Any, data: Data, strategy: Any, hparams: dict[str, Any], batc
                                       augment=hparams["augment"])
         validation = dataset_eval(data=data, batch_size=batch.global_batch_size)
     else:
-        train = dataset_train(data=data, batch_size=batch.global_batch_size,
-                              seed=hparams["seed"], augment=hparams["augment"])
+        exact = data
         validation = dataset_eval(data=data, batch_size=batch.global_batch_size)
     cadence = _cadence(plan=plan, hparams=hparams, events=events, is_chief=is_chief)
     reporter = EpochReporter(
@@ -273,8 +278,9 @@ def _fit(*, model: Any, data: Data, strategy: Any, hparams: dict[str, Any], batc
     flag.immediate = parameter_servers
     fits = []
     if progress.epoch_steps:
-        # A checkpoint taken mid-epoch: the rest of that epoch first, from a fresh pass over the
-        # data (tf-keras' BackupAndRestore resumes mid-epoch the same way).
+        # A checkpoint taken mid-epoch: the rest of that epoch first. An array pipeline starts
+        # at its exact batch; others take a fresh pass over the data (as tf-keras'
+        # BackupAndRestore resumes mid-epoch).
         fits.append((progress.epochs_completed + 1, steps - progress.epoch_steps))
     fits.append((hparams["epochs"], steps))
     try:
@@ -282,6 +288,13 @@ def _fit(*, model: Any, data: Data, strategy: Any, hparams: dict[str, Any], batc
             if progress.epochs_completed >= epochs or _target_done(progress=progress,
                                                                    hparams=hparams):
                 break
+            if exact is not None:
+                # One iterator per fit (the data is endless and steps_per_epoch given, so tf-keras
+                # keeps it across epochs): positioned where this fit starts.
+                train = dataset_train(data=exact, batch_size=batch.global_batch_size,
+                                      seed=hparams["seed"], augment=hparams["augment"],
+                                      start_epoch=progress.epochs_completed,
+                                      start_step=progress.epoch_steps)
             model.fit(
                 train, epochs=epochs, initial_epoch=progress.epochs_completed,
                 steps_per_epoch=epoch_steps,

@@ -13,6 +13,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from tfplatform.cluster.elastic import ElasticRun
+
 KIND_CPU, KIND_GPU = "cpu", "gpu"  # Device.Kind's values
 PREEMPTED = "preempted"
 NODES_NAMED = 3
@@ -82,6 +84,9 @@ class Holder:
     borrowed: bool = False
     quota: tuple[str, int] = ("user", 0)  # its QuotaKey
     team_name: str = ""
+    # An elastic trial: shrunk (restarted smaller) rather than preempted whole, grown on idle
+    # devices (cluster/elastic.py).
+    elastic: ElasticRun | None = None
 
 
 QuotaKey = tuple[str, int]

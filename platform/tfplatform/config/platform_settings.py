@@ -169,6 +169,10 @@ class PlatformSettings:
     scheduler_interval_seconds: float = _setting(
         env="PLATFORM_SCHEDULER_INTERVAL", group="Scheduling and quotas", default=5.0,
         doc="The scheduler loop's pace (events wake it sooner).")
+    elastic_grow_after_seconds: float = _setting(
+        env="PLATFORM_ELASTIC_GROW_AFTER_SECONDS", group="Scheduling and quotas", default=300.0,
+        doc="An elastic trial runs this long before it is grown onto idle devices (a resize "
+            "costs a checkpoint and a restart).")
     dispatch_retry_seconds: float = _setting(
         env="PLATFORM_DISPATCH_RETRY_SECONDS", group="Scheduling and quotas", default=60.0,
         doc="A trial no node took up within this long is sent again.")

@@ -94,6 +94,11 @@ class Experiment(models.Model):
     workers = models.PositiveIntegerField(default=1)
     gpus_per_worker = models.PositiveIntegerField(default=0)
     parameter_servers = models.PositiveIntegerField(default=0)
+    # Elastic: the smallest size it may run at (workers, or GPUs per worker: at most one of
+    # them, 0: fixed). `workers` and `gpus_per_worker` are then its largest, which its global
+    # batch is defined for (cluster/elastic.py).
+    workers_min = models.PositiveIntegerField(default=0)
+    gpus_per_worker_min = models.PositiveIntegerField(default=0)
     # CPU slots a worker without GPUs holds on its node: more than one only for a workspace
     # session that asked for them (the experiment API has no such field).
     cpu_slots_per_worker = models.PositiveIntegerField(default=1)
@@ -146,6 +151,10 @@ class Experiment(models.Model):
         """Its workers hold a share of one GPU each (a fraction, or an amount of memory)."""
         return bool(self.gpu_milli or self.gpu_memory_mb)
 
+    @property
+    def elastic(self) -> bool:
+        return bool(self.workers_min or self.gpus_per_worker_min)
+
 
 class Trial(models.Model):
     """One attempt at running an experiment; a restart is a new trial."""
@@ -166,6 +175,11 @@ class Trial(models.Model):
     # Set when someone (cancel, preemption, a failed gang member) wants the trial stopped;
     # the supervising worker polls it and stops every process of the trial.
     stop_reason = models.CharField(max_length=50, blank=True)
+    # Why, in words, where the stop has a cause worth showing (a resize: what it made room for).
+    stop_detail = models.CharField(max_length=300, blank=True)
+    # The size it runs at: an elastic experiment's trials differ; null: the experiment's.
+    workers = models.PositiveIntegerField(null=True, blank=True)
+    gpus_per_worker = models.PositiveIntegerField(null=True, blank=True)
     logs = models.TextField(blank=True)
     placement = models.JSONField(default=dict, blank=True)
     # How its tasks were isolated ("sandbox", or "process": none), as its supervisor reported it.
@@ -198,6 +212,14 @@ class Trial(models.Model):
 
     def __str__(self) -> str:
         return f"trial {self.restart_count} of experiment {self.experiment_id}"
+
+    @property
+    def size_label(self) -> str:
+        """Its size as pages say it: "2 × 4 GPU" (workers × GPUs each), "1 × 0 GPU"."""
+        experiment = self.experiment
+        workers = experiment.workers if self.workers is None else self.workers
+        gpus = experiment.gpus_per_worker if self.gpus_per_worker is None else self.gpus_per_worker
+        return f"{workers} × {gpus} GPU"
 
 
 class Metric(models.Model):

@@ -43,6 +43,17 @@ class ResourcesSerializer(StrictInputSerializer):
         help_text="Only GPUs of this type, as the cluster page names them (empty: any).")
 
 
+class ExperimentResourcesSerializer(ResourcesSerializer):
+    min_workers = serializers.IntegerField(
+        required=False, allow_null=True, default=None,
+        help_text="Elastic: the fewest workers it may run at (`workers` is the most, which the "
+                  "global batch is defined for); sizes whose replicas divide the largest's.")
+    min_gpus_per_worker = serializers.IntegerField(
+        required=False, allow_null=True, default=None,
+        help_text="Elastic: the fewest GPUs per worker it may run at (`gpus_per_worker` is the "
+                  "most). A smaller size keeps the global batch with gradient accumulation.")
+
+
 class TargetSerializer(StrictInputSerializer):
     metric = serializers.CharField(required=False, allow_blank=True, max_length=100)
     mode = serializers.ChoiceField(required=False, allow_blank=True, choices=["min", "max"])
@@ -82,7 +93,7 @@ class ExperimentCreateSerializer(StrictInputSerializer):
     dataset_file = serializers.FileField(required=False)
 
     def validate_resources(self, value: dict[str, Any]) -> dict[str, Any]:
-        resources = ResourcesSerializer(data=value)
+        resources = ExperimentResourcesSerializer(data=value)
         resources.is_valid(raise_exception=True)
         return dict(resources.validated_data)
 
@@ -160,7 +171,16 @@ class TrialSerializer(serializers.ModelSerializer):
             "started_at",
             "first_step_at",
             "finished_at",
+            "workers",
+            "gpus_per_worker",
+            "stop_reason",
+            "stop_detail",
         ]
+
+
+class SizeSerializer(serializers.Serializer):
+    workers = serializers.IntegerField()
+    gpus_per_worker = serializers.IntegerField()
 
 
 class _ExperimentListSerializer(serializers.ListSerializer):
@@ -187,6 +207,9 @@ class ExperimentSerializer(serializers.ModelSerializer):
     environment = serializers.CharField(source="environment.name", allow_null=True, default=None)
     resources = serializers.SerializerMethodField()
     first_step_at = serializers.SerializerMethodField()
+    size = serializers.SerializerMethodField(
+        help_text="The size its latest trial runs (or ran) at; an elastic experiment's changes "
+                  "as it is shrunk and grown. Null before its first trial.")
     trials = TrialSerializer(many=True)
     target = serializers.SerializerMethodField()
     target_accuracy = serializers.SerializerMethodField(
@@ -220,6 +243,7 @@ class ExperimentSerializer(serializers.ModelSerializer):
             "started_at",
             "first_step_at",
             "finished_at",
+            "size",
             "trials",
         ]
 
@@ -238,6 +262,16 @@ class ExperimentSerializer(serializers.ModelSerializer):
         steps = [t.first_step_at for t in experiment.trials.all() if t.first_step_at]
         return min(steps, default=None)
 
+    @extend_schema_field(SizeSerializer(allow_null=True))
+    def get_size(self, experiment: Experiment) -> dict[str, int] | None:
+        trials = list(experiment.trials.all())  # prefetched by the views
+        if not trials:
+            return None
+        latest = max(trials, key=lambda t: t.restart_count)
+        return {"workers": latest.workers or experiment.workers,
+                "gpus_per_worker": (experiment.gpus_per_worker if latest.gpus_per_worker is None
+                                    else latest.gpus_per_worker)}
+
     @extend_schema_field(TargetOutputSerializer)
     def get_target(self, experiment: Experiment) -> dict[str, Any]:
         return {"metric": experiment.target_metric, "mode": experiment.target_mode,
@@ -246,11 +280,13 @@ class ExperimentSerializer(serializers.ModelSerializer):
     def get_target_accuracy(self, experiment: Experiment) -> float | None:
         return experiment.target_value if experiment.target_metric == "val_accuracy" else None
 
-    @extend_schema_field(ResourcesSerializer)
+    @extend_schema_field(ExperimentResourcesSerializer)
     def get_resources(self, experiment: Experiment) -> dict[str, int | str | float | None]:
         return {
             "workers": experiment.workers,
             "gpus_per_worker": experiment.gpus_per_worker,
+            "min_workers": experiment.workers_min or None,
+            "min_gpus_per_worker": experiment.gpus_per_worker_min or None,
             "parameter_servers": experiment.parameter_servers,
             "gpu_fraction": gpu_fraction_of(milli=experiment.gpu_milli),
             "gpu_memory_mb": experiment.gpu_memory_mb,

@@ -40,6 +40,7 @@ def test_create_stores_experiment_for_owner_in_queued_state() -> None:
         experiment.environment is not None and experiment.environment.name == "tensorflow-2.21-cpu"
     )
     assert body["resources"] == {"workers": 1, "gpus_per_worker": 0, "parameter_servers": 0,
+                                 "min_workers": None, "min_gpus_per_worker": None,
                                  "gpu_fraction": None, "gpu_memory_mb": 0, "pool": "",
                                  "gpu_type": ""}
 

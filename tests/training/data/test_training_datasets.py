@@ -52,6 +52,55 @@ def test_training_pipeline_keeps_raw_inputs_and_fixed_batches(tf_modules: tuple[
     assert all(tuple(r) in rows for r in first[0].tolist())  # shuffled, never rescaled
 
 
+def _numbered(examples: int) -> ArrayData:
+    """Rows that are their own ids, so a batch says which examples it holds."""
+    x = np.arange(examples, dtype=np.float32).reshape(-1, 1)
+    return ArrayData("ids", x, np.arange(examples) % 3, x[:2], np.arange(2), num_classes=3)
+
+
+def _ids(train: Any, steps: int) -> list[list[int]]:
+    return [x.numpy()[:, 0].astype(int).tolist() for x, _ in train.take(steps)]
+
+
+def _joined(batches: list[list[int]]) -> list[int]:
+    return [i for batch in batches for i in batch]
+
+
+def test_an_epoch_visits_each_example_once_in_an_order_set_by_seed_and_epoch(
+    tf_modules: tuple[Any, Any],
+) -> None:
+    datasets, _ = tf_modules
+    data, batch = _numbered(50), 8
+    steps = datasets.steps_per_epoch(examples=50, global_batch=batch)
+    batches = _ids(datasets.dataset_train(data=data, batch_size=batch, seed=3, augment=False),
+                   3 * steps)
+    epochs = [_joined(batches[e * steps:(e + 1) * steps]) for e in range(3)]
+    for ids in epochs:
+        # 48 of the 50, each once: the remainder of a global batch is dropped, not carried over.
+        assert len(ids) == len(set(ids)) == steps * batch and set(ids) <= set(range(50))
+    assert epochs[0] != epochs[1] and epochs[1] != epochs[2]  # reshuffled every epoch
+    again = _ids(datasets.dataset_train(data=data, batch_size=batch, seed=3, augment=False),
+                 steps)
+    other = _ids(datasets.dataset_train(data=data, batch_size=batch, seed=4, augment=False),
+                 steps)
+    assert _joined(again) == epochs[0] and _joined(other) != epochs[0]
+
+
+@pytest.mark.parametrize(("epoch", "step"), [(0, 3), (1, 0), (2, 5)])
+def test_a_pipeline_started_at_an_epoch_and_step_yields_what_the_uninterrupted_one_yields(
+    tf_modules: tuple[Any, Any], epoch: int, step: int,
+) -> None:
+    datasets, _ = tf_modules
+    data, batch = _numbered(50), 8
+    steps = datasets.steps_per_epoch(examples=50, global_batch=batch)
+    whole = _ids(datasets.dataset_train(data=data, batch_size=batch, seed=3, augment=False),
+                 4 * steps)
+    resumed = datasets.dataset_train(data=data, batch_size=batch, seed=3, augment=False,
+                                     start_epoch=epoch, start_step=step)
+    at = epoch * steps + step
+    assert _ids(resumed, 4 * steps - at) == whole[at:]
+
+
 def test_eval_pipeline_visits_every_test_example_once(tf_modules: tuple[Any, Any]) -> None:
     datasets, _ = tf_modules
     data = digits_load()

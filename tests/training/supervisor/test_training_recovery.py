@@ -198,7 +198,9 @@ def test_a_time_cadence_checkpoints_within_long_epochs_and_skips_short_ones(
     # val_loss falls every epoch, so under "max" only the first epoch is ever the best.
     spec = make_spec(work_dir=tmp_path / "often", model=digits_module,
                      target_metric="val_loss", target_mode="max",
-                     hyperparameters={**SLOW_EPOCHS, "epochs": 2,
+                     # Batches of 1: epochs of ~1,400 steps, which on a quiet machine still
+                     # outlast the interval (of 4, an epoch could end within it).
+                     hyperparameters={**SLOW_EPOCHS, "epochs": 2, "batch_size": 1,
                                       "checkpoint_interval_seconds": 0.3})
     often = run_trial(spec=spec)
     assert often.outcome.status == "completed", often.outcome.exit_reason

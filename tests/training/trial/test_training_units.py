@@ -96,6 +96,55 @@ def test_batch_scaling_off_splits_the_global_batch_and_keeps_the_rate() -> None:
         batch_plan(batch_size=2, replicas=4, learning_rate=0.1, scale=False, warmup_epochs=0)
 
 
+@pytest.mark.parametrize("scale", [True, False], ids=["scaled", "unscaled"])
+@pytest.mark.parametrize("replicas", [1, 2, 4])
+def test_an_elastic_trial_below_its_target_keeps_the_target_s_batch_and_rate(
+    scale: bool, replicas: int
+) -> None:
+    full = batch_plan(batch_size=32, replicas=4, learning_rate=0.01, scale=scale,
+                      warmup_epochs=2)
+    plan = batch_plan(batch_size=32, replicas=replicas, learning_rate=0.01, scale=scale,
+                      warmup_epochs=2, replicas_target=4)
+    assert (plan.replicas, plan.replicas_target, plan.accumulation_steps) == (
+        replicas, 4, 4 // replicas)
+    assert (plan.global_batch_size, plan.per_replica_batch_size) == (
+        full.global_batch_size, full.per_replica_batch_size)
+    assert (plan.learning_rate, plan.base_learning_rate) == (
+        full.learning_rate, full.base_learning_rate)
+    # The same warm-up at every size, step for step.
+    assert [learning_rate_at(plan=plan, step=s, steps_per_epoch=10) for s in (0, 7, 20)] == [
+        learning_rate_at(plan=full, step=s, steps_per_epoch=10) for s in (0, 7, 20)]
+    assert plan.as_dict()["accumulation_steps"] == 4 // replicas
+    if replicas == 2 and scale:
+        assert plan.rule.startswith("per-replica batch 32 × 2 replicas × 2 accumulation steps "
+                                    "= global batch 128; learning rate 0.01 × 4 = 0.04")
+
+
+def test_a_plan_without_a_target_follows_the_replicas_granted() -> None:
+    plan = batch_plan(batch_size=32, replicas=2, learning_rate=0.01, scale=True, warmup_epochs=0)
+    assert (plan.replicas_target, plan.accumulation_steps, plan.global_batch_size) == (2, 1, 64)
+    assert "accumulation" not in plan.rule
+
+
+@pytest.mark.parametrize(("replicas", "target", "batch_size", "scale", "message"), [
+    (3, 4, 32, True, "3 replicas cannot keep the global batch of 4"),
+    (4, 2, 32, True, "more than the 2 the experiment's global batch is defined for"),
+    (2, 4, 30, False, "batch_size 30 does not split evenly over the 4 replicas"),
+    (2, 4, 2, False, "smaller than the 4 replicas"),
+])
+def test_a_size_that_cannot_keep_the_target_s_batch_is_refused(
+    replicas: int, target: int, batch_size: int, scale: bool, message: str
+) -> None:
+    with pytest.raises(InvalidInput, match=message):
+        batch_plan(batch_size=batch_size, replicas=replicas, learning_rate=0.01, scale=scale,
+                   warmup_epochs=0, replicas_target=target)
+
+
+def test_resources_carry_the_replicas_target() -> None:
+    assert Resources.from_dict({"gpus_per_worker": 2, "replicas_target": 4}).replicas_target == 4
+    assert Resources.from_dict({}).replicas_target == 0
+
+
 def test_cluster_for_multi_worker_has_distinct_free_ports_and_tf_config() -> None:
     plan = cluster_plan(resources=Resources(workers=3))
     assert [t.name for t in plan.tasks] == ["worker:0", "worker:1", "worker:2"]

@@ -47,6 +47,8 @@ class QueuedExperiment:
     team_gpu_limit: int | None
     team_cpu_slot_limit: int | None
     team_weight: int | None
+    workers_min: int = 0
+    gpus_per_worker_min: int = 0
 
     @property
     def gpus_requested(self) -> int:
@@ -55,12 +57,21 @@ class QueuedExperiment:
 
 def experiments_queued_for_pass() -> list[QueuedExperiment]:
     """The queue in QUEUE_ORDER, as a scheduling pass needs it."""
-    rows = experiments_queued().values_list(
+    return _for_pass(experiments=experiments_queued())
+
+
+def experiments_for_pass(*, experiment_ids: list[int]) -> list[QueuedExperiment]:
+    """Running experiments as a pass reads queued ones (an elastic one it may grow)."""
+    return _for_pass(experiments=Experiment.objects.filter(pk__in=experiment_ids).order_by("pk"))
+
+
+def _for_pass(*, experiments: QuerySet[Experiment]) -> list[QueuedExperiment]:
+    rows = experiments.values_list(
         "pk", "owner_id", "team_id", "team__gpu_quota", "priority", "workers",
         "gpus_per_worker", "parameter_servers", "cpu_slots_per_worker", "pending_reason",
         "kind", "owner__is_staff", "team__cpu_slot_quota", "team__user_max_running", "pool",
         "gpu_type", "gpu_milli", "gpu_memory_mb", "team__gpu_limit", "team__cpu_slot_limit",
-        "team__over_quota_weight")
+        "team__over_quota_weight", "workers_min", "gpus_per_worker_min")
     return [QueuedExperiment(*row) for row in rows]
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from tfplatform.accounts.limits import NO_LIMIT, limits_of
 from tfplatform.accounts.models import User
+from tfplatform.cluster.elastic import elastic_range_error
 from tfplatform.cluster.placement import WHOLE_MILLI, gpus_text, needs_held, task_needs
 from tfplatform.cluster.pools import pool_check
 from tfplatform.cluster.selectors import cluster_misfit
@@ -50,6 +51,23 @@ def gpu_share_milli(*, fraction: float | None, memory_mb: int, whole_gpus: int,
         raise InvalidInput("gpu_fraction is counted in thousandths of a GPU: between 0.001 and "
                            "0.999.", field=field)
     return milli
+
+
+def elastic_range_check(*, workers: int, gpus_per_worker: int, min_workers: int | None,
+                        min_gpus_per_worker: int | None, parameter_servers: int,
+                        gpu_shared: bool) -> tuple[int, int]:
+    """The smallest workers and GPUs per worker an elastic request may run at, as stored
+    (0: that dimension is fixed; a minimum equal to the size is no range)."""
+    error = elastic_range_error(
+        workers=workers, gpus_per_worker=gpus_per_worker, workers_min=min_workers,
+        gpus_per_worker_min=min_gpus_per_worker, parameter_servers=parameter_servers,
+        gpu_shared=gpu_shared)
+    if error is not None:
+        raise InvalidInput(error[1], field="resources")  # the API's field; error[0] is within
+    if min_gpus_per_worker is not None and not gpus_per_worker:
+        raise InvalidInput("min_gpus_per_worker needs gpus_per_worker.", field="resources")
+    return ((min_workers or 0) if (min_workers or 0) < workers else 0,
+            (min_gpus_per_worker or 0) if (min_gpus_per_worker or 0) < gpus_per_worker else 0)
 
 
 def request_size_check(

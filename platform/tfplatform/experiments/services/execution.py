@@ -12,8 +12,9 @@ from django.db.models import QuerySet
 
 from tfplatform.cluster.discovery import work_disk_free_bytes
 from tfplatform.cluster.dispatch import scheduler_wake_on_commit
+from tfplatform.cluster.elastic import RESIZED, Size
 from tfplatform.cluster.models import Allocation, Device, Node
-from tfplatform.cluster.placement import PREEMPTED, WHOLE_MILLI
+from tfplatform.cluster.placement import WHOLE_MILLI
 from tfplatform.cluster.services import (
     allocations_claim_part,
     allocations_release,
@@ -31,10 +32,12 @@ from tfplatform.datasets.locations import dataset_mount_roots
 from tfplatform.experiments.environments import EnvironmentBuildFailed, environment_build_ensure
 from tfplatform.experiments.models import Experiment, Trial
 from tfplatform.experiments.node_paths import node_paths_hide
+from tfplatform.experiments.selectors.trials import trial_size
 from tfplatform.experiments.services.gangs import trial_cluster_plan
 from tfplatform.experiments.services.recording import TrialEventRecorder
 from tfplatform.experiments.services.transitions import experiment_start, experiment_transition
 from tfplatform.experiments.services.trials import (
+    RESUMED_STOPS,
     STOP_CANCELED,
     STOP_ORPHANED,
     TRIAL_ACTIVE_STATES,
@@ -117,6 +120,8 @@ def trial_spec_build(*, trial: Trial, grant: SessionGrant | None = None) -> Tria
                     .values_list("device__index", flat=True))
     hyperparameters = dict(experiment.hyperparameters)
     label_column = str(hyperparameters.pop("label_column", ""))
+    largest = Size(experiment.workers, experiment.gpus_per_worker)
+    size = trial_size(trial=trial)
     return TrialSpec(
         trial_id=str(trial.pk),
         model=experiment.model_file.path if experiment.model_file else experiment.model,
@@ -129,9 +134,11 @@ def trial_spec_build(*, trial: Trial, grant: SessionGrant | None = None) -> Tria
         dataset_roots=dataset_mount_roots(),
         hyperparameters=hyperparameters,
         resources=Resources(
-            workers=experiment.workers,
+            workers=size.workers,
             # A worker with a share of a GPU sees that one GPU.
-            gpus_per_worker=1 if experiment.gpu_shared else experiment.gpus_per_worker,
+            gpus_per_worker=1 if experiment.gpu_shared else size.gpus_per_worker,
+            # An elastic trial below its largest size keeps the largest's global batch.
+            replicas_target=largest.replicas if experiment.elastic else 0,
             parameter_servers=experiment.parameter_servers,
             gpu_ids=gpu_ids,
             cpu_slots_per_worker=experiment.cpu_slots_per_worker,
@@ -308,14 +315,16 @@ def trial_outcome_record(*, trial: Trial, outcome: TrialOutcome) -> None:
         )
         if outcome.status == Trial.State.COMPLETED:
             finish(to=State.COMPLETED)
-        elif outcome.status == Trial.State.CANCELED and trial.stop_reason != PREEMPTED:
+        elif outcome.status == Trial.State.CANCELED and trial.stop_reason not in RESUMED_STOPS:
             finish(to=State.CANCELED)
         elif _restart_allowed(trial=trial, outcome=outcome):
-            reason = (
-                "Preempted; resumes from its last checkpoint."
-                if outcome.status == Trial.State.CANCELED
-                else f"Restarting after: {outcome.exit_reason[:200]}"
-            )
+            if outcome.status != Trial.State.CANCELED:
+                reason = f"Restarting after: {outcome.exit_reason[:200]}"
+            elif trial.stop_reason == RESIZED:
+                reason = (f"Resizing ({trial.stop_detail[:200]}); resumes from its checkpoint "
+                          "at the largest size that fits.")
+            else:
+                reason = "Preempted; resumes from its last checkpoint."
             finish(to=State.QUEUED, pending_reason=reason)
         else:
             finish(to=State.FAILED, error=outcome.exit_reason)
@@ -342,7 +351,7 @@ def _outcome_given_stop(*, stop_reason: str, outcome: TrialOutcome) -> TrialOutc
     the survivors then die on a broken collective. That is the cancel (or preemption) taking
     effect, not a fault to restart from.
     """
-    if outcome.status != Trial.State.FAILED or stop_reason not in (STOP_CANCELED, PREEMPTED):
+    if outcome.status != Trial.State.FAILED or stop_reason not in (STOP_CANCELED, *RESUMED_STOPS):
         return outcome
     return replace(
         outcome,

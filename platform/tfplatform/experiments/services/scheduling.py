@@ -30,13 +30,19 @@ each trial goes to the node queues the pass's own view named, and one UPDATE mar
 import logging
 from collections import defaultdict
 from functools import partial
+from typing import Any
 
+from django.conf import settings
 from django.db import connection, transaction
+from django.utils import timezone
 
 from tfplatform.cluster import selectors
 from tfplatform.cluster.dispatch import dispatch_producer, trial_dispatch, trial_dispatch_to
+from tfplatform.cluster.elastic import RESIZED, ElasticRun, Size, elastic_sizes
 from tfplatform.cluster.models import Allocation, Device
 from tfplatform.cluster.placement import (
+    KIND_CPU,
+    KIND_GPU,
     PREEMPTED,
     WHOLE_MILLI,
     ClusterView,
@@ -70,6 +76,7 @@ from tfplatform.cluster.services import allocations_create_many
 from tfplatform.experiments.models import Experiment, Trial
 from tfplatform.experiments.selectors.scheduling import (
     QueuedExperiment,
+    experiments_for_pass,
     experiments_queued_for_pass,
 )
 from tfplatform.experiments.selectors.trials import trials_dispatch_overdue_ids
@@ -88,10 +95,18 @@ ADVISORY_LOCK_KEY = 7_305_001
 REASON_MAX_CHARS = 300  # Experiment.pending_reason's max_length
 
 
-def _needs(*, experiment: QueuedExperiment) -> list[TaskNeed]:
+def _sizes(*, experiment: QueuedExperiment) -> list[Size]:
+    """The sizes it may start at, the largest first (one unless elastic)."""
+    return elastic_sizes(workers=experiment.workers, gpus_per_worker=experiment.gpus_per_worker,
+                         workers_min=experiment.workers_min,
+                         gpus_per_worker_min=experiment.gpus_per_worker_min)
+
+
+def _needs(*, experiment: QueuedExperiment, size: Size | None = None) -> list[TaskNeed]:
+    size = size or _sizes(experiment=experiment)[-1]
     return task_needs(
-        workers=experiment.workers,
-        gpus_per_worker=experiment.gpus_per_worker,
+        workers=size.workers,
+        gpus_per_worker=size.gpus_per_worker,
         parameter_servers=experiment.parameter_servers,
         cpu_slots_per_worker=experiment.cpu_slots_per_worker,
         gpu_milli=experiment.gpu_milli,
@@ -99,10 +114,11 @@ def _needs(*, experiment: QueuedExperiment) -> list[TaskNeed]:
     )
 
 
-def _shape(*, experiment: QueuedExperiment) -> Shape:
+def _shape(*, experiment: QueuedExperiment, size: Size | None = None) -> Shape:
     # The CPU slots too: a 4-slot session that cannot start says nothing of a 1-slot one; nor
     # does one limited to a pool or a GPU type of one that is not.
-    return (experiment.workers, experiment.gpus_per_worker, experiment.parameter_servers,
+    size = size or _sizes(experiment=experiment)[-1]
+    return (size.workers, size.gpus_per_worker, experiment.parameter_servers,
             experiment.cpu_slots_per_worker, experiment.pool, experiment.gpu_type,
             experiment.gpu_milli, experiment.gpu_memory_mb)
 
@@ -116,7 +132,9 @@ def scheduler_pass() -> int:
         for experiment in experiments_queued_for_pass():
             decider.consider(experiment=experiment)
         decider.lend()
-        scheduled = _starts_write(starts=decider.starts, borrowed=decider.borrowed)
+        decider.grow()
+        scheduled = _starts_write(starts=decider.starts, borrowed=decider.borrowed,
+                                  sizes=decider.sizes)
         if decider.reasons_changed:
             _pending_reasons_save(experiments=decider.reasons_changed)
         if scheduled:
@@ -145,7 +163,8 @@ def trials_dispatch_send(*, messages: dict[int, list[tuple[int, str]]]) -> int:
 
 
 def _starts_write(
-    *, starts: list[tuple[QueuedExperiment, list[Placement]]], borrowed: set[int]
+    *, starts: list[tuple[QueuedExperiment, list[Placement]]], borrowed: set[int],
+    sizes: dict[int, tuple[int, int]],
 ) -> dict[int, list[Placement]]:
     """The pass's admissions, set-based: one conditional UPDATE … RETURNING, one insert of
     trials, one of allocations. An experiment canceled while the pass decided keeps its
@@ -158,7 +177,7 @@ def _starts_write(
             logger.info("Experiment %s left the queue while being scheduled", experiment.pk)
     kept = [(e, placements) for e, placements in starts if e.pk in admitted]
     trials = trials_create(experiment_ids=[e.pk for e, _ in kept],
-                           borrowed=frozenset(borrowed))
+                           borrowed=frozenset(borrowed), sizes=sizes)
     placed = {trials[e.pk]: placements for e, placements in kept}
     allocations_create_many(placements_by_trial=placed)
     return placed
@@ -234,12 +253,21 @@ def _cluster_view() -> tuple[ClusterView, dict[int, str]]:
         "trial__experiment__team__gpu_quota",
         "trial__experiment__team__cpu_slot_quota",
         "created_at",
+        "trial__experiment_id",
+        "trial__workers",
+        "trial__gpus_per_worker",
+        "trial__experiment__workers",
+        "trial__experiment__gpus_per_worker",
+        "trial__experiment__workers_min",
+        "trial__experiment__gpus_per_worker_min",
+        "trial__experiment__pool",
+        "trial__experiment__gpu_type",
     )
     shared: SharedMap = {}
     borrowed: dict[QuotaKey, tuple[int, int]] = {}
     guarantees: dict[QuotaKey, tuple[int, int]] = {}
     for (device, node, kind, trial, state, stop, priority, team, owner, job, share, lent,
-         team_name, gpu_quota, cpu_quota, since) in live:
+         team_name, gpu_quota, cpu_quota, since, *elastic_columns) in live:
         # Quotas count what is held anywhere, lost nodes included; GPUs in thousandths.
         key = quota_key(team_id=team, owner_id=owner)
         gpu = kind == Device.Kind.GPU
@@ -262,9 +290,10 @@ def _cluster_view() -> tuple[ClusterView, dict[int, str]]:
             continue
         # An ended trial whose devices are not yet released is as good as stopping.
         stop = stop or ("" if state in TRIAL_ACTIVE_STATES else "ended")
-        holder = holders.setdefault(
+        holder = holders.get(trial) or holders.setdefault(
             trial, Holder(trial_id=trial, priority=priority, since=since, stop_reason=stop,
-                          borrowed=lent, quota=key, team_name=team_name or ""),
+                          borrowed=lent, quota=key, team_name=team_name or "",
+                          elastic=_elastic_run(owner=owner, columns=elastic_columns)),
         )
         holder.since = min(holder.since, since)
         holder.devices.append((node, kind, device))
@@ -308,6 +337,19 @@ def _cluster_view() -> tuple[ClusterView, dict[int, str]]:
     ), queues
 
 
+def _elastic_run(*, owner: int, columns: list[Any]) -> ElasticRun | None:
+    (experiment, workers, gpus, largest_workers, largest_gpus, workers_min, gpus_min, pool,
+     gpu_type) = columns
+    if not (workers_min or gpus_min):
+        return None
+    sizes = elastic_sizes(workers=largest_workers, gpus_per_worker=largest_gpus,
+                          workers_min=workers_min, gpus_per_worker_min=gpus_min)
+    size = Size(largest_workers if workers is None else workers,
+                largest_gpus if gpus is None else gpus)
+    return ElasticRun(experiment_id=experiment, owner_id=owner, size=size, sizes=tuple(sizes),
+                      pool=pool, gpu_type=gpu_type)
+
+
 class _Pass:
     """The decisions of one pass, made in queue order against one ClusterView."""
 
@@ -326,8 +368,13 @@ class _Pass:
         # Those beyond their team's guarantee, placed after the queue (lend); those it started.
         self.borrowers: list[QueuedExperiment] = []
         self.borrowed: set[int] = set()
+        # The size each elastic experiment it started starts at (workers, GPUs per worker).
+        self.sizes: dict[int, tuple[int, int]] = {}
+        # Whether an experiment was left waiting for devices (not for its quota): then no
+        # elastic trial grows.
+        self.waiting = False
 
-    def _nodes(self, *, experiment: QueuedExperiment) -> frozenset[int] | None:
+    def _nodes(self, *, experiment: QueuedExperiment | ElasticRun) -> frozenset[int] | None:
         """The nodes it may run on; None: any (it asked for no pool and no GPU type)."""
         key = (experiment.pool, experiment.gpu_type)
         if key not in self.eligible:
@@ -337,6 +384,8 @@ class _Pass:
         return self.eligible[key]
 
     def consider(self, *, experiment: QueuedExperiment) -> None:
+        if self._start_larger(experiment=experiment, borrowing=False):
+            return
         needs = _needs(experiment=experiment)
         state = quota_state(experiment=experiment, needs=needs, view=self.view)
         if state.borrowing:
@@ -355,6 +404,22 @@ class _Pass:
             reason = reason or self._wait(experiment=experiment, needs=needs)
         self._reason_set(experiment=experiment, reason=reason)
 
+    def _start_larger(self, *, experiment: QueuedExperiment, borrowing: bool) -> bool:
+        """An elastic experiment at the largest of its sizes above the smallest that starts
+        now within its quota (`borrowing`: or beyond its guarantee); False when none does
+        (its smallest then takes the way any experiment takes)."""
+        for size in _sizes(experiment=experiment)[:-1]:
+            needs = _needs(experiment=experiment, size=size)
+            state = quota_state(experiment=experiment, needs=needs, view=self.view)
+            if state.reason or (state.borrowing and not borrowing):
+                continue
+            placements = self._place_now(experiment=experiment, needs=needs, size=size)
+            if placements is not None:
+                self._start(experiment=experiment, placements=placements,
+                            borrowed=state.borrowing, size=size)
+                return True
+        return False
+
     def _reason_set(self, *, experiment: QueuedExperiment, reason: str) -> None:
         # No queue position in it: positions move with every start, and would rewrite every
         # queued row each pass (readers add it: selectors.scheduling.pending_reason_shown).
@@ -370,6 +435,8 @@ class _Pass:
                    for e in self.borrowers}
         for experiment in lending_order(borrowers=self.borrowers, view=self.view,
                                         weights=weights):
+            if self._start_larger(experiment=experiment, borrowing=True):
+                continue
             needs = _needs(experiment=experiment)
             state = quota_state(experiment=experiment, needs=needs, view=self.view)
             reason = state.reason
@@ -383,12 +450,70 @@ class _Pass:
                     needs=needs, free=self.view.free, nodes=self._nodes(experiment=experiment),
                     where=where_text(pool=experiment.pool, gpu_type=experiment.gpu_type))
                 reason = borrowing_text(experiment=experiment, base=base)
+                self.waiting = True
             self._reason_set(experiment=experiment, reason=reason)
 
+    def grow(self) -> None:
+        """Elastic trials below their largest size onto idle devices, when nothing that could
+        use them waits and they have run PLATFORM_ELASTIC_GROW_AFTER_SECONDS: each is stopped
+        to restart larger, and what it will take is reserved for the rest of the pass."""
+        if self.waiting:
+            return
+        after = settings.PLATFORM.elastic_grow_after_seconds
+        now = timezone.now()
+        growing = [h for h in self.view.holders.values()
+                   if h.elastic is not None and h.elastic.larger and not h.stop_reason
+                   and (now - h.since).total_seconds() >= after]
+        if not growing:
+            return
+        rows = {e.pk: e for e in experiments_for_pass(
+            experiment_ids=[h.elastic.experiment_id for h in growing if h.elastic])}
+        for holder in sorted(growing, key=lambda h: (-h.priority, h.since)):
+            assert holder.elastic is not None
+            experiment = rows.get(holder.elastic.experiment_id)
+            grown = experiment and self._grown(holder=holder, experiment=experiment)
+            if not grown:
+                continue
+            size, placements = grown
+            detail = f"grown from {holder.elastic.size.text} to {size.text} onto idle devices"
+            for trial in Trial.objects.filter(pk=holder.trial_id):
+                trial_request_stop(trial=trial, reason=RESIZED, detail=detail)
+            holder.stop_reason = RESIZED
+            view_reserve(view=self.view, placements=placements)
+            logger.info("Growing trial %s: %s", holder.trial_id, detail)
+
+    def _grown(self, *, holder: Holder, experiment: QueuedExperiment
+               ) -> tuple[Size, list[Placement]] | None:
+        """The largest size it could run at on its own devices and idle ones, within its
+        guarantee; None when none is larger than its size."""
+        assert holder.elastic is not None
+        free = free_map_with(view=self.view, holders=[holder])
+        own_gpus = sum(WHOLE_MILLI for _, kind, _ in holder.devices if kind == KIND_GPU)
+        own_cpus = sum(1 for _, kind, _ in holder.devices if kind == KIND_CPU)
+        for size in holder.elastic.larger:
+            needs = _needs(experiment=experiment, size=size)
+            # Its quota as if it held nothing, and were not running yet.
+            self.view.quota_gpus[holder.quota] -= own_gpus
+            self.view.quota_cpus[holder.quota] -= own_cpus
+            self.view.running[experiment.owner_id] -= 1
+            try:
+                state = quota_state(experiment=experiment, needs=needs, view=self.view)
+            finally:
+                self.view.quota_gpus[holder.quota] += own_gpus
+                self.view.quota_cpus[holder.quota] += own_cpus
+                self.view.running[experiment.owner_id] += 1
+            if state.reason or state.borrowing:
+                continue
+            placements = gang_place(needs=needs, free=free,
+                                    nodes=self._nodes(experiment=holder.elastic))
+            if placements is not None:
+                return size, placements
+        return None
+
     def _place_now(
-        self, *, experiment: QueuedExperiment, needs: list[TaskNeed]
+        self, *, experiment: QueuedExperiment, needs: list[TaskNeed], size: Size | None = None
     ) -> list[Placement] | None:
-        shape = _shape(experiment=experiment)
+        shape = _shape(experiment=experiment, size=size)
         if shape in self.cannot_start:
             return None
         placements = gang_place(needs=needs, free=self.view.free,
@@ -399,9 +524,12 @@ class _Pass:
         return placements
 
     def _start(self, *, experiment: QueuedExperiment, placements: list[Placement],
-               borrowed: bool = False) -> None:
+               borrowed: bool = False, size: Size | None = None) -> None:
         # Decided here, written with the pass's other admissions (_starts_write).
         view_take(view=self.view, placements=placements)
+        if experiment.workers_min or experiment.gpus_per_worker_min:
+            size = size or _sizes(experiment=experiment)[-1]
+            self.sizes[experiment.pk] = (size.workers, size.gpus_per_worker)
         key = quota_key(team_id=experiment.team_id, owner_id=experiment.owner_id)
         _, cpu_slots = needs_held(needs=[p.need for p in placements])
         gpu_milli = placements_gpu_milli(placements=placements)
@@ -418,13 +546,14 @@ class _Pass:
     def _wait(self, *, experiment: QueuedExperiment, needs: list[TaskNeed]) -> str:
         """Why it waits; reserves what it waits for when that is known (shares of GPUs wait
         for room without reserving or preempting)."""
+        self.waiting = True
         if any(need.shared for need in needs):
             return share_pending_reason(
                 needs=needs, where=where_text(pool=experiment.pool, gpu_type=experiment.gpu_type))
         plan = self._plan_wait(experiment=experiment, needs=needs)
         if plan is not None:
             placements, victims = plan
-            self._preempt(victims=victims)
+            self._preempt(victims=victims, experiment=experiment)
             view_reserve(view=self.view, placements=placements)
             return waiting_text(view=self.view, placements=placements)
         nodes = self._nodes(experiment=experiment)
@@ -479,11 +608,13 @@ class _Pass:
             if placements is not None:
                 return placements, []
         # Lower priorities, and what other teams borrowed (it is within its guarantee: only
-        # those reach here), borrowed first.
+        # those reach here): elastic trials above their smallest size first (they are shrunk,
+        # not stopped), then borrowed ones.
         candidates = sorted(
             (h for h in usable if not h.stop_reason and (
                 h.priority < experiment.priority or (h.borrowed and h.quota != key))),
             key=lambda h: (
+                not (h.elastic is not None and h.elastic.shrinkable),
                 not (h.borrowed and h.quota != key),
                 h.priority,
                 -holder_unreserved(view=self.view, holder=h, kinds=kinds),
@@ -497,16 +628,28 @@ class _Pass:
             return None
         return found
 
-    def _preempt(self, *, victims: list[Holder]) -> None:
+    def _preempt(self, *, victims: list[Holder], experiment: QueuedExperiment) -> None:
+        """Stops the victims: an elastic one above its smallest size to restart smaller (on
+        what the preemptor leaves), any other to resume once devices free up."""
         if not victims:
             return
-        for trial in Trial.objects.filter(pk__in=[victim.trial_id for victim in victims]):
-            trial_request_stop(trial=trial, reason=PREEMPTED)
+        stops = {victim.trial_id: _stop_of(victim=victim, experiment=experiment)
+                 for victim in victims}
+        for trial in Trial.objects.filter(pk__in=list(stops)):
+            reason, detail = stops[trial.pk]
+            trial_request_stop(trial=trial, reason=reason, detail=detail)
         for victim in victims:
-            victim.stop_reason = PREEMPTED
+            victim.stop_reason = stops[victim.trial_id][0]
         # Victims' devices outside the reservation become "stopping" capacity for others.
         self.cannot_wait.clear()
         logger.info("Preempting trial(s) %s", ", ".join(str(v.trial_id) for v in victims))
+
+
+def _stop_of(*, victim: Holder, experiment: QueuedExperiment) -> tuple[str, str]:
+    if victim.elastic is None or not victim.elastic.shrinkable:
+        return PREEMPTED, f"for experiment {experiment.pk} (priority {experiment.priority})"
+    return RESIZED, (f"shrunk from {victim.elastic.size.text} for experiment {experiment.pk} "
+                     f"(priority {experiment.priority})")
 
 
 def _pending_reasons_save(*, experiments: list[QueuedExperiment]) -> None:

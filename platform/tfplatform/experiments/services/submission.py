@@ -48,6 +48,10 @@ class ExperimentRequest:
     workers: int = 1
     gpus_per_worker: int = 0
     parameter_servers: int = 0
+    # Elastic (cluster/elastic.py): the smallest size, in workers or in GPUs per worker (the
+    # fields above are then the largest); None: a fixed size.
+    min_workers: int | None = None
+    min_gpus_per_worker: int | None = None
     # Only nodes of this pool and with GPUs of this type (cluster/pools.py); empty: any.
     pool: str = ""
     gpu_type: str = ""
@@ -80,8 +84,15 @@ def experiment_create(*, owner: User, request: ExperimentRequest) -> Experiment:
     gpu_milli = admission.gpu_share_milli(fraction=request.gpu_fraction,
                                           memory_mb=request.gpu_memory_mb,
                                           whole_gpus=request.gpus_per_worker)
+    workers_min, gpus_min = admission.elastic_range_check(
+        workers=request.workers, gpus_per_worker=request.gpus_per_worker,
+        min_workers=request.min_workers, min_gpus_per_worker=request.min_gpus_per_worker,
+        parameter_servers=request.parameter_servers,
+        gpu_shared=bool(gpu_milli or request.gpu_memory_mb))
+    # An elastic request need only fit at its smallest size: it grows where it can.
     admission.request_size_check(
-        owner=owner, workers=request.workers, gpus_per_worker=request.gpus_per_worker,
+        owner=owner, workers=workers_min or request.workers,
+        gpus_per_worker=gpus_min or request.gpus_per_worker,
         parameter_servers=request.parameter_servers, pool=request.pool,
         gpu_type=request.gpu_type, gpu_milli=gpu_milli, gpu_memory_mb=request.gpu_memory_mb,
     )
@@ -122,6 +133,8 @@ def experiment_create(*, owner: User, request: ExperimentRequest) -> Experiment:
             workers=request.workers,
             gpus_per_worker=request.gpus_per_worker,
             parameter_servers=request.parameter_servers,
+            workers_min=workers_min,
+            gpus_per_worker_min=gpus_min,
             pool=request.pool,
             gpu_type=request.gpu_type,
             gpu_milli=gpu_milli,
@@ -184,6 +197,8 @@ def experiment_restart(*, user: User, experiment: Experiment) -> Experiment:
                 workers=experiment.workers,
                 gpus_per_worker=experiment.gpus_per_worker,
                 parameter_servers=experiment.parameter_servers,
+                min_workers=experiment.workers_min or None,
+                min_gpus_per_worker=experiment.gpus_per_worker_min or None,
                 pool=experiment.pool,
                 gpu_type=experiment.gpu_type,
                 gpu_fraction=gpu_fraction_of(milli=experiment.gpu_milli),

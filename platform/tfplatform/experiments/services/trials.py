@@ -9,6 +9,8 @@ from django.db.models import Count
 from django.db.models.functions import Now
 from django.utils import timezone
 
+from tfplatform.cluster.elastic import RESIZED
+from tfplatform.cluster.placement import PREEMPTED
 from tfplatform.core.bulk import database_now, ids_match, rows_insert
 from tfplatform.core.errors import InvalidTransition
 from tfplatform.experiments.models import Checkpoint, Experiment, Metric, Trial
@@ -17,30 +19,37 @@ TRIAL_ACTIVE_STATES = (Trial.State.PENDING, Trial.State.RUNNING)
 LOG_KEEP_CHARS = 200_000
 STOP_CANCELED = "canceled"
 STOP_ORPHANED = "orphaned"  # its supervisor is gone; survivors of its gang are told to stop
+# Stops after which the experiment queues again and resumes from its checkpoint.
+RESUMED_STOPS = (PREEMPTED, RESIZED)
 
 
 def trial_create(*, experiment: Experiment) -> Trial:
     return Trial.objects.get(pk=trials_create(experiment_ids=[experiment.pk])[experiment.pk])
 
 
-def trials_create(*, experiment_ids: list[int],
-                  borrowed: frozenset[int] = frozenset()) -> dict[int, int]:
+def trials_create(*, experiment_ids: list[int], borrowed: frozenset[int] = frozenset(),
+                  sizes: Mapping[int, tuple[int, int]] | None = None) -> dict[int, int]:
     """A new trial for each experiment (a scheduling pass's admissions): one query counts their
-    earlier trials, one insert makes them; those of `borrowed` start on borrowed devices.
+    earlier trials, one insert makes them; those of `borrowed` start on borrowed devices, those
+    in `sizes` (elastic) at that many workers and GPUs per worker.
     Returns experiment id → its new trial's id."""
+    sizes = sizes or {}
     earlier = dict(
         Trial.objects.filter(experiment_id__in=experiment_ids).order_by()
         .values_list("experiment_id").annotate(n=Count("id"))
     )
-    made = rows_insert(model=Trial, fields=("experiment", "restart_count", "borrowed"),
-                       rows=[(pk, earlier.get(pk, 0), pk in borrowed) for pk in experiment_ids],
-                       returning=("experiment", "id"))
+    made = rows_insert(
+        model=Trial, fields=("experiment", "restart_count", "borrowed", "workers",
+                             "gpus_per_worker"),
+        rows=[(pk, earlier.get(pk, 0), pk in borrowed, *sizes.get(pk, (None, None)))
+              for pk in experiment_ids],
+        returning=("experiment", "id"))
     return dict(made)
 
 
-def trial_request_stop(*, trial: Trial, reason: str) -> None:
+def trial_request_stop(*, trial: Trial, reason: str, detail: str = "") -> None:
     Trial.objects.filter(pk=trial.pk, state__in=TRIAL_ACTIVE_STATES, stop_reason="").update(
-        stop_reason=reason
+        stop_reason=reason, stop_detail=detail[:300]
     )
 
 

@@ -9,21 +9,15 @@ from django.test import Client
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from tests.factories import DeviceFactory, NodeFactory, TeamFactory, UserFactory
+from tests.factories import TeamFactory, UserFactory, node_with_gpus
 from tfplatform.accounts.models import Team
-from tfplatform.cluster.models import Allocation, Device
+from tfplatform.cluster.models import Allocation
 from tfplatform.experiments.models import Experiment, Trial
 from tfplatform.experiments.services.scheduling import scheduler_pass
 from tfplatform.experiments.services.transitions import experiment_transition
 
 pytestmark = pytest.mark.django_db
 
-
-def gpus(count: int) -> None:
-    node = NodeFactory()
-    for index in range(count):
-        DeviceFactory(node=node, kind=Device.Kind.GPU, index=index)
-    DeviceFactory(node=node, kind=Device.Kind.CPU, index=0)
 
 
 def submit(user: Any, *, gpus_per_worker: int = 1, priority: int = 0) -> int:
@@ -58,7 +52,7 @@ def preempted_trial_ends(experiment_id: int) -> None:
 
 
 def test_a_team_borrows_idle_gpus_up_to_its_limit_and_says_where_it_stops() -> None:
-    gpus(4)
+    node_with_gpus(gpus=4)
     lender = TeamFactory(name="lender", gpu_quota=3)
     borrower = TeamFactory(name="borrower", gpu_quota=1, gpu_limit=3)
     user = UserFactory(team=borrower)
@@ -73,7 +67,7 @@ def test_a_team_borrows_idle_gpus_up_to_its_limit_and_says_where_it_stops() -> N
 
 
 def test_more_than_the_limit_is_refused_at_submission() -> None:
-    gpus(8)
+    node_with_gpus(gpus=8)
     user = UserFactory(team=TeamFactory(gpu_quota=1, gpu_limit=3))
     client = APIClient()
     client.force_authenticate(user)
@@ -86,7 +80,7 @@ def test_more_than_the_limit_is_refused_at_submission() -> None:
 
 
 def test_a_team_within_its_guarantee_reclaims_what_another_borrowed() -> None:
-    gpus(4)
+    node_with_gpus(gpus=4)
     owners = TeamFactory(name="owners", gpu_quota=3)
     borrower = TeamFactory(name="borrower", gpu_quota=1, gpu_limit=4)
     b_user = UserFactory(team=borrower)
@@ -117,7 +111,7 @@ def test_a_team_within_its_guarantee_reclaims_what_another_borrowed() -> None:
 
 
 def test_borrowers_share_idle_gpus_by_weight() -> None:
-    gpus(8)
+    node_with_gpus(gpus=8)
     TeamFactory(name="idle-owner", gpu_quota=4)  # guaranteed 4, using none
     heavy = TeamFactory(name="heavy", gpu_quota=1, gpu_limit=8, over_quota_weight=3)
     light = TeamFactory(name="light", gpu_quota=1, gpu_limit=8, over_quota_weight=1)
@@ -133,7 +127,7 @@ def test_borrowers_share_idle_gpus_by_weight() -> None:
 
 
 def test_a_borrower_never_preempts_even_at_a_higher_priority() -> None:
-    gpus(2)
+    node_with_gpus(gpus=2)
     owners = TeamFactory(gpu_quota=2)
     low = submit(UserFactory(team=owners), gpus_per_worker=2, priority=0)
     assert scheduler_pass() == 1
@@ -147,7 +141,7 @@ def test_a_borrower_never_preempts_even_at_a_higher_priority() -> None:
 
 
 def test_without_a_limit_a_quota_is_a_hard_cap_as_before() -> None:
-    gpus(4)
+    node_with_gpus(gpus=4)
     user = UserFactory(team=TeamFactory(gpu_quota=1))
     first, second = submit(user), submit(user)
     assert scheduler_pass() == 1
@@ -158,7 +152,7 @@ def test_without_a_limit_a_quota_is_a_hard_cap_as_before() -> None:
 
 
 def test_the_cluster_page_shows_each_teams_guarantee_use_and_borrowing() -> None:
-    gpus(4)
+    node_with_gpus(gpus=4)
     TeamFactory(name="owners", gpu_quota=3)
     borrower = TeamFactory(name="borrower", gpu_quota=1, gpu_limit=3, over_quota_weight=2)
     user = UserFactory(team=borrower)
@@ -176,7 +170,7 @@ def test_the_cluster_page_shows_each_teams_guarantee_use_and_borrowing() -> None
 
 
 def test_a_borrowed_trial_is_its_teams_own_once_the_team_is_back_within_its_guarantee() -> None:
-    gpus(2)
+    node_with_gpus(gpus=2)
     owners = TeamFactory(name="owners", gpu_quota=2)
     borrower = TeamFactory(name="borrower", gpu_quota=1, gpu_limit=2)
     b_user = UserFactory(team=borrower)
