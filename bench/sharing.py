@@ -63,11 +63,12 @@ def sharing_section(*, result: dict[str, Any], seconds: float) -> Section:
     teams = list(today["team_share"])
     overall = Table(
         columns=("policy", "GPU allocation", "mean wait (h)", "p95 wait (h)", "preempted",
-                 "last job ends (h)"),
+                 "resized", "last job ends (h)"),
         rows=[(name, f"{run['allocation'] * 100:.1f} %", _hours(run["wait"]["mean"]),
-               _hours(run["wait"]["p95"]), str(run["preempted"]), _hours(run["makespan"]))
+               _hours(run["wait"]["p95"]), str(run["preempted"]), str(run.get("resized", 0)),
+               _hours(run["makespan"]))
               for name, run in (("today: whole GPUs, hard quotas", today),
-                                ("shares + fair share", sharing))],
+                                ("shares + elastic + fair share", sharing))],
         title=f"{result['jobs']:,} jobs on {result['nodes']} nodes × 8 GPUs, one simulated day")
     per_team = Table(
         columns=("team", "guaranteed", "GPU share today", "GPU share sharing",
@@ -90,12 +91,17 @@ def sharing_section(*, result: dict[str, Any], seconds: float) -> Section:
     notes = [
         "Allocation: GPU-seconds held within the day ÷ (GPUs × 24 h); today a share is rounded "
         "up to a whole GPU, so it holds (and counts) the whole device.",
-        "Elastic jobs are not in the trace: the platform has none yet (#44 item 2).",
+        "Half the single-worker jobs of 2 GPUs or more are elastic (1 GPU to their size): today "
+        "they run at their size; with sharing they start at the largest size that fits, are "
+        "shrunk before anything is preempted whole, and grown onto idle GPUs after "
+        "PLATFORM_ELASTIC_GROW_AFTER_SECONDS (simulated). A resize costs nothing here beyond its "
+        "restart; a real one loses the time to checkpoint and start again.",
         f"Unfinished at the end: today {today['unfinished']}, sharing {sharing['unfinished']}.",
     ]
     return Section(title=TITLE, description=(
-        "A day's trace of mixed jobs (whole GPUs and ¼ or ½ of one, two priorities, three teams "
-        "whose loads peak at different hours, demand equal to the cluster's GPU-day) through "
+        "A day's trace of mixed jobs (whole GPUs, ¼ or ½ of one, elastic jobs, two priorities, "
+        "three teams whose loads peak at different hours, demand equal to the cluster's GPU-day) "
+        "through "
         "the real scheduler on a simulated clock, twice: today's whole-GPU, hard-quota "
-        "behaviour, and shares of GPUs with guarantees, borrowing and reclaim."),
+        "behaviour, and shares of GPUs and elastic jobs with guarantees, borrowing and reclaim."),
         tables=[overall, per_team], targets=targets, notes=notes, seconds=seconds)

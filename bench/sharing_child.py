@@ -2,16 +2,20 @@
 
     DATABASE_URL=sqlite:///... python -m bench.sharing_child --out result.json --jobs 1000
 
-A day's trace of mixed jobs (whole GPUs and shares of one, two priorities, three teams whose
-loads peak at different hours) on simulated nodes of 8 GPUs, through the real scheduler
-(`scheduler_pass`) on a simulated clock: at each arrival or end the pass runs, as the platform
-wakes its scheduler; a trial it preempts stops at once and queues again with the work it has left
-(it resumes from its checkpoint). Run twice on the same trace:
+A day's trace of mixed jobs (whole GPUs, shares of one and elastic jobs, two priorities, three
+teams whose loads peak at different hours) on simulated nodes of 8 GPUs, through the real
+scheduler (`scheduler_pass`) on a simulated clock (the scheduler's own clock too, so an elastic
+trial is grown only after PLATFORM_ELASTIC_GROW_AFTER_SECONDS of simulated time): at each arrival
+or end the pass runs, as the platform wakes its scheduler; a trial it preempts or resizes stops at
+once and queues again with the work it has left (it resumes from its checkpoint). An elastic job's
+work is GPU-time at its largest size: at half the GPUs it takes twice as long (its global batch is
+kept by gradient accumulation). Run twice on the same trace:
 
-- **today**: whole GPUs only (a share is rounded up to one GPU per worker) and quotas as hard
-  caps;
-- **sharing**: shares packed onto GPUs, and fair share: each team guaranteed its quota and
-  allowed to borrow up to the whole cluster, reclaimed when its owner needs it.
+- **today**: whole GPUs only (a share is rounded up to one GPU per worker, an elastic job runs at
+  its largest size) and quotas as hard caps;
+- **sharing**: shares packed onto GPUs, elastic jobs from 1 GPU to their largest, and fair share:
+  each team guaranteed its quota and allowed to borrow up to the whole cluster, reclaimed when its
+  owner needs it.
 
 Reported: GPU allocation (allocated GPU-seconds ÷ capacity over the day), mean and p95 queue
 wait (arrival to first start) overall and per team, each team's share of the GPU time against
@@ -50,6 +54,11 @@ class Job:
     gpus_per_worker: int  # whole GPUs; 0 with a share
     gpu_milli: int  # a share of one GPU per worker; 0 for whole GPUs
     priority: int
+    elastic: bool = False  # whole GPUs on one worker, from 1 to gpus_per_worker
+
+
+# Of the single-worker jobs of 2 GPUs or more, the share that is elastic.
+ELASTIC_SHARE = 0.5
 
 
 def trace_make(*, jobs: int, seed: int, capacity: int) -> list[Job]:
@@ -78,7 +87,11 @@ def trace_make(*, jobs: int, seed: int, capacity: int) -> list[Job]:
     demand = sum(job.duration * job.workers * (job.gpus_per_worker or job.gpu_milli / 1000)
                  for job in made)
     scale = LOAD * capacity * DAY / demand
-    made = [replace(job, duration=job.duration * scale) for job in made]
+    # Drawn apart, so the trace is otherwise the one without elastic jobs.
+    flags = random.Random(seed + 1)
+    made = [replace(job, duration=job.duration * scale,
+                    elastic=job.workers == 1 and job.gpus_per_worker >= 2
+                    and flags.random() < ELASTIC_SHARE) for job in made]
     return sorted(made, key=lambda job: (job.arrival, job.index))
 
 
@@ -92,11 +105,13 @@ def _setup() -> None:
 def simulate(*, trace: list[Job], nodes: int, policy: str) -> dict[str, Any]:
     """One policy over the trace, on a fresh cluster; what it allocated and how long jobs
     waited."""
+    from django.conf import settings
     from django.db.models import Q
 
     from tfplatform.accounts.models import Team, User
     from tfplatform.cluster.models import Allocation, Device, Node
     from tfplatform.experiments.models import Experiment, Trial
+    from tfplatform.experiments.services import scheduling
     from tfplatform.experiments.services.scheduling import scheduler_pass
 
     for model in (Allocation, Trial, Experiment, Device, Node, User, Team):
@@ -119,6 +134,15 @@ def simulate(*, trace: list[Job], nodes: int, policy: str) -> dict[str, Any]:
 
     clock = {"now": 0.0}
 
+    class SimulatedTime:
+        """The scheduler's clock (an elastic trial's age) is the simulation's."""
+
+        @staticmethod
+        def now() -> datetime:
+            return EPOCH + timedelta(seconds=clock["now"])
+
+    scheduling.timezone = SimulatedTime  # type: ignore[assignment]
+
     def heartbeat() -> None:
         Node.objects.update(last_heartbeat=datetime.now(UTC))
 
@@ -132,7 +156,7 @@ def simulate(*, trace: list[Job], nodes: int, policy: str) -> dict[str, Any]:
     first_start: dict[int, float] = {}
     gpu_seconds: dict[str, float] = dict.fromkeys(TEAMS, 0.0)
     held_milli: dict[int, int] = {}
-    preempted = 0
+    preempted = resized = 0
     generation: dict[int, int] = {}
 
     def arrive(job: Job) -> None:
@@ -140,6 +164,7 @@ def simulate(*, trace: list[Job], nodes: int, policy: str) -> dict[str, Any]:
         experiment = Experiment.objects.create(
             owner=owners[job.team], team=owners[job.team].team, name=f"job-{job.index}",
             model="mlp", dataset="digits", workers=job.workers, gpus_per_worker=whole,
+            gpus_per_worker_min=1 if sharing and job.elastic else 0,
             gpu_milli=job.gpu_milli if sharing and not job.gpus_per_worker else 0,
             priority=job.priority, pending_reason="Waiting for the scheduler.")
         Experiment.objects.filter(pk=experiment.pk).update(
@@ -153,6 +178,12 @@ def simulate(*, trace: list[Job], nodes: int, policy: str) -> dict[str, Any]:
         held = min(until, DAY) - min(started_at[index], DAY)
         gpu_seconds[job.team] += held_milli[index] / 1000 * held
 
+    def rate(index: int) -> float:
+        """Its progress per second: 1 at its full size, less on fewer GPUs (elastic)."""
+        job = jobs[index]
+        full = job.workers * (job.gpus_per_worker or job.gpu_milli / 1000) * 1000
+        return held_milli[index] / full if job.elastic and sharing else 1.0
+
     def stop(index: int, *, done: bool) -> None:
         experiment = experiment_of[index]
         Allocation.objects.filter(trial__experiment_id=experiment, released_at=None).update(
@@ -165,7 +196,7 @@ def simulate(*, trace: list[Job], nodes: int, policy: str) -> dict[str, Any]:
             pending_reason="" if done else "Preempted; resumes from its last checkpoint.")
 
     def schedule() -> None:
-        nonlocal preempted
+        nonlocal preempted, resized
         for _ in range(3):  # a reclaim frees devices that the next pass hands over
             heartbeat()
             scheduler_pass()
@@ -180,20 +211,37 @@ def simulate(*, trace: list[Job], nodes: int, policy: str) -> dict[str, Any]:
                 started_at[index] = clock["now"]
                 first_start.setdefault(index, clock["now"])
                 generation[index] = generation.get(index, 0) + 1
-                heapq.heappush(events, (clock["now"] + left[index], 1,
+                heapq.heappush(events, (clock["now"] + left[index] / rate(index), 1,
                                         index * 1000 + generation[index]))
-            Trial.objects.filter(state="pending").update(started_at=datetime.now(UTC))
-            victims = Trial.objects.filter(stop_reason="preempted").exclude(
-                state__in=("completed", "canceled")).values_list("experiment_id", flat=True)
+            now = EPOCH + timedelta(seconds=clock["now"])
+            Allocation.objects.filter(trial__state="pending", trial__started_at=None).update(
+                created_at=now)
+            Trial.objects.filter(state="pending").update(started_at=now)
+            victims = Trial.objects.filter(stop_reason__in=("preempted", "resized")).exclude(
+                state__in=("completed", "canceled")).values_list("experiment_id", "stop_reason")
             if not victims:
                 return
-            for experiment in list(victims):
+            for experiment, reason in list(victims):
                 index = by_experiment[experiment]
                 account(index, clock["now"])
-                left[index] -= clock["now"] - started_at.pop(index)
+                left[index] -= (clock["now"] - started_at.pop(index)) * rate(index)
                 held_milli.pop(index)
                 stop(index, done=False)
-                preempted += 1
+                if reason == "resized":
+                    resized += 1
+                else:
+                    preempted += 1
+
+    # The platform's scheduler loop also runs a pass every few seconds, not only at arrivals and
+    # ends: an elastic trial below its size is looked at again once it may grow.
+    grow_after = settings.PLATFORM.elastic_grow_after_seconds
+    tick_at = [-1.0]
+
+    def tick() -> None:
+        small = any(rate(index) < 1.0 for index in started_at)
+        if small and tick_at[0] <= clock["now"]:
+            tick_at[0] = clock["now"] + grow_after
+            heapq.heappush(events, (tick_at[0], 2, 0))
 
     while events:
         now = events[0][0]
@@ -203,6 +251,8 @@ def simulate(*, trace: list[Job], nodes: int, policy: str) -> dict[str, Any]:
             if kind == 0:
                 arrive(jobs[key])
                 continue
+            if kind == 2:
+                continue  # the loop's pass, below
             index, run = divmod(key, 1000)
             if generation.get(index) != run or index not in started_at:
                 continue  # ended by a preemption since
@@ -211,6 +261,7 @@ def simulate(*, trace: list[Job], nodes: int, policy: str) -> dict[str, Any]:
             held_milli.pop(index)
             stop(index, done=True)
         schedule()
+        tick()
     end = DAY
     waits = {index: first_start[index] - jobs[index].arrival for index in first_start}
     unfinished = Experiment.objects.filter(~Q(state="completed")).count()
@@ -222,7 +273,7 @@ def simulate(*, trace: list[Job], nodes: int, policy: str) -> dict[str, Any]:
                       for team in TEAMS},
         "team_share": {team: gpu_seconds[team] / (capacity * end) for team in TEAMS},
         "guarantee": {team: TEAMS[team][0] for team in TEAMS},
-        "preempted": preempted, "unfinished": unfinished,
+        "preempted": preempted, "resized": resized, "unfinished": unfinished,
     }
 
 

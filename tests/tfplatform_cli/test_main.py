@@ -11,7 +11,13 @@ from typing import Any
 import pytest
 
 from tests import live
-from tests.factories import PASSWORD, DatasetFactory, EnvironmentFactory, UserFactory
+from tests.factories import (
+    PASSWORD,
+    DatasetFactory,
+    EnvironmentFactory,
+    UserFactory,
+    node_with_gpus,
+)
 from tests.tfplatform_cli.conftest import Tfp
 from tfplatform.accounts.models import ApiToken
 from tfplatform.accounts.tokens import api_token_digest
@@ -171,6 +177,30 @@ def test_a_spec_picks_its_environment_by_name(
     refused = user("submit", str(spec))
     assert refused.returncode == 1
     assert "  environment: Object with name=no-such-env does not exist." in refused.stderr
+
+
+def test_an_elastic_spec_is_submitted_and_status_shows_its_range(
+    live_server: Any, tfp: Callable[[str], Tfp], tmp_path: Path
+) -> None:
+    node_with_gpus(gpus=4)
+    UserFactory(username="hana")
+    user = tfp("hana")
+    assert login(user, live_server.url, "hana").returncode == 0
+    spec = tmp_path / "elastic.yaml"
+    spec.write_text("name: x\nmodel: mlp\ndataset: digits\nresources:\n  gpus_per_worker: 4\n"
+                    "  min_gpus_per_worker: 1\n")
+    submitted = user("submit", str(spec))
+    assert submitted.returncode == 0, submitted.stderr
+    experiment = Experiment.objects.get(pk=int(submitted.stdout))
+    assert (experiment.gpus_per_worker, experiment.gpus_per_worker_min) == (4, 1)
+    status = user("status", submitted.stdout.strip())
+    assert "size        elastic from 1 to 4" in status.stdout, status.stdout
+
+    spec.write_text("name: x\nmodel: mlp\ndataset: digits\nresources:\n  gpus_per_worker: 4\n"
+                    "  min_gpus_per_worker: 3\n")
+    refused = user("submit", str(spec))
+    assert refused.returncode == 1
+    assert "No size from 3 to 3 divides 4" in refused.stderr
 
 
 @pytest.mark.parametrize(

@@ -69,6 +69,13 @@ def placement_choices(*, form: forms.Form) -> None:
 
 
 class ExperimentForm(ResourcesForm):
+    min_workers = forms.IntegerField(
+        required=False, min_value=1, max_value=64, label="Elastic: fewest workers",
+        help_text="Runs at sizes from this to Workers that divide Workers; the global batch "
+                  "stays that of the largest.")
+    min_gpus_per_worker = forms.IntegerField(
+        required=False, min_value=1, max_value=16, label="Elastic: fewest GPUs per worker",
+        help_text="Shrunk to this for higher-priority work, grown back when GPUs are idle.")
     name = forms.CharField(max_length=200)
     model = forms.ChoiceField(choices=MODEL_CHOICES, initial=DEFAULT_MODEL)
     model_file = forms.FileField(
@@ -125,6 +132,8 @@ class ExperimentForm(ResourcesForm):
             "workers": data["workers"],
             "gpus_per_worker": data["gpus_per_worker"],
             "parameter_servers": data["parameter_servers"],
+            "min_workers": data.get("min_workers"),
+            "min_gpus_per_worker": data.get("min_gpus_per_worker"),
             "gpu_fraction": data.get("gpu_fraction"),
             "gpu_memory_mb": data.get("gpu_memory_mb") or 0,
             "pool": data.get("pool") or "",

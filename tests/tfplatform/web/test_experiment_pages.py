@@ -9,6 +9,7 @@ from tests.factories import (
     ExperimentFactory,
     NodeFactory,
     UserFactory,
+    node_with_gpus,
 )
 from tests.tfplatform.web.training_events import epochs_report, strategy_report
 from tfplatform.experiments.models import Experiment
@@ -255,3 +256,21 @@ def test_a_scheduled_experiment_says_its_node_is_building_its_environment() -> N
     experiment_set_pending_reason(experiment=queued, reason=reason)
     queued.refresh_from_db()
     assert queued.pending_reason == "Waiting for the scheduler."
+
+
+def test_the_form_submits_an_elastic_range_and_the_trials_table_shows_each_size() -> None:
+    node_with_gpus(gpus=4)
+    client = logged_in(UserFactory())
+    form = {
+        "name": "elastic", "model": "mlp", "dataset": "digits", "epochs": 2, "batch_size": 32,
+        "learning_rate": 0.01, "optimizer": "adam", "workers": 1, "gpus_per_worker": 4,
+        "min_gpus_per_worker": 1, "parameter_servers": 0, "priority": 0, "max_restarts": 1,
+    }
+    refused = client.post("/experiments/new/", {**form, "min_gpus_per_worker": 3})
+    assert "No size from 3 to 3 divides 4" in refused.content.decode()
+    assert client.post("/experiments/new/", form).status_code == 302
+    experiment = Experiment.objects.get(name="elastic")
+    assert (experiment.gpus_per_worker, experiment.gpus_per_worker_min) == (4, 1)
+    scheduler_pass()
+    html = client.get(f"/experiments/{experiment.pk}/").content.decode()
+    assert '<td class="trial-size">1 × 4 GPU</td>' in html

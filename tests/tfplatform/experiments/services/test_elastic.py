@@ -210,3 +210,14 @@ def test_another_users_elastic_experiment_stays_theirs(user: Any) -> None:
     other = APIClient()
     other.force_authenticate(UserFactory())
     assert other.get(f"/api/v1/experiments/{elastic}/").status_code == 404
+
+
+def test_a_restart_keeps_the_range(user: Any) -> None:
+    node_with_gpus(gpus=4)
+    elastic = submitted(user, gpus_per_worker=4, min_gpus_per_worker=2)
+    Experiment.objects.filter(pk=elastic).update(state="completed")
+    client = APIClient()
+    client.force_authenticate(user)
+    again = client.post(f"/api/v1/experiments/{elastic}/restart/")
+    assert again.status_code == 201, again.json()
+    assert again.json()["resources"]["min_gpus_per_worker"] == 2
