@@ -104,6 +104,7 @@ class ClusterView:
     quota_gpus: dict[QuotaKey, int]  # GPUs held per team, and per user without one
     # GPUs holders of shares hold, and each GPU's memory (MB; 0 unknown), for shares.
     shared: SharedMap = field(default_factory=dict)
+    sharers: dict[int, set[int]] = field(default_factory=dict)  # shared GPU → its holders' trials
     memory_mb: dict[int, int] = field(default_factory=dict)
     # Each schedulable node's pool and GPU type (cluster/pools.py).
     node_pools: dict[int, str] = field(default_factory=dict)
@@ -245,14 +246,22 @@ def holder_unreserved(*, view: ClusterView, holder: Holder, kinds: set[str]) -> 
 
 
 def free_map_with(*, view: ClusterView, holders: list[Holder]) -> FreeMap:
-    """The unreserved free devices plus the unreserved devices these holders would release."""
+    """The unreserved free devices plus the unreserved devices these holders would release: a
+    shared GPU only when every one of its sharers is among them."""
     result: FreeMap = {
         node: {k: list(ids) for k, ids in kinds.items()} for node, kinds in view.free.items()
     }
+    chosen = {holder.trial_id for holder in holders}
+    released: set[int] = set()
     for holder in holders:
         for node, kind, device in holder.devices:
-            if device not in view.reserved:
-                result[node].setdefault(kind, []).append(device)
+            if device in view.reserved or device in released:
+                continue
+            sharers = view.sharers.get(device)
+            if sharers is not None and not sharers <= chosen:
+                continue
+            released.add(device)
+            result[node].setdefault(kind, []).append(device)
     return result
 
 
@@ -387,12 +396,13 @@ def view_reserve(*, view: ClusterView, placements: list[Placement]) -> None:
 
 
 def _holders_of(*, view: ClusterView, placements: list[Placement]) -> list[Holder]:
-    found = {
-        holder.trial_id: holder
-        for placement in placements
-        for device in placement.device_ids
-        if (holder := view.device_holder.get(device)) is not None
-    }
+    found: dict[int, Holder] = {}
+    for placement in placements:
+        for device in placement.device_ids:
+            if (holder := view.device_holder.get(device)) is not None:
+                found[holder.trial_id] = holder
+            for trial in view.sharers.get(device, ()):
+                found[trial] = view.holders[trial]
     return list(found.values())
 
 

@@ -111,6 +111,48 @@ def test_two_halves_share_a_gpu_while_a_whole_gpu_trial_waits() -> None:
     assert held(whole) == [(Device.objects.get(kind="gpu").pk, 1000)]
 
 
+def submit_at(user: Any, *, priority: int, **resources: Any) -> int:
+    response = api(user).post("/api/v1/experiments/", {
+        "name": "shared", "model": "mlp", "dataset": "digits", "priority": priority,
+        "resources": {"workers": 1, **resources},
+    }, format="json")
+    assert response.status_code == 201, response.json()
+    return int(response.json()["id"])
+
+
+def stop_reasons(*ids: int) -> list[str]:
+    return [Trial.objects.get(experiment_id=pk).stop_reason for pk in ids]
+
+
+def test_a_higher_priority_whole_gpu_job_preempts_every_sharer_of_a_gpu() -> None:
+    gpu_node(gpus=1)
+    user = UserFactory(team=TeamFactory(gpu_quota=4))
+    halves = [submit_at(user, priority=0, gpu_fraction=0.5) for _ in range(2)]
+    assert scheduler_pass() == 2
+    whole = submit_at(user, priority=5, gpus_per_worker=1)
+    assert scheduler_pass() == 0
+    assert stop_reasons(*halves) == ["preempted", "preempted"]
+    assert "preempt" in Experiment.objects.get(pk=whole).pending_reason.lower()
+
+    Allocation.objects.filter(trial__experiment_id__in=halves).update(released_at=timezone.now())
+    Trial.objects.filter(experiment_id__in=halves).update(state="canceled")
+    Experiment.objects.filter(pk__in=halves).update(state="queued")
+    assert scheduler_pass() == 1
+    assert held(whole) == [(Device.objects.get(kind="gpu").pk, 1000)]
+
+
+def test_a_shared_gpu_one_sharer_outranks_is_not_taken_from_the_others() -> None:
+    gpu_node(gpus=1)
+    user = UserFactory(team=TeamFactory(gpu_quota=4))
+    low = submit_at(user, priority=0, gpu_fraction=0.5)
+    high = submit_at(user, priority=9, gpu_fraction=0.5)
+    assert scheduler_pass() == 2
+    submit_at(user, priority=5, gpus_per_worker=1)
+    scheduler_pass()
+    # Stopping the lower one would not free the GPU: nobody is stopped for nothing.
+    assert stop_reasons(low, high) == ["", ""]
+
+
 def test_a_gpu_held_whole_is_never_shared() -> None:
     gpu_node(gpus=1)
     user = UserFactory(team=TeamFactory(gpu_quota=4))

@@ -264,6 +264,7 @@ def _cluster_view() -> tuple[ClusterView, dict[int, str]]:
         "trial__experiment__gpu_type",
     )
     shared: SharedMap = {}
+    sharers: dict[int, set[int]] = {}
     borrowed: dict[QuotaKey, tuple[int, int]] = {}
     guarantees: dict[QuotaKey, tuple[int, int]] = {}
     for (device, node, kind, trial, state, stop, priority, team, owner, job, share, lent,
@@ -284,10 +285,10 @@ def _cluster_view() -> tuple[ClusterView, dict[int, str]]:
         if device is None or node not in hostnames:
             continue
         if share < WHOLE_MILLI:
-            # A share's GPU is freed only when all its sharers end: never counted as what
-            # stopping one would free (shares neither preempt nor are preempted for now).
+            # A share's GPU is freed only when all its sharers end (placement.free_map_with):
+            # whole-GPU work may preempt them all; shares themselves wait without preempting.
             shared.setdefault(node, {})[device] = shared.get(node, {}).get(device, 0) + share
-            continue
+            sharers.setdefault(device, set()).add(trial)
         # An ended trial whose devices are not yet released is as good as stopping.
         stop = stop or ("" if state in TRIAL_ACTIVE_STATES else "ended")
         holder = holders.get(trial) or holders.setdefault(
@@ -297,7 +298,8 @@ def _cluster_view() -> tuple[ClusterView, dict[int, str]]:
         )
         holder.since = min(holder.since, since)
         holder.devices.append((node, kind, device))
-        device_holder[device] = holder
+        if share >= WHOLE_MILLI:
+            device_holder[device] = holder
     # A trial started on borrowed devices stays reclaimable only while its team holds more than
     # its guarantee: once the team's other trials ended, what it holds is its own.
     for holder in holders.values():
@@ -328,6 +330,7 @@ def _cluster_view() -> tuple[ClusterView, dict[int, str]]:
         quota_gpus=quota_gpus,
         quota_cpus=quota_cpus,
         shared=shared,
+        sharers=sharers,
         memory_mb=memory_mb,
         node_pools=node_pools,
         node_gpu_types=node_gpu_types,
