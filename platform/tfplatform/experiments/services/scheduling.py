@@ -487,8 +487,8 @@ class _Pass:
 
     def _grown(self, *, holder: Holder, experiment: QueuedExperiment
                ) -> tuple[Size, list[Placement]] | None:
-        """The largest size it could run at on its own devices and idle ones, within its
-        guarantee; None when none is larger than its size."""
+        """The largest size it could run at on its own devices and idle ones, within its team's
+        limit; None when none is larger than its size."""
         assert holder.elastic is not None
         free = free_map_with(view=self.view, holders=[holder])
         own_gpus = sum(WHOLE_MILLI for _, kind, _ in holder.devices if kind == KIND_GPU)
@@ -505,8 +505,8 @@ class _Pass:
                 self.view.quota_gpus[holder.quota] += own_gpus
                 self.view.quota_cpus[holder.quota] += own_cpus
                 self.view.running[experiment.owner_id] += 1
-            if state.reason or state.borrowing:
-                continue
+            if state.reason:
+                continue  # beyond its guarantee it borrows, as its restart then will (lend)
             placements = gang_place(needs=needs, free=free,
                                     nodes=self._nodes(experiment=holder.elastic))
             if placements is not None:
