@@ -6,8 +6,10 @@ Queued experiments are considered by priority, then age. One that cannot start n
 1. waits for trials that are already stopping (preempted, canceled) if their devices would
    let it start;
 2. otherwise preempts: if strictly-lower-priority live trials hold what it lacks, the fewest
-   of the lowest priority are asked to stop (reason "preempted"). It allocates only after
-   they released their devices, on a later pass;
+   of the lowest priority are asked to stop (reason "preempted"; an elastic trial above its
+   smallest size goes first and is "resized": it restarts smaller, cluster/elastic.py; a shared
+   GPU counts only when all its sharers stop). It allocates only after they released their
+   devices, on a later pass;
 3. otherwise, if it is the first such experiment (the head of the queue), it gets a backfill
    reservation: the devices it will get once the live trials expected to end first (stopping
    ones, then the oldest) let go.
@@ -17,6 +19,10 @@ start only on devices outside every reservation: backfilling never delays the he
 nobody slips into devices freed by a preemption. Reservations last one pass and are rebuilt
 from the database on the next, so none can go stale. A quota-blocked experiment neither
 reserves nor preempts.
+
+An elastic experiment starts at the largest of its sizes that fits now, else waits as its
+smallest; after the queue, elastic trials below their largest size grow onto idle devices when
+nothing waits for devices (grow).
 
 A pass reads the cluster in a handful of queries and decides in memory; only the decisions
 are written, set-based, at its end: one conditional UPDATE … RETURNING admits the experiments it
