@@ -67,28 +67,28 @@ def elastic_sizes(*, workers: int, gpus_per_worker: int, workers_min: int,
 
 def elastic_range_error(*, workers: int, gpus_per_worker: int, workers_min: int | None,
                         gpus_per_worker_min: int | None, parameter_servers: int,
-                        gpu_shared: bool) -> tuple[str, str] | None:
-    """(field, message) when the range cannot be run; None when it can (or there is none)."""
+                        gpu_shared: bool) -> str | None:
+    """Why the range cannot be run; None when it can (or there is none)."""
     if workers_min is not None and gpus_per_worker_min is not None:
-        return ("resources", "Give a range of workers or of GPUs per worker, not both.")
+        return "Give a range of workers or of GPUs per worker, not both."
     if workers_min is None and gpus_per_worker_min is None:
         return None
     if parameter_servers:
-        return ("resources", "Parameter-server training cannot be elastic.")
+        return "Parameter-server training cannot be elastic."
     if gpu_shared:
-        return ("resources", "A share of a GPU cannot be elastic.")
+        return "A share of a GPU cannot be elastic."
     if workers_min is not None:
         name, low, high = "min_workers", workers_min, workers
     else:
         assert gpus_per_worker_min is not None
         name, low, high = "min_gpus_per_worker", gpus_per_worker_min, gpus_per_worker
     if not 1 <= low <= high:
-        return (name, f"{name} must be between 1 and the largest size, {high}.")
+        return f"{name} must be between 1 and the largest size, {high}."
     if low == high:
         return None
     sizes = [n for n in range(high - 1, low - 1, -1) if high % n == 0]
     if not sizes:
-        return (name, f"No size from {low} to {high - 1} divides {high}: a smaller size keeps "
-                      "the global batch with gradient accumulation, so its replicas must divide "
-                      "the largest size's.")
+        return (f"No size from {low} to {high - 1} divides {high}: a smaller size keeps the "
+                "global batch with gradient accumulation, so its replicas must divide the "
+                "largest size's.")
     return None

@@ -10,6 +10,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from tfplatform.accounts.models import Team
+from tfplatform.cluster.elastic import RESIZED
 from tfplatform.cluster.models import Allocation, Device, Node
 from tfplatform.cluster.placement import PREEMPTED, WHOLE_MILLI
 from tfplatform.experiments.models import Experiment, Metric, Trial
@@ -32,12 +33,13 @@ REASON_PREFIXES = (
     ("Waiting for the scheduler", "scheduler"),
     ("Waiting for ", "stopping_trials"),
     ("Preempted", "preempted"),
+    ("Resizing", "resizing"),
     ("Restarting after", "restarting"),
     ("Building environment", "environment_build"),
 )
 PENDING_STATES = (Experiment.State.QUEUED, Experiment.State.SCHEDULED)
 FINISHED_TRIAL_STATES = (Trial.State.COMPLETED, Trial.State.FAILED, Trial.State.CANCELED)
-OUTCOMES = (*FINISHED_TRIAL_STATES, PREEMPTED)
+OUTCOMES = (*FINISHED_TRIAL_STATES, PREEMPTED, RESIZED)
 
 
 def _reason_kind() -> Case:
@@ -121,9 +123,11 @@ def preemptions_by_team() -> dict[str, int]:
 
 
 def trial_outcomes() -> dict[str, int]:
-    """Finished trials by outcome; a preempted trial counts as "preempted", not "canceled"."""
+    """Finished trials by outcome; a preempted trial counts as "preempted" and an elastic one
+    stopped to change its size as "resized", not "canceled"."""
     outcome = Case(
         When(state=Trial.State.CANCELED, stop_reason=PREEMPTED, then=Value(PREEMPTED)),
+        When(state=Trial.State.CANCELED, stop_reason=RESIZED, then=Value(RESIZED)),
         default=F("state"),
         output_field=CharField(),
     )

@@ -96,6 +96,8 @@ def state() -> dict[str, object]:
     TrialFactory(experiment=done, restart_count=2, state=Trial.State.CANCELED,
                  stop_reason=PREEMPTED)
     TrialFactory(experiment=done, restart_count=3, state=Trial.State.CANCELED)
+    TrialFactory(experiment=done, restart_count=4, state=Trial.State.CANCELED,
+                 stop_reason="resized")
     return {"running": running, "trial": trial, "second": second, "resumed": resumed,
             "gpus": gpus}
 
@@ -117,7 +119,8 @@ def test_platform_series_have_the_state_s_labels_and_values(
 
     assert value(found, "tfplatform_preemptions_total", team="speech") == 1
     assert value(found, "tfplatform_preemptions_total", team="vision") == 1
-    for outcome, count in {"completed": 1, "failed": 1, "canceled": 1, "preempted": 2}.items():
+    for outcome, count in {"completed": 1, "failed": 1, "canceled": 1, "preempted": 2,
+                           "resized": 1}.items():
         assert value(found, "tfplatform_trial_outcomes_total", outcome=outcome) == count
 
     assert value(found, "tfplatform_nodes", state="ready") == 1

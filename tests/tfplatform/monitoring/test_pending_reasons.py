@@ -28,6 +28,8 @@ CPUS = [TaskNeed(task_type="worker", task_index=0, gpus=0, cpus=3)]
      "stopping_trials"),
     ("Waiting for the scheduler.", "scheduler"),
     ("Preempted; resumes from its last checkpoint.", "preempted"),
+    ("Resizing (shrunk from 4 GPU for experiment 3 (priority 5)); resumes from its checkpoint "
+     "at the largest size that fits.", "resizing"),
     ("Restarting after: exit code 1", "restarting"),
     ("", "none"),
 ])

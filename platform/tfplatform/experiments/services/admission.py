@@ -63,9 +63,7 @@ def elastic_range_check(*, workers: int, gpus_per_worker: int, min_workers: int 
         gpus_per_worker_min=min_gpus_per_worker, parameter_servers=parameter_servers,
         gpu_shared=gpu_shared)
     if error is not None:
-        raise InvalidInput(error[1], field="resources")  # the API's field; error[0] is within
-    if min_gpus_per_worker is not None and not gpus_per_worker:
-        raise InvalidInput("min_gpus_per_worker needs gpus_per_worker.", field="resources")
+        raise InvalidInput(error, field="resources")
     return ((min_workers or 0) if (min_workers or 0) < workers else 0,
             (min_gpus_per_worker or 0) if (min_gpus_per_worker or 0) < gpus_per_worker else 0)
 
