@@ -14,7 +14,7 @@ from tfplatform.core.errors import InvalidInput
 from tfplatform.datasets.selectors import dataset_for_name
 from tfplatform.datasets.services import dataset_source_for_trials
 from training import board_layout as board
-from training import catalog, precision
+from training import catalog, precision, scaling
 from training import errors as training_errors
 from training.shard_schema import ShardedSource
 from training.spec import Resources, TrialSpec
@@ -73,6 +73,20 @@ def target_check(*, metric: str, mode: str, value: float | None) -> Target:
         return target_make(metric=metric, mode=mode, value=value)
     except training_errors.InvalidInput as error:
         raise InvalidInput(str(error), field="target") from error
+
+
+def elastic_batch_check(*, hyperparameters: dict[str, Any], replicas: int,
+                        replicas_target: int) -> None:
+    """The smallest size of an elastic request can keep the largest's global batch (with
+    scale_batch_size off, the batch must split evenly over the largest size's replicas)."""
+    try:
+        scaling.batch_plan(
+            batch_size=hyperparameters["batch_size"], replicas=replicas,
+            learning_rate=hyperparameters["learning_rate"],
+            scale=hyperparameters["scale_batch_size"],
+            warmup_epochs=hyperparameters["warmup_epochs"], replicas_target=replicas_target)
+    except training_errors.InvalidInput as error:
+        raise InvalidInput(str(error), field="hyperparameters") from error
 
 
 def precision_check(

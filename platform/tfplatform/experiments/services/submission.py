@@ -16,6 +16,7 @@ from django.utils import timezone
 from tfplatform.accounts.models import User
 from tfplatform.accounts.storage import storage_quota_check
 from tfplatform.cluster.dispatch import scheduler_wake_on_commit
+from tfplatform.cluster.elastic import Size
 from tfplatform.cluster.placement import gpu_fraction_of
 from tfplatform.core.errors import InvalidInput, InvalidTransition
 from tfplatform.experiments import validation
@@ -89,6 +90,12 @@ def experiment_create(*, owner: User, request: ExperimentRequest) -> Experiment:
         min_workers=request.min_workers, min_gpus_per_worker=request.min_gpus_per_worker,
         parameter_servers=request.parameter_servers,
         gpu_shared=bool(gpu_milli or request.gpu_memory_mb))
+    if workers_min or gpus_min:
+        validation.elastic_batch_check(
+            hyperparameters=hyperparameters,
+            replicas=Size(workers_min or request.workers, gpus_min or request.gpus_per_worker
+                          ).replicas,
+            replicas_target=Size(request.workers, request.gpus_per_worker).replicas)
     # An elastic request need only fit at its smallest size: it grows where it can.
     admission.request_size_check(
         owner=owner, workers=workers_min or request.workers,

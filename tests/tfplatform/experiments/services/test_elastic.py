@@ -195,6 +195,19 @@ def test_a_range_that_cannot_run_is_refused_with_a_field_error(
     assert not Experiment.objects.exists()
 
 
+def test_a_global_batch_the_smallest_size_cannot_keep_is_refused(user: Any) -> None:
+    node_with_gpus(gpus=4)
+    client = APIClient()
+    client.force_authenticate(user)
+    response = client.post("/api/v1/experiments/", {
+        "name": "elastic", "model": "mlp", "dataset": "digits",
+        "hyperparameters": {"batch_size": 6, "scale_batch_size": False},
+        "resources": {"workers": 1, "gpus_per_worker": 4, "min_gpus_per_worker": 1},
+    }, format="json")
+    assert response.status_code == 400
+    assert "does not split evenly over the 4 replicas" in str(response.json()["hyperparameters"])
+
+
 def test_an_elastic_request_need_fit_only_at_its_smallest_size(user: Any) -> None:
     node_with_gpus(gpus=2)
     too_big = submit(user, gpus_per_worker=4)
