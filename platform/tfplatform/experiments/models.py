@@ -2,6 +2,8 @@ from django.conf import settings
 from django.contrib.contenttypes.fields import GenericRelation
 from django.db import models
 
+from tfplatform.cluster.elastic import Size
+
 
 class Environment(models.Model):
     """What trials run in: a base image (run by docker/podman nodes; a sandbox node uses its own
@@ -214,12 +216,17 @@ class Trial(models.Model):
         return f"trial {self.restart_count} of experiment {self.experiment_id}"
 
     @property
+    def size(self) -> Size:
+        """The size it runs at: its own where elastic, else its experiment's."""
+        experiment = self.experiment
+        return Size(experiment.workers if self.workers is None else self.workers,
+                    experiment.gpus_per_worker if self.gpus_per_worker is None
+                    else self.gpus_per_worker)
+
+    @property
     def size_label(self) -> str:
         """Its size as pages say it: "2 × 4 GPU" (workers × GPUs each), "1 × 0 GPU"."""
-        experiment = self.experiment
-        workers = experiment.workers if self.workers is None else self.workers
-        gpus = experiment.gpus_per_worker if self.gpus_per_worker is None else self.gpus_per_worker
-        return f"{workers} × {gpus} GPU"
+        return f"{self.size.workers} × {self.size.gpus_per_worker} GPU"
 
 
 class Metric(models.Model):

@@ -267,10 +267,8 @@ class ExperimentSerializer(serializers.ModelSerializer):
         trials = list(experiment.trials.all())  # prefetched by the views
         if not trials:
             return None
-        latest = max(trials, key=lambda t: t.restart_count)
-        return {"workers": latest.workers or experiment.workers,
-                "gpus_per_worker": (experiment.gpus_per_worker if latest.gpus_per_worker is None
-                                    else latest.gpus_per_worker)}
+        size = max(trials, key=lambda t: t.restart_count).size
+        return {"workers": size.workers, "gpus_per_worker": size.gpus_per_worker}
 
     @extend_schema_field(TargetOutputSerializer)
     def get_target(self, experiment: Experiment) -> dict[str, Any]:

@@ -6,21 +6,12 @@ from django.conf import settings
 from django.db.models import Q, QuerySet
 from django.db.models.functions import Now
 
-from tfplatform.cluster.elastic import Size
 from tfplatform.cluster.models import Allocation
 from tfplatform.experiments.models import Experiment, Trial
 
 
 def experiment_trials(*, experiment: Experiment) -> QuerySet[Trial]:
     return experiment.trials.order_by("restart_count")
-
-
-def trial_size(*, trial: Trial) -> Size:
-    """The size it runs at: its own where elastic, else its experiment's."""
-    experiment = trial.experiment
-    return Size(experiment.workers if trial.workers is None else trial.workers,
-                experiment.gpus_per_worker if trial.gpus_per_worker is None
-                else trial.gpus_per_worker)
 
 
 def trials_dispatch_overdue_ids() -> list[int]:

@@ -32,7 +32,6 @@ from tfplatform.datasets.locations import dataset_mount_roots
 from tfplatform.experiments.environments import EnvironmentBuildFailed, environment_build_ensure
 from tfplatform.experiments.models import Experiment, Trial
 from tfplatform.experiments.node_paths import node_paths_hide
-from tfplatform.experiments.selectors.trials import trial_size
 from tfplatform.experiments.services.gangs import trial_cluster_plan
 from tfplatform.experiments.services.recording import TrialEventRecorder
 from tfplatform.experiments.services.transitions import experiment_start, experiment_transition
@@ -121,7 +120,7 @@ def trial_spec_build(*, trial: Trial, grant: SessionGrant | None = None) -> Tria
     hyperparameters = dict(experiment.hyperparameters)
     label_column = str(hyperparameters.pop("label_column", ""))
     largest = Size(experiment.workers, experiment.gpus_per_worker)
-    size = trial_size(trial=trial)
+    size = trial.size
     return TrialSpec(
         trial_id=str(trial.pk),
         model=experiment.model_file.path if experiment.model_file else experiment.model,
