@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat requirements.txt pyproject.toml | sha1sum | cut -c1-12)
 
-.PHONY: run test test-fast lint typecheck pytest bench install browser sandbox containers test-images clean-var
+.PHONY: run test test-fast lint typecheck pytest bench install browser oidc-provider sandbox containers test-images clean-var
 
 # uv installs the pinned requirements (pip stays in the venv: environments are built with it).
 # From uv's cache alone when it holds every pin, as on a second clone (seconds, where pip took
@@ -35,6 +35,16 @@ browser:
 	@command -v chromium >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq chromium >/dev/null; \
 	  else echo "Install Debian's chromium (apt-get install chromium) for the browser tests"; fi; }
+
+# npm's oidc-provider, the real OpenID provider the single sign-on test signs in with: its locked
+# packages, installed again only when the lock changes (npm ci stamps node_modules). Node.js 20.19
+# or later: Debian 12's own is older.
+OIDC_PROVIDER := tests/tfplatform/web/oidc_provider
+oidc-provider:
+	@if command -v npm >/dev/null 2>&1; then \
+	  [ $(OIDC_PROVIDER)/node_modules/.package-lock.json -nt $(OIDC_PROVIDER)/package-lock.json ] || \
+	    (cd $(OIDC_PROVIDER) && npm ci --no-audit --no-fund --loglevel=error); \
+	else echo "Install Node.js 20.19 or later with npm for the single sign-on test"; fi
 
 # Debian's bubblewrap: the default trial runtime sandboxes every task with it (and Landlock).
 # As root, a node also builds each gang across nodes a network of its own: iproute2 and nftables.
@@ -89,7 +99,7 @@ PYTEST := $(PY) -m compileall -q -j 0 platform training confinement serving >/de
 test-images: install containers
 	$(PY) -m tests.images
 
-pytest: install browser sandbox containers test-images
+pytest: install browser oidc-provider sandbox containers test-images
 	$(PYTEST) $(PYTEST_XDIST)
 
 # The local loop: what trains no real model, starts no real process and drives no browser.

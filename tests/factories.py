@@ -8,6 +8,7 @@ from tfplatform.cluster.models import Device, Node
 from tfplatform.datasets.models import Dataset
 from tfplatform.experiments.models import Environment, Experiment, Metric
 from tfplatform.modelregistry.models import ModelLabel, ModelVersion, RegisteredModel
+from tfplatform.searches.models import Search
 
 PASSWORD = "correct-horse-battery-staple"
 HASHED_PASSWORD = make_password(PASSWORD)
@@ -161,3 +162,20 @@ class DatasetFactory(factory.django.DjangoModelFactory):
     validation_examples = 20
     num_classes = 10
     size_bytes = 4096
+
+
+class SearchFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Search
+
+    owner = factory.SubFactory(UserFactory)
+    team = factory.LazyAttribute(lambda o: o.owner.team)
+    name = factory.Sequence(lambda n: f"search-{n}")
+    searcher = Search.Searcher.RANDOM
+    space = factory.LazyFunction(
+        lambda: {"learning_rate": {"type": "float", "low": 0.001, "high": 0.1, "log": True}})
+    max_trials = 4
+    max_concurrent = 2
+    max_epochs = 2
+    model = "mlp"
+    dataset = "digits"

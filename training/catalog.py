@@ -171,6 +171,17 @@ def user_module_validate(*, path: str) -> set[str]:
     return set(functions)
 
 
+def builtin_module_path(*, model: str) -> Path | None:
+    """The source of a built-in model (the zoo's module) or job, which a trial's lineage hashes;
+    None for any other model."""
+    trial = Path(__file__).resolve().parent / "trial"
+    if model in ZOO_MODELS:
+        return trial / "zoo.py"
+    if model in DIAGNOSTIC_JOBS:
+        return trial / f"{model}.py"
+    return None
+
+
 def model_validate(*, model: str) -> None:
     if model in ZOO_MODELS or model in DIAGNOSTIC_JOBS or model == WORKSPACE_JOB:
         return

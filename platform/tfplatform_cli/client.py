@@ -144,13 +144,23 @@ class Client:
         which = "current" if token_id is None else str(token_id)
         self.request("DELETE", f"/auth/tokens/{which}/", not_found=f"no token {which} of yours")
 
-    def experiments(self, *, state: str | None, owner: str | None) -> list[dict[str, Any]]:
-        return self._every("/experiments/", {"state": state, "owner": owner})
+    def experiments(self, *, filters: dict[str, Any]) -> list[dict[str, Any]]:
+        """Every experiment the search's filters (the API's parameters) let through."""
+        return self._every("/experiments/", filters)
+
+    def experiment_annotate(self, experiment_id: int, **changes: Any) -> dict[str, Any]:
+        return dict(self.json("PATCH", f"/experiments/{experiment_id}/", json=changes,
+                              not_found=_gone(experiment_id)))
+
+    def experiments_bulk(self, *, ids: list[int], action: str,
+                         tags: list[str] | None = None) -> int:
+        body = {"ids": ids, "action": action, "tags": tags or []}
+        return int(self.json("POST", "/experiments/bulk/", json=body)["changed"])
 
     def datasets(self) -> list[dict[str, Any]]:
         return self._every("/datasets/", {})
 
-    def _every(self, path: str, filters: dict[str, str | None]) -> list[dict[str, Any]]:
+    def _every(self, path: str, filters: dict[str, Any]) -> list[dict[str, Any]]:
         """Every page of a listing."""
         params: dict[str, Any] = {"limit": PAGE_SIZE, "offset": 0}
         params |= {k: v for k, v in filters.items() if v}
@@ -185,6 +195,15 @@ class Client:
     def experiment_cancel(self, experiment_id: int) -> dict[str, Any]:
         path = f"/experiments/{experiment_id}/cancel/"
         return dict(self.json("POST", path, not_found=_gone(experiment_id)))
+
+    def experiment_reproduce(self, experiment_id: int, *, allow_changes: bool) -> dict[str, Any]:
+        path = f"/experiments/{experiment_id}/reproduce/"
+        return dict(self.json("POST", path, json={"allow_changes": allow_changes},
+                              not_found=_gone(experiment_id)))
+
+    def experiment_lineage(self, experiment_id: int) -> dict[str, Any]:
+        path = f"/experiments/{experiment_id}/lineage/"
+        return dict(self.json("GET", path, not_found=_gone(experiment_id)))
 
     def experiment_deploy(
         self, experiment_id: int, *, model_name: str, tflite: bool = False
@@ -225,8 +244,8 @@ class Client:
             partial.unlink(missing_ok=True)
         return written
 
-    def searches(self) -> list[dict[str, Any]]:
-        return self._every("/searches/", {})
+    def searches(self, *, filters: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+        return self._every("/searches/", filters or {})
 
     def search_create(self, *, fields: Mapping[str, Any]) -> dict[str, Any]:
         return dict(self.json("POST", "/searches/", json=dict(fields)))
@@ -255,6 +274,11 @@ class Client:
     def usage(self, *, query: Mapping[str, str]) -> dict[str, Any]:
         """GPU-hour showback: `query` is the API's own parameters (group_by, from, to, ...)."""
         return dict(self.json("GET", "/usage/", params=dict(query)))
+
+    def audit(self, *, query: Mapping[str, Any]) -> dict[str, Any]:
+        """One page of the audit log (staff): `query` is the API's filters, limit and offset;
+        a list value (several actions) is sent as the parameter repeated."""
+        return dict(self.json("GET", "/audit/", params=dict(query)))
 
     def usage_csv(self, *, query: Mapping[str, str]) -> bytes:
         # Bytes, not text: `tfp usage --csv` hands on the server's CSV as it came.
@@ -312,6 +336,23 @@ class Client:
         return dict(self.json("POST", f"/workspaces/{workspace_id}/{action}/",
                               json=dict(fields or {}),
                               not_found=f"workspace {workspace_id} not found"))
+
+    def subscriptions(self) -> list[dict[str, Any]]:
+        return self._every("/notifications/subscriptions/", {})
+
+    def subscription_create(self, *, fields: Mapping[str, Any]) -> dict[str, Any]:
+        return dict(self.json("POST", "/notifications/subscriptions/", json=dict(fields)))
+
+    def subscription_delete(self, subscription_id: int) -> None:
+        self.request("DELETE", f"/notifications/subscriptions/{subscription_id}/",
+                     not_found=f"subscription {subscription_id} not found")
+
+    def webhook_secret_rotate(self) -> dict[str, Any]:
+        return dict(self.json("POST", "/notifications/secret/rotate/"))
+
+    def deliveries(self, *, query: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """One page, newest first: a log keeps growing."""
+        return list(self.json("GET", "/notifications/deliveries/", params=dict(query))["results"])
 
 
 def _gone(experiment_id: int) -> str:

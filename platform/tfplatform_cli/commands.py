@@ -81,7 +81,11 @@ def submit(args: argparse.Namespace) -> int:
 
 
 def experiments_list(args: argparse.Namespace) -> int:
-    experiments = client_for(args).experiments(state=args.state, owner=args.owner)
+    filters = {"state": args.state, "owner": args.owner, "team": args.team, "q": args.search,
+               "tag": args.tag, "dataset": args.dataset, "environment": args.environment,
+               "model": args.model, "hp": args.hp, "final": args.final, "best": args.best,
+               "ordering": args.sort, "archived": args.archived}
+    experiments = client_for(args).experiments(filters=filters)
     if args.json:
         _print_json(experiments)
     elif not experiments:

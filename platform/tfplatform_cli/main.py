@@ -4,7 +4,16 @@ import argparse
 import os
 import sys
 
-from tfplatform_cli import commands, search_commands, usage_commands, workspace_commands
+from tfplatform_cli import (
+    annotation_commands,
+    audit_commands,
+    commands,
+    lineage_commands,
+    notification_commands,
+    search_commands,
+    usage_commands,
+    workspace_commands,
+)
 from tfplatform_cli.errors import CliError
 
 DESCRIPTION = """\
@@ -52,11 +61,10 @@ def parser_build() -> argparse.ArgumentParser:
     submit.add_argument("--wait", action="store_true", help="follow its logs until it finishes")
     submit.set_defaults(run=commands.submit)
 
-    listing = add("list", "list the experiments you can see")
-    listing.add_argument("--state", help="only this state (queued, running, completed, ...)")
-    listing.add_argument("--owner", help="only this user's")
-    listing.add_argument("--json", action="store_true", help="print the API's JSON")
+    listing = add("list", "list and search the experiments you can see")
+    annotation_commands.list_arguments(listing)
     listing.set_defaults(run=commands.experiments_list)
+    annotation_commands.parsers_add(add)
 
     datasets = add("datasets", "list the registered datasets you can use as `dataset`")
     datasets.add_argument("--json", action="store_true", help="print the API's JSON")
@@ -71,6 +79,21 @@ def parser_build() -> argparse.ArgumentParser:
     logs.add_argument("id", type=int)
     logs.add_argument("-f", "--follow", action="store_true", help="print new lines until it ends")
     logs.set_defaults(run=commands.logs)
+
+    reproduce = add("reproduce", "run a finished experiment again with everything pinned: "
+                    "module, dataset version, seed, environment revision; prints its id")
+    reproduce.add_argument("id", type=int)
+    reproduce.add_argument("--allow-changes", action="store_true",
+                           help="run even where something can no longer be pinned (a deleted "
+                           "dataset version, a changed module), with what there is now")
+    reproduce.add_argument("--wait", action="store_true", help="follow its logs until it ends")
+    reproduce.set_defaults(run=lineage_commands.reproduce)
+
+    lineage = add("lineage", "what an experiment's trial ran with: dataset version, "
+                  "environment hash and packages, module hash, seed, nodes")
+    lineage.add_argument("id", type=int)
+    lineage.add_argument("--json", action="store_true", help="print the API's JSON")
+    lineage.set_defaults(run=lineage_commands.lineage)
 
     cancel = add("cancel", "cancel an experiment")
     cancel.add_argument("id", type=int)
@@ -136,6 +159,23 @@ def parser_build() -> argparse.ArgumentParser:
     output.add_argument("--csv", action="store_true", help="print the API's CSV as it is")
     usage.set_defaults(run=usage_commands.usage)
 
+    audit = add("audit", "the audit log (staff): who cordoned, drained, promoted, changed "
+                "quotas, environments or tokens, when, from where, before → after")
+    audit.add_argument("--actor", help="only this user's actions (username)")
+    audit.add_argument("--action", action="append", metavar="CODE",
+                       help="only this action, e.g. node.cordon, label.rollback, quota.change "
+                       "(repeat for several)")
+    audit.add_argument("--object-type", help="only objects of this kind, e.g. cluster.node")
+    audit.add_argument("--object-id", help="only the object with this id (with --object-type)")
+    audit.add_argument("--since", metavar="TIME", help="at or after this ISO 8601 time")
+    audit.add_argument("--until", metavar="TIME", help="before this ISO 8601 time")
+    audit.add_argument("--limit", type=int, default=50, help="entries to show (default 50)")
+    audit.add_argument("--offset", type=int, default=0, help="skip this many newer ones")
+    audit.add_argument("--json", action="store_true", help="print the API's JSON")
+    audit.set_defaults(run=audit_commands.audit)
+
+    notification_commands.parsers_add(add, common=common)
+
     search = add("search", "hyperparameter searches: many experiments over a search space")
     _search_parsers(search.add_subparsers(dest="search_command", required=True,
                                           metavar="SUBCOMMAND"), common=common)
@@ -200,6 +240,11 @@ def _search_parsers(sub: "argparse._SubParsersAction[argparse.ArgumentParser]", 
     submit.set_defaults(run=search_commands.submit)
 
     listing = add("list", "list the searches you can see")
+    listing.add_argument("-q", "--search", metavar="WORDS",
+                         help="words that must each be in the name, a tag or the note")
+    listing.add_argument("--tag", action="append", help="carries this tag (repeat: all of them)")
+    listing.add_argument("--archived", choices=["false", "true", "any"],
+                         help="archived ones are left out unless asked for")
     listing.add_argument("--json", action="store_true", help="print the API's JSON")
     listing.set_defaults(run=search_commands.searches_list)
 

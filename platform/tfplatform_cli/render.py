@@ -25,10 +25,11 @@ def experiments_table(experiments: list[dict[str, Any]]) -> str:
             str(e.get("strategy") or "-"),
             str(e["owner"]),
             when(e.get("created_at")),
+            _clip(",".join(e.get("tags") or [])) or "-",
         ]
         for e in experiments
     ]
-    headers = ["ID", "NAME", "STATE", "MODEL", "DATASET", "STRATEGY", "OWNER", "CREATED"]
+    headers = ["ID", "NAME", "STATE", "MODEL", "DATASET", "STRATEGY", "OWNER", "CREATED", "TAGS"]
     return table(headers, rows)
 
 
@@ -39,11 +40,11 @@ def artifacts_table(artifacts: list[dict[str, Any]]) -> str:
 
 
 def datasets_table(datasets: list[dict[str, Any]]) -> str:
-    rows = [[str(d["name"]), str(d["format"]), str(d["train_examples"]),
+    rows = [[str(d["name"]), str(d["version"]), str(d["format"]), str(d["train_examples"]),
              str(d["validation_examples"]), str(d["num_classes"] or "-"),
              size(int(d["size_bytes"])), str(d["owner"]), str(d["train"])] for d in datasets]
-    return table(["NAME", "FORMAT", "TRAIN", "VALIDATION", "CLASSES", "SIZE", "OWNER", "URI"],
-                 rows)
+    return table(["NAME", "VERSION", "FORMAT", "TRAIN", "VALIDATION", "CLASSES", "SIZE", "OWNER",
+                  "URI"], rows)
 
 
 def size(count: int) -> str:

@@ -28,7 +28,8 @@ def submit(args: argparse.Namespace) -> int:
 
 
 def searches_list(args: argparse.Namespace) -> int:
-    searches = client_for(args).searches()
+    searches = client_for(args).searches(
+        filters={"q": args.search, "tag": args.tag, "archived": args.archived})
     if args.json:
         _print_json(searches)
     elif not searches:

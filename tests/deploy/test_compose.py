@@ -13,7 +13,8 @@ from tests.conftest import peer_data_or_skip
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
-APP_SERVICES = ("migrate", "web", "lab", "model-loader", "scheduler", "worker-cpu", "worker-gpu")
+APP_SERVICES = ("migrate", "web", "lab", "model-loader", "notifier", "scheduler", "worker-cpu",
+                "worker-gpu")
 
 
 def test_compose_file_matches_compose_spec_schema() -> None:

@@ -149,7 +149,7 @@ def deployed(trained: Trained) -> Path:
 def test_list_shows_the_running_experiment_under_its_owner(trained: Trained) -> None:
     header, row = trained.listed.splitlines()[:2]
     assert header.split() == [
-        "ID", "NAME", "STATE", "MODEL", "DATASET", "STRATEGY", "OWNER", "CREATED",
+        "ID", "NAME", "STATE", "MODEL", "DATASET", "STRATEGY", "OWNER", "CREATED", "TAGS",
     ]  # fmt: skip
     assert row.split()[0] == str(trained.experiment_id)
     assert "cli digits" in row and "alice" in row

@@ -156,7 +156,7 @@ def test_bad_spec_files_are_refused_with_the_field_errors(
     assert (not_found.returncode, not_found.stderr) == (1, "error: experiment 999999 not found\n")
     bad_state = user("list", "--state", "sleeping")
     assert bad_state.returncode == 1
-    assert bad_state.stderr.startswith("error: Invalid input.\n  state: Select a valid choice.")
+    assert bad_state.stderr.startswith("error: Invalid input.\n  state: Not a state: 'sleeping'")
 
 
 def test_a_spec_picks_its_environment_by_name(

@@ -42,3 +42,9 @@ def lock_from_report(*, report: Path) -> str:
             raise InvalidInput(f"The package index gave no sha256 for {name} {version}.")
         lines.append(f"{name}=={version} --hash=sha256:{digest}\n")
     return "".join(sorted(lines))
+
+
+def lock_requirements(*, lock: Path) -> list[str]:
+    """The `name==version` of each package a lock installed, without its hash."""
+    return [line.split()[0] for line in lock.read_text(encoding="utf-8").splitlines()
+            if line.strip() and not line.startswith("#")]

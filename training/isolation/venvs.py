@@ -34,7 +34,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from training.errors import EnvironmentBuildFailed, InvalidInput
-from training.isolation.pip_lock import closure_install
+from training.isolation.pip_lock import closure_install, lock_requirements
 from training.isolation.runtime import TaskPython
 
 KEY_CHARS = 16
@@ -120,6 +120,18 @@ def environment_built(*, key: str, root: Path) -> bool:
 def environment_python(*, key: str, root: Path) -> TaskPython:
     venv = root.resolve() / key
     return TaskPython(key=key, executable=str(venv / "bin" / "python"), paths=(str(venv),))
+
+
+def environment_resolved(*, python: TaskPython) -> list[str] | None:
+    """The `name==version` of every package an environment's venv installed, as pip resolved
+    its closure (its lock); None when `python` is no venv of ours (the node's own runtime, or
+    a derived image, whose lock stays inside it) or its lock cannot be read."""
+    if not python.paths:
+        return None
+    try:
+        return lock_requirements(lock=Path(python.paths[0]) / LOCK_FILE)
+    except OSError:
+        return None
 
 
 def environment_prepare(*, packages: Sequence[str], root: Path, log_path: Path) -> TaskPython:

@@ -60,9 +60,10 @@ class TokenObtainApi(APIView):
         sign_in_check(request=request._request, username=shape.validated_data["username"])
         credentials = AuthTokenSerializer(data=request.data, context={"request": request})
         credentials.is_valid(raise_exception=True)
+        user = credentials.validated_data["user"]
         token, key = tokens.api_token_issue(
-            user=credentials.validated_data["user"], name=shape.validated_data["name"],
-            days=shape.validated_data.get("days"))
+            user=user, name=shape.validated_data["name"], days=shape.validated_data.get("days"),
+            actor=user)
         return Response(IssuedTokenSerializer({**ApiTokenSerializer(token).data, "token": key})
                         .data)
 
@@ -79,7 +80,8 @@ class TokenListApi(APIView):
 class TokenRevokeApi(APIView):
     @extend_schema(request=None, responses={204: None})
     def delete(self, request: Request, token_id: int) -> Response:
-        tokens.api_token_revoke(user=request.user, token_id=token_id)  # type: ignore[arg-type]
+        tokens.api_token_revoke(user=request.user, token_id=token_id,  # type: ignore[arg-type]
+                                actor=request.user)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -91,5 +93,5 @@ class TokenRevokeCurrentApi(APIView):
         if not isinstance(request.auth, ApiToken):
             raise NotFound("This request is not signed with an API token.")
         tokens.api_token_revoke(user=request.user,  # type: ignore[arg-type]
-                                token_id=request.auth.pk)
+                                token_id=request.auth.pk, actor=request.user)
         return Response(status=status.HTTP_204_NO_CONTENT)

@@ -56,3 +56,29 @@ class ApiToken(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.prefix}…)"
+
+
+class OidcIdentity(models.Model):
+    """A user's account at an OpenID provider, by the provider's issuer and its `sub`: a provider
+    never gives another person a subject, where an email address may be reused."""
+
+    user = models.ForeignKey(User, on_delete=models.CASCADE, related_name="oidc_identities")
+    issuer = models.CharField(max_length=255)
+    # OpenID Connect Core 1.0 §2: at most 255 ASCII characters.
+    subject = models.CharField(max_length=255)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_sign_in_at = models.DateTimeField(null=True, blank=True)
+    # When the provider's claims took the user's access away (the platform deactivated them);
+    # a later sign-in the claims allow again reactivates only such a user, not one staff
+    # deactivated.
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["issuer", "subject"], name="oidc_identity_unique"),
+        ]
+        verbose_name = "OpenID identity"
+        verbose_name_plural = "OpenID identities"
+
+    def __str__(self) -> str:
+        return f"{self.subject} at {self.issuer}"

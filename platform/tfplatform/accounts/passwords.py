@@ -4,6 +4,7 @@ saved (set_password then save: the password change pages, the admin, `changepass
 from typing import Any
 
 from tfplatform.accounts.tokens import api_tokens_revoke_all
+from tfplatform.audit.middleware import request_user
 
 
 class TokensRevokedOnPasswordChange:
@@ -15,7 +16,9 @@ class TokensRevokedOnPasswordChange:
 
     def password_changed(self, password: str, user: Any = None) -> None:
         if user is not None and user.pk is not None:
-            api_tokens_revoke_all(user=user)
+            # Django hands a validator only whose password it is; who changed it (the user,
+            # staff in the admin, nobody for `changepassword`) is the request's.
+            api_tokens_revoke_all(user=user, actor=request_user())
 
     def get_help_text(self) -> str:
         return "Changing your password revokes your API tokens."

@@ -2,8 +2,12 @@ from typing import Any
 
 from axes.handlers.proxy import AxesProxyHandler
 from django.conf import settings
+from django.db import transaction
 
 from tfplatform.accounts.models import User
+from tfplatform.accounts.tokens import api_tokens_revoke_all
+from tfplatform.audit.models import AuditAction
+from tfplatform.audit.services import Actor, audit_record
 from tfplatform.core.errors import TooManyRequests
 
 
@@ -24,3 +28,16 @@ def sign_in_check(*, request: Any, username: str) -> None:
             f"Too many failed sign-ins for {username!r} from this address; try again in "
             f"{minutes} minutes."
         )
+
+
+def user_deactivate(*, user: User, actor: Actor = None) -> None:
+    """Ends a user's access: no sign-in, no web session (Django refuses an inactive user's), and
+    no API token: they are revoked, not merely refused, so reactivating the user brings none
+    back. `actor` None: the platform, on the identity provider's word."""
+    with transaction.atomic():
+        if user.is_active:
+            user.is_active = False
+            user.save(update_fields=["is_active"])
+            audit_record(actor=actor, action=AuditAction.USER_DEACTIVATE, target=user,
+                         before={"is_active": True}, after={"is_active": False})
+        api_tokens_revoke_all(user=user, actor=actor)

@@ -2,7 +2,8 @@
 
 A module of its own so that authentication reads it and revoking a token (tokens) empties it,
 without either of those importing the other. A token revoked or expired, or a user deactivated,
-is refused within PLATFORM.lookup_cache_seconds (at once in the process that revoked it).
+is refused within PLATFORM.lookup_cache_seconds (at once in the process that revoked it or
+deactivated the user: receivers.py).
 """
 
 import threading

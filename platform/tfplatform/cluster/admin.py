@@ -2,6 +2,8 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from tfplatform.audit.admin import AuditedModelAdmin
+from tfplatform.audit.models import AuditAction
 from tfplatform.cluster.models import (
     Allocation,
     AllocationUtilization,
@@ -10,6 +12,7 @@ from tfplatform.cluster.models import (
     UtilizationSample,
 )
 from tfplatform.cluster.services import node_set_state
+from tfplatform.core.admin import ReadOnlyModelAdmin
 
 
 class DeviceInline(admin.TabularInline):
@@ -19,16 +22,22 @@ class DeviceInline(admin.TabularInline):
 
 
 @admin.register(Node)
-class NodeAdmin(admin.ModelAdmin):
+class NodeAdmin(AuditedModelAdmin):
     list_display = ("hostname", "state", "queue", "cpu_count", "last_heartbeat")
     list_filter = ("state",)
-    readonly_fields = ("queue", "last_heartbeat", "registered_at")
+    # The state moves through the actions below (the service, its checks and its audit row).
+    readonly_fields = ("state", "queue", "last_heartbeat", "registered_at")
     inlines = [DeviceInline]
     actions = ["cordon", "drain", "enable"]
+    audit_fields = ("hostname", "address", "pool", "labels", "gpu_type", "trial_runtime",
+                    "cpu_count", "memory_bytes")
+    audit_create = AuditAction.NODE_CREATE
+    audit_change = AuditAction.NODE_CHANGE
+    audit_delete = AuditAction.NODE_DELETE
 
     def _set(self, request: HttpRequest, queryset: QuerySet[Node], state: str) -> None:
         for node in queryset:
-            node_set_state(node=node, state=state)
+            node_set_state(node=node, state=state, actor=request.user)
         messages.success(request, f"{queryset.count()} node(s) set to {state}.")
 
     @admin.action(description="Cordon: accept no new work")
@@ -73,7 +82,7 @@ class AllocationAdmin(admin.ModelAdmin):
 
 
 @admin.register(UtilizationSample)
-class UtilizationSampleAdmin(admin.ModelAdmin):
+class UtilizationSampleAdmin(ReadOnlyModelAdmin):
     """History written by the scheduler: browsable, never edited by hand."""
 
     list_display = (
@@ -86,15 +95,6 @@ class UtilizationSampleAdmin(admin.ModelAdmin):
         "running",
     )
     date_hierarchy = "recorded_at"
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: object | None = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: object | None = None) -> bool:
-        return False
 
 
 @admin.register(AllocationUtilization)

@@ -112,6 +112,6 @@ class NodeStateApi(APIView):
         node = node_list().filter(pk=node_id).first()
         if node is None or action not in NODE_ACTIONS:
             raise NotFound("Node not found.")
-        node = node_set_state(node=node, state=NODE_ACTIONS[action])
+        node = node_set_state(node=node, state=NODE_ACTIONS[action], actor=request.user)
         context = {"request": request, "visible_allocation_ids": set()}
         return Response(NodeSerializer(node_list().get(pk=node.pk), context=context).data)

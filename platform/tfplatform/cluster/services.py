@@ -10,6 +10,8 @@ from django.db import transaction
 from django.db.models.functions import Now
 from django.utils import timezone
 
+from tfplatform.audit.models import AuditAction
+from tfplatform.audit.services import Actor, audit_record
 from tfplatform.cluster.discovery import DeviceInfo, emulated_gpu_uuid
 from tfplatform.cluster.dispatch import scheduler_wake_on_commit
 from tfplatform.cluster.models import (
@@ -72,9 +74,12 @@ def node_register(
             info.name for info in devices if info.kind == Device.Kind.GPU and not info.emulated])
         node.os_info = f"{platform.platform()} / Python {platform.python_version()}"
         node.last_heartbeat = Now()  # the database's clock, as every heartbeat (selectors)
-        if node.state == Node.State.LOST:
+        revived = node.state == Node.State.LOST
+        if revived:
             node.state = Node.State.READY
         node.save()
+        if revived:
+            _state_change_record(node=node, before=Node.State.LOST)
         node.refresh_from_db(fields=["last_heartbeat"])
         seen = set()
         for info in devices:
@@ -136,17 +141,34 @@ def node_heartbeat(*, hostname: str, work_disk_free_bytes: int | None = None,
         if work_disk_free_bytes is not None:
             fields["work_disk_free_bytes"] = work_disk_free_bytes
         nodes.update(**fields)
-        revived = nodes.filter(state=Node.State.LOST).update(state=Node.State.READY)
+        revived = list(nodes.filter(state=Node.State.LOST).select_for_update())
+        for node in revived:
+            Node.objects.filter(pk=node.pk).update(state=Node.State.READY)
+            node.state = Node.State.READY
+            _state_change_record(node=node, before=Node.State.LOST)
         if revived or relieved:
             scheduler_wake_on_commit()  # a lost node is back, or space was freed on one
 
 
-def node_set_state(*, node: Node, state: str) -> Node:
-    allowed = {Node.State.READY, Node.State.CORDONED, Node.State.DRAINING}
-    if state not in allowed:
+# What staff do to a node, by the state it is set to, as the audit log names it.
+STAFF_STATE_ACTIONS: dict[str, str] = {
+    Node.State.READY: AuditAction.NODE_ENABLE,
+    Node.State.CORDONED: AuditAction.NODE_CORDON,
+    Node.State.DRAINING: AuditAction.NODE_DRAIN,
+}
+
+
+def node_set_state(*, node: Node, state: str, actor: Actor = None) -> Node:
+    """Staff cordon, drain or enable a node; `actor` is who (the audit log's row)."""
+    if state not in STAFF_STATE_ACTIONS:
         raise InvalidTransition(f"A node cannot be set to {state} by hand.")
     with transaction.atomic():
+        current = Node.objects.select_for_update().get(pk=node.pk)
+        before = current.state
         Node.objects.filter(pk=node.pk).update(state=state)
+        current.state = state
+        audit_record(actor=actor, action=STAFF_STATE_ACTIONS[state], target=current,
+                     before={"state": before}, after={"state": state})
         if state == Node.State.READY:
             scheduler_wake_on_commit()  # uncordoned: its devices can be placed on again
     node.refresh_from_db()
@@ -162,13 +184,15 @@ class NodesLost:
 def nodes_mark_lost() -> NodesLost:
     """Nodes silent for longer than NODE_LOST_SECONDS are lost; returns them and the trials
     they held (experiments/services/execution.py `nodes_lost_handle` fails those retryably)."""
-    stale = list(
-        Node.objects.exclude(state=Node.State.LOST)
-        .filter(last_heartbeat__lt=heartbeat_fresh_after())
-        .values_list("pk", flat=True)
-    )
     with transaction.atomic():
+        # Locked, so of two schedulers only one marks (and records) each node.
+        nodes = list(Node.objects.select_for_update().exclude(state=Node.State.LOST)
+                     .filter(last_heartbeat__lt=heartbeat_fresh_after()))
+        stale = [node.pk for node in nodes]
         Node.objects.filter(pk__in=stale).update(state=Node.State.LOST)
+        for node in nodes:
+            before, node.state = node.state, Node.State.LOST
+            _state_change_record(node=node, before=before)
     trial_ids = sorted(set(
         Allocation.objects.of_trials().filter(node_id__in=stale, released_at__isnull=True)
         .values_list("holder_id", flat=True)
@@ -179,9 +203,20 @@ def nodes_mark_lost() -> NodesLost:
 def nodes_finish_draining() -> None:
     """A draining node whose last trial has ended becomes cordoned: drained."""
     busy = Allocation.objects.filter(released_at__isnull=True).values("node_id")
-    Node.objects.filter(state=Node.State.DRAINING).exclude(pk__in=busy).update(
-        state=Node.State.CORDONED
-    )
+    with transaction.atomic():
+        drained = list(Node.objects.select_for_update().filter(state=Node.State.DRAINING)
+                       .exclude(pk__in=busy))
+        Node.objects.filter(pk__in=[node.pk for node in drained]).update(
+            state=Node.State.CORDONED)
+        for node in drained:
+            node.state = Node.State.CORDONED
+            _state_change_record(node=node, before=Node.State.DRAINING)
+
+
+def _state_change_record(*, node: Node, before: str) -> None:
+    """A state the platform itself gave a node (lost, back, drained): no actor."""
+    audit_record(actor=None, action=AuditAction.NODE_STATE_CHANGE, target=node,
+                 before={"state": before}, after={"state": node.state})
 
 
 def allocations_create_many(*, placements_by_trial: Mapping[int, list[Placement]]) -> None:

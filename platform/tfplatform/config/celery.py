@@ -11,7 +11,8 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tfplatform.config.settings")
 app = Celery("tfplatform")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks(
-    ["tfplatform.experiments", "tfplatform.modelregistry", "tfplatform.searches"]
+    ["tfplatform.experiments", "tfplatform.modelregistry", "tfplatform.searches",
+     "tfplatform.notifications"]
 )
 
 

@@ -18,14 +18,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
 GROUPS = (
     "Node", "Storage", "Trials and isolation", "Containers", "Scheduling and quotas",
-    "Model serving", "TensorBoard", "Workspaces", "API and security", "Monitoring",
+    "Model serving", "TensorBoard", "Workspaces", "API and security", "Single sign-on",
+    "Notifications", "Monitoring",
 )
+# accounts.Team.name's length (settings are read before any app's models can be imported).
+TEAM_NAME_MAX = 100
 
 
 def _setting(*, env: str | None, doc: str, group: str, default: Any = dataclasses.MISSING,
@@ -310,6 +314,50 @@ class PlatformSettings:
         doc="How long a web process trusts a checked API token and a model's routing.")
     api_token_days: int = _setting(env="PLATFORM_API_TOKEN_DAYS", group="API and security",
                                    default=90, doc="An API token's default lifetime in days.")
+    # Single sign-on (accounts/oidc.py; docs/operations/single-sign-on.md)
+    oidc_issuer: str = _setting(
+        env="PLATFORM_OIDC_ISSUER", group="Single sign-on", default="",
+        doc="The OpenID Connect provider's issuer URL; its discovery document gives the "
+            "endpoints (empty: single sign-on off, local accounts only).")
+    oidc_provider_name: str = _setting(
+        env="PLATFORM_OIDC_PROVIDER_NAME", group="Single sign-on", default="",
+        default_doc="the issuer's host",
+        doc="What the login page's \"Sign in with …\" button names.")
+    oidc_client_id: str = _setting(env="PLATFORM_OIDC_CLIENT_ID", group="Single sign-on",
+                                   default="", doc="The platform's client id at the provider.")
+    oidc_client_secret: str = _setting(
+        env="PLATFORM_OIDC_CLIENT_SECRET", group="Single sign-on", default="",
+        doc="The client's secret (as PLATFORM_OIDC_CLIENT_SECRET_FILE: a secret file).")
+    oidc_scopes: tuple[str, ...] = _setting(
+        env="PLATFORM_OIDC_SCOPES", group="Single sign-on", default=("openid", "email", "profile"),
+        default_doc="`openid,email,profile`",
+        doc="Scopes asked for (comma-separated); add the one that releases the groups claim "
+            "where the provider needs one (Okta: `groups`).")
+    oidc_sign_algorithm: str = _setting(
+        env="PLATFORM_OIDC_SIGN_ALGORITHM", group="Single sign-on", default="RS256",
+        doc="The algorithm the provider signs ID tokens with (checked against its JWKS).")
+    oidc_groups_claim: str = _setting(
+        env="PLATFORM_OIDC_GROUPS_CLAIM", group="Single sign-on", default="groups",
+        doc="The claim listing the user's groups, read at every sign-in (empty: teams are set "
+            "by staff, and no group is required).")
+    oidc_group_teams: tuple[str, ...] = _setting(
+        env="PLATFORM_OIDC_GROUP_TEAMS", group="Single sign-on", default=(),
+        default_doc="empty: a group that names an existing team",
+        doc="`group=team` pairs (comma-separated): the first pair whose group the user is in "
+            "names their team, created if missing; in none of them, no team.")
+    oidc_allowed_groups: tuple[str, ...] = _setting(
+        env="PLATFORM_OIDC_ALLOWED_GROUPS", group="Single sign-on", default=(),
+        doc="Groups whose members may sign in (comma-separated); a user in none of them is "
+            "refused and deactivated, their API tokens revoked (empty: anyone the provider "
+            "signs in).")
+    oidc_create_users: bool = _setting(
+        env="PLATFORM_OIDC_CREATE_USERS", group="Single sign-on", default=True,
+        doc="Create an account at a user's first sign-in (false: staff create it and link its "
+            "provider identity in the admin).")
+    oidc_recheck_seconds: int = _setting(
+        env="PLATFORM_OIDC_RECHECK_SECONDS", group="Single sign-on", default=900,
+        doc="How often a web session signed in with the provider is checked with it again "
+            "(silently, groups and team included); a refusal ends the session.")
     # Monitoring
     metrics_token: str = _setting(
         env="PLATFORM_METRICS_TOKEN", group="Monitoring", default="",
@@ -323,6 +371,32 @@ class PlatformSettings:
     celery_metrics_address: str = _setting(
         env="PLATFORM_CELERY_METRICS_ADDRESS", group="Monitoring", default="127.0.0.1",
         doc="Address Celery workers serve their task metrics on.")
+    # Notifications (notifications/; docs/user-guide/notifications.md)
+    webhook_allowed_networks: tuple[str, ...] = _setting(
+        env="PLATFORM_WEBHOOK_ALLOWED_NETWORKS", group="Notifications", default=(),
+        doc="Networks (CIDRs, comma-separated) webhooks may reach although they are private, "
+            "loopback or link-local; every other such address is refused.")
+    webhook_connect_timeout_seconds: float = _setting(
+        env="PLATFORM_WEBHOOK_CONNECT_TIMEOUT_SECONDS", group="Notifications", default=3.0,
+        doc="How long a webhook delivery waits to connect.")
+    webhook_read_timeout_seconds: float = _setting(
+        env="PLATFORM_WEBHOOK_READ_TIMEOUT_SECONDS", group="Notifications", default=10.0,
+        doc="How long a webhook delivery waits for each read of the answer.")
+    webhook_ca_bundle: str = _setting(
+        env="PLATFORM_WEBHOOK_CA_BUNDLE", group="Notifications", default="",
+        doc="CA certificates webhooks' TLS is verified against (empty: certifi's).")
+    notification_attempts: int = _setting(
+        env="PLATFORM_NOTIFICATION_ATTEMPTS", group="Notifications", default=6,
+        doc="Attempts of one delivery (webhook or email) before it is marked failed.")
+    notification_retry_seconds: float = _setting(
+        env="PLATFORM_NOTIFICATION_RETRY_SECONDS", group="Notifications", default=30.0,
+        doc="The wait before a failed delivery's second attempt; it doubles at each attempt.")
+    notification_retry_max_seconds: float = _setting(
+        env="PLATFORM_NOTIFICATION_RETRY_MAX_SECONDS", group="Notifications", default=3600.0,
+        doc="The longest wait between two attempts of a delivery.")
+    notification_log_days: int = _setting(
+        env="PLATFORM_NOTIFICATION_LOG_DAYS", group="Notifications", default=30,
+        doc="Deliveries and their attempts are kept this many days.")
 
 
 def _value_read(*, env: environ.Env, name: str, kind: Any, default: Any) -> Any:
@@ -371,7 +445,22 @@ def platform_settings_from_env(*, env: environ.Env, var_dir: Path,
     built = PlatformSettings(**values)
     _serving_version_check(version=built.tf_serving_version)
     _task_ports_check(base=built.task_port_base, span=built.task_port_span)
+    _webhook_networks_check(networks=built.webhook_allowed_networks)
+    _oidc_check(config=built)
     return built
+
+
+def _webhook_networks_check(*, networks: tuple[str, ...]) -> None:
+    """A misspelt range would otherwise refuse every webhook to it at delivery: stop the start."""
+    import ipaddress
+
+    for network in networks:
+        try:
+            ipaddress.ip_network(network, strict=False)
+        except ValueError as error:
+            raise ImproperlyConfigured(
+                f"PLATFORM_WEBHOOK_ALLOWED_NETWORKS: {network!r} is not a network ({error}).",
+            ) from error
 
 
 def _task_ports_check(*, base: int, span: int) -> None:
@@ -380,6 +469,30 @@ def _task_ports_check(*, base: int, span: int) -> None:
         raise ImproperlyConfigured(
             f"PLATFORM_TASK_PORT_BASE={base} and PLATFORM_TASK_PORT_SPAN={span}: the ports of "
             "tasks, [base, base + 2 * span), must lie within 1024-65535.")
+
+
+def _oidc_check(*, config: PlatformSettings) -> None:
+    """Single sign-on half configured would fail only when someone signs in: stop the start."""
+    if not config.oidc_issuer:
+        return
+    issuer = urlsplit(config.oidc_issuer)
+    loopback = issuer.hostname in ("localhost", "127.0.0.1", "::1")
+    if issuer.scheme != "https" and not (issuer.scheme == "http" and loopback):
+        raise ImproperlyConfigured(
+            f"PLATFORM_OIDC_ISSUER={config.oidc_issuer!r}: an issuer is an https:// URL (http:// "
+            "only on this machine, for development).")
+    if not config.oidc_client_id or not config.oidc_client_secret:
+        raise ImproperlyConfigured("PLATFORM_OIDC_ISSUER is set: PLATFORM_OIDC_CLIENT_ID and "
+                                   "PLATFORM_OIDC_CLIENT_SECRET are needed too.")
+    if config.oidc_allowed_groups and not config.oidc_groups_claim:
+        raise ImproperlyConfigured("PLATFORM_OIDC_ALLOWED_GROUPS needs a groups claim to check "
+                                   "them in (PLATFORM_OIDC_GROUPS_CLAIM).")
+    for pair in config.oidc_group_teams:
+        group, _, team = pair.partition("=")
+        if not group.strip() or not team.strip() or len(team.strip()) > TEAM_NAME_MAX:
+            raise ImproperlyConfigured(
+                f"PLATFORM_OIDC_GROUP_TEAMS: {pair!r} is not `group=team` (a team's name has 1 "
+                f"to {TEAM_NAME_MAX} characters).")
 
 
 def _serving_version_check(*, version: str) -> None:

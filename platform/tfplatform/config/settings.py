@@ -71,8 +71,10 @@ INSTALLED_APPS = [
     # Request, response and database metrics of the web process (tfplatform.monitoring serves them).
     "django_prometheus",
     "tfplatform.core",
+    "tfplatform.audit",
     "tfplatform.accounts",
     "tfplatform.cluster",
+    "tfplatform.notifications",
     "tfplatform.datasets",
     "tfplatform.experiments",
     "tfplatform.workspaces",
@@ -87,11 +89,16 @@ MIDDLEWARE = [
     "django_prometheus.middleware.PrometheusBeforeMiddleware",  # first: times the whole request
     "django.middleware.security.SecurityMiddleware",
     "tfplatform.core.middleware.NulRefusingMiddleware",
+    # The request's client address for the audit log (tfplatform.audit).
+    "tfplatform.audit.middleware.AuditRequestMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # Single sign-on: a session the OpenID provider signed in is checked with it again now and
+    # then (accounts/oidc.py; stands aside while PLATFORM_OIDC_ISSUER is unset).
+    "tfplatform.accounts.oidc.OidcSessionRefresh",
     "django.contrib.messages.middleware.MessageMiddleware",
     "tfplatform.core.pages.PlatformErrorPagesMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
@@ -104,6 +111,7 @@ MIDDLEWARE = [
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
+    "tfplatform.accounts.oidc.OidcBackend",  # OpenID Connect, when PLATFORM_OIDC_ISSUER is set
 ]
 AXES_FAILURE_LIMIT = env.int("PLATFORM_LOGIN_FAILURE_LIMIT", default=5)
 AXES_COOLOFF_TIME = timedelta(minutes=env.int("PLATFORM_LOGIN_COOLOFF_MINUTES", default=15))
@@ -111,6 +119,8 @@ AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_CLIENT_IP_CALLABLE = "tfplatform.core.client.client_address"
 AXES_VERBOSE = False
+# The OpenID provider's callback carries no username and counts its own failures.
+AXES_WHITELIST_CALLABLE = "tfplatform.accounts.oidc.sign_in_lockout_exempt"
 
 ROOT_URLCONF = "tfplatform.config.urls"
 WSGI_APPLICATION = "tfplatform.config.wsgi.application"
@@ -270,8 +280,10 @@ SPECTACULAR_SETTINGS = {
     # Experiment and ExperimentDetail share the experiment's states: one enum, its usual name.
     "ENUM_NAME_OVERRIDES": {
         "ExperimentStateEnum": "tfplatform.experiments.models.Experiment.State",
+        "ModelVersionStateEnum": "tfplatform.modelregistry.models.ModelVersion.State",
         "SearchStateEnum": "tfplatform.searches.models.Search.State",
         "SearcherEnum": "tfplatform.searches.models.Search.Searcher",
+        "NotificationEventEnum": "tfplatform.notifications.events.EventKind",
     },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
@@ -336,6 +348,24 @@ CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_ALWAYS_EAGER = False
+
+# Notification emails (tfplatform.notifications) go through Django's mail backend, configured by
+# EMAIL_URL (django-environ: smtp://user@host:587, smtp+tls://…, smtps://…, consolemail://); its
+# password apart as EMAIL_HOST_PASSWORD (or _FILE). Unset: printed by the notifier process.
+_EMAIL = env.email_url_config(url_with_password(
+    url=env.str("EMAIL_URL", default="consolemail://"),
+    password=env.str("EMAIL_HOST_PASSWORD", default=""), name="EMAIL_URL",
+    given_as="EMAIL_HOST_PASSWORD"))
+EMAIL_BACKEND = _EMAIL["EMAIL_BACKEND"]
+EMAIL_HOST = _EMAIL["EMAIL_HOST"] or "localhost"
+EMAIL_USE_TLS = bool(_EMAIL.get("EMAIL_USE_TLS"))
+EMAIL_USE_SSL = bool(_EMAIL.get("EMAIL_USE_SSL"))
+EMAIL_PORT = _EMAIL["EMAIL_PORT"] or (465 if EMAIL_USE_SSL else 587 if EMAIL_USE_TLS else 25)
+EMAIL_HOST_USER = _EMAIL["EMAIL_HOST_USER"] or ""
+EMAIL_HOST_PASSWORD = _EMAIL["EMAIL_HOST_PASSWORD"] or ""
+# A mail server that never answers holds one delivery this long, never the notifier.
+EMAIL_TIMEOUT = env.int("EMAIL_TIMEOUT", default=10)
+DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="TF Platform <tfplatform@localhost>")
 
 # The platform's own settings (tfplatform/config/platform_settings.py): one frozen, typed object;
 # read through `platform_settings()`.

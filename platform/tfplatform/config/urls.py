@@ -8,13 +8,18 @@ from tfplatform.accounts.api import (
     TokenRevokeApi,
     TokenRevokeCurrentApi,
 )
+from tfplatform.accounts.oidc import OidcCallbackView, OidcSignInView
+from tfplatform.audit.api import AuditEntryListApi
 from tfplatform.cluster.api import NodeListApi, NodeStateApi
 from tfplatform.datasets.api import DatasetDetailApi, DatasetListCreateApi
 from tfplatform.experiments import api as experiments_api
+from tfplatform.experiments import lineage_api as experiments_lineage_api
+from tfplatform.experiments import search_api as experiments_search_api
 from tfplatform.experiments.usage.api import UsageApi, UsageCsvApi
 from tfplatform.modelregistry import api as models_api
 from tfplatform.monitoring.api import HealthApi
 from tfplatform.monitoring.views import cluster_health_page, metrics
+from tfplatform.notifications import urls as notifications_urls
 from tfplatform.searches import api as searches_api
 from tfplatform.workspaces import api as workspace_api
 
@@ -41,6 +46,10 @@ api_v1 = [
     path("auth/tokens/current/", TokenRevokeCurrentApi.as_view(), name="api-token-current"),
     path("auth/tokens/<int:token_id>/", TokenRevokeApi.as_view(), name="api-token-revoke"),
     path("experiments/", experiments_api.ExperimentListCreateApi.as_view(), name="api-experiments"),
+    path("experiments/bulk/", experiments_search_api.ExperimentBulkApi.as_view(),
+         name="api-experiments-bulk"),
+    path("experiments/tags/", experiments_search_api.ExperimentTagListApi.as_view(),
+         name="api-experiment-tags"),
     path("workspaces/", workspace_api.WorkspaceListCreateApi.as_view(), name="api-workspaces"),
     path("workspaces/<int:workspace_id>/", workspace_api.WorkspaceDetailApi.as_view(),
          name="api-workspace"),
@@ -86,6 +95,16 @@ api_v1 = [
         name="api-experiment-restart",
     ),
     path(
+        "experiments/<int:experiment_id>/reproduce/",
+        experiments_lineage_api.ExperimentReproduceApi.as_view(),
+        name="api-experiment-reproduce",
+    ),
+    path(
+        "experiments/<int:experiment_id>/lineage/",
+        experiments_lineage_api.ExperimentLineageApi.as_view(),
+        name="api-experiment-lineage",
+    ),
+    path(
         "environments/",
         experiments_api.EnvironmentListCreateApi.as_view(),
         name="api-environments",
@@ -127,7 +146,7 @@ api_v1 = [
     ),
     path(
         "models/<str:name>/versions/<int:version>/",
-        models_api.ModelVersionUndeployApi.as_view(),
+        models_api.ModelVersionApi.as_view(),
         name="api-model-version",
     ),
     path(
@@ -136,12 +155,18 @@ api_v1 = [
         name="api-experiment-deploy",
     ),
     path("health/", HealthApi.as_view(), name="api-health"),
+    *notifications_urls.urlpatterns,
+    path("audit/", AuditEntryListApi.as_view(), name="api-audit"),
 ]
 
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("metrics", metrics, name="metrics"),
     path("cluster/health/", cluster_health_page, name="cluster-health"),
+    # Single sign-on (OpenID Connect); 404 while it is not configured. The names are
+    # mozilla-django-oidc's, which its session check redirects with.
+    path("oidc/authenticate/", OidcSignInView.as_view(), name="oidc_authentication_init"),
+    path("oidc/callback/", OidcCallbackView.as_view(), name="oidc_authentication_callback"),
     path("api/v1/", include(api_v1)),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),

@@ -14,6 +14,21 @@ class StrictInputSerializer(serializers.Serializer):
         return super().to_internal_value(data)
 
 
+class QuerySerializer(serializers.Serializer):
+    """A query string's parameters. DRF reads a blank form value of an optional field as left
+    out; a blank parameter is refused here instead, so `?state=` is never "every state"."""
+
+    def validate(self, attrs: Any) -> Any:
+        data = self.initial_data
+        names: list[str] = list(self.fields)
+        blank = sorted(name for name in names
+                       if hasattr(data, "getlist") and "" in data.getlist(name))
+        if blank:
+            raise serializers.ValidationError(
+                {name: ["Give a value, or leave the parameter out."] for name in blank})
+        return super().validate(attrs)
+
+
 class JSONObjectField(serializers.JSONField):
     """A JSON object, sent either as JSON or (in multipart uploads) as a JSON-encoded string."""
 

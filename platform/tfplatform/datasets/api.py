@@ -14,8 +14,9 @@ from tfplatform.datasets.serializers import DatasetCreateSerializer, DatasetSeri
 
 
 class DatasetListCreateApi(generics.ListAPIView):
-    """Sharded datasets you can use: yours, your team's (staff: all). Register one once, then
-    name it as an experiment's `dataset`."""
+    """Sharded datasets you can use: yours, your team's (staff: all), each version its own row.
+    Register one, then name it as an experiment's `dataset` (its newest version) or as
+    `name@version`; registering the name again adds its next version."""
 
     serializer_class = DatasetSerializer
     filter_backends: list[Any] = []
@@ -43,7 +44,8 @@ class DatasetDetailApi(APIView):
         return Response(DatasetSerializer(dataset).data)
 
     @extend_schema(request=None, responses={204: None},
-                   description="Forgets the registration; the files stay where they are.")
+                   description="Forgets this version; the files stay where they are, and "
+                   "experiments that read it still show its number and fingerprint.")
     def delete(self, request: Request, dataset_id: int) -> Response:
         dataset = selectors.dataset_get(user=request.user, dataset_id=dataset_id)
         services.dataset_delete(user=request.user, dataset=dataset)  # type: ignore[arg-type]

@@ -131,7 +131,8 @@ def _overlap_check(*, path: Path, owner: User, team: Team | None, uri: str, fiel
                    dataset_id: int | None) -> None:
     """Another holder's dataset neither holds this folder nor lies inside it (a staff member
     may have put one outside the teams' folders)."""
-    others = Dataset.objects.exclude(_same_holder(team=team, owner=owner))
+    others = Dataset.objects.filter(deleted_at__isnull=True).exclude(
+        _same_holder(team=team, owner=owner))
     if dataset_id is not None:
         others = others.exclude(pk=dataset_id)
     for other in others.only("train_uri", "validation_uri").iterator():

@@ -8,11 +8,13 @@ from training.shard_schema import ShardedSource
 
 
 class Dataset(models.Model):
-    """A sharded file dataset registered once and chosen by name (training/shard_schema.py).
+    """One version of a sharded file dataset, chosen by name (training/shard_schema.py).
 
-    Visible to its owner, its team and staff; its name is unique within the team (or, for a
-    user without one, among the owner's own). Its local folders lie in its team's folder of a
-    dataset root, or its teamless owner's, or where staff put them (locations.py).
+    Visible to its owner, its team and staff. Registering a name again within the team (or,
+    for a user without one, among the owner's own) adds its next version; an experiment reads
+    the newest, or the one it names as `name@version`, and pins it. Its local folders lie in
+    its team's folder of a dataset root, or its teamless owner's, or where staff put them
+    (locations.py).
     """
 
     class Format(models.TextChoices):
@@ -28,6 +30,13 @@ class Dataset(models.Model):
         "accounts.Team", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     name = models.CharField(max_length=100)
+    version = models.PositiveIntegerField(default=1)
+    # Of its shard files at registration (fingerprints.py); empty for one registered before
+    # datasets had versions.
+    fingerprint = models.CharField(max_length=64, blank=True)
+    # Deleted by its holder: gone from lists and submissions, kept so that its number is never
+    # given again and the experiments that read it still say which files those were.
+    deleted_at = models.DateTimeField(null=True, blank=True)
     format = models.CharField(max_length=20, choices=Format.choices)
     train_uri = models.CharField(max_length=1000)
     validation_uri = models.CharField(max_length=1000)
@@ -46,16 +55,18 @@ class Dataset(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
-        ordering = ["name", "id"]
+        ordering = ["name", "version", "id"]
         constraints = [
-            models.UniqueConstraint(fields=["team", "name"], condition=Q(team__isnull=False),
-                                    name="dataset_name_unique_in_team"),
-            models.UniqueConstraint(fields=["owner", "name"], condition=Q(team__isnull=True),
-                                    name="dataset_name_unique_for_owner"),
+            models.UniqueConstraint(fields=["team", "name", "version"],
+                                    condition=Q(team__isnull=False),
+                                    name="dataset_version_unique_in_team"),
+            models.UniqueConstraint(fields=["owner", "name", "version"],
+                                    condition=Q(team__isnull=True),
+                                    name="dataset_version_unique_for_owner"),
         ]
 
     def __str__(self) -> str:
-        return self.name
+        return f"{self.name}@{self.version}"
 
     def source(self) -> ShardedSource:
         return ShardedSource.from_dict(self.source_fields())

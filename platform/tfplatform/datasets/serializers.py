@@ -24,9 +24,10 @@ class DatasetSerializer(serializers.ModelSerializer):
     class Meta:
         model = Dataset
         fields = [
-            "id", "name", "owner", "team", "format", "train", "validation", "features",
-            "feature_order", "label", "label_spec", "pack", "csv_columns", "csv_header",
-            "train_examples", "validation_examples", "num_classes", "size_bytes", "created_at",
+            "id", "name", "version", "fingerprint", "owner", "team", "format", "train",
+            "validation", "features", "feature_order", "label", "label_spec", "pack",
+            "csv_columns", "csv_header", "train_examples", "validation_examples", "num_classes",
+            "size_bytes", "created_at",
         ]
         read_only_fields = fields
 
@@ -34,8 +35,9 @@ class DatasetSerializer(serializers.ModelSerializer):
 class DatasetCreateSerializer(StrictInputSerializer):
     name = serializers.RegexField(
         r"^[A-Za-z0-9][A-Za-z0-9._\-]{0,99}$", max_length=100,
-        help_text="Unique in your team (or among your own); chosen by it as an experiment's "
-                  "`dataset`.",
+        help_text="Chosen by it as an experiment's `dataset` (its newest version) or as "
+                  "`name@version`. Registering a name your team (or you, without one) already "
+                  "has adds its next version.",
     )
     format = serializers.ChoiceField(choices=FORMATS)
     train = serializers.CharField(max_length=1000, help_text=URI_HELP)

@@ -1,9 +1,12 @@
 """Registering and deleting sharded datasets; the checks run in the web process, TF-free."""
 
 from django.db import IntegrityError, transaction
+from django.db.models import Q
+from django.utils import timezone
 
 from tfplatform.accounts.models import Team, User
 from tfplatform.core.errors import Conflict, Forbidden, InvalidInput, NotFound
+from tfplatform.datasets.fingerprints import shards_fingerprint
 from tfplatform.datasets.inspection import DatasetRequest, source_build
 from tfplatform.datasets.locations import dataset_locations_check, location_check
 from tfplatform.datasets.models import Dataset
@@ -17,7 +20,8 @@ RESERVED_NAMES = (*BUILTIN_DATASETS, "upload")
 def dataset_register(*, user: User, request: DatasetRequest, owner_name: str = "",
                      team_name: str = "") -> Dataset:
     """Registers a dataset held by `user` and their team, or, set by staff, by another owner
-    (`owner_name`) or team (`team_name`; default the owner's team)."""
+    (`owner_name`) or team (`team_name`; default the owner's team). A name its holder has
+    registered before gets its next version: 1, 2, ..., never a deleted one's number."""
     if request.name in RESERVED_NAMES:
         raise InvalidInput(f"'{request.name}' is a built-in dataset's name.", field="name")
     if request.format not in FORMATS:
@@ -28,10 +32,18 @@ def dataset_register(*, user: User, request: DatasetRequest, owner_name: str = "
               for split in SPLITS}
     source = source_build(request=DatasetRequest(**{**request.__dict__, "shards": shards}))
     fields = source.to_dict()
+    fingerprint = shards_fingerprint(
+        splits={split: (getattr(request, split), shards[split]) for split in SPLITS})
+    holder = Q(team=team) if team is not None else Q(team__isnull=True, owner=owner)
     try:
         with transaction.atomic():
+            # Locked: two registrations of one name at once take turns for its next number.
+            newest = (Dataset.objects.select_for_update().filter(holder, name=source.name)
+                      .order_by("-version").first())
             return Dataset.objects.create(
                 owner=owner, team=team, name=source.name, format=source.format,
+                version=newest.version + 1 if newest is not None else 1,
+                fingerprint=fingerprint,
                 train_uri=source.train, validation_uri=source.validation,
                 features=fields["features"], feature_order=fields["feature_order"],
                 label=source.label, label_spec=source.label_spec, pack=source.pack,
@@ -40,9 +52,10 @@ def dataset_register(*, user: User, request: DatasetRequest, owner_name: str = "
                 validation_examples=source.validation_examples,
                 num_classes=source.num_classes, size_bytes=source.size_bytes,
             )
-    except IntegrityError as error:
-        raise Conflict(f"A dataset named '{request.name}' is already registered "
-                       f"{'in the team' if team is not None else 'by its owner'}.") from error
+    except IntegrityError as error:  # its first version, registered twice at once
+        raise Conflict(f"Dataset '{request.name}' was registered meanwhile "
+                       f"{'in the team' if team is not None else 'by its owner'}; register "
+                       "it again for its next version.") from error
 
 
 def _holder(*, user: User, owner_name: str, team_name: str) -> tuple[User, Team | None]:
@@ -63,13 +76,15 @@ def _holder(*, user: User, owner_name: str, team_name: str) -> tuple[User, Team 
 
 
 def dataset_delete(*, user: User, dataset: Dataset) -> None:
-    """Its owner, a member of its team or staff; the files stay (they are not the platform's).
-    Experiments already submitted keep their copy of its description."""
+    """Its owner, a member of its team or staff delete one version; the files stay (they are
+    not the platform's). Its row stays, marked, for the experiments that read it: they can say
+    which version they read, and a reproduction that it is gone."""
     allowed = (user.is_staff or dataset.owner_id == user.pk
                or (dataset.team_id is not None and dataset.team_id == user.team_id))
     if not allowed:
         raise NotFound("Dataset not found.")
-    dataset.delete()
+    Dataset.objects.filter(pk=dataset.pk, deleted_at__isnull=True).update(
+        deleted_at=timezone.now())
 
 
 def dataset_source_for_trials(*, dataset: Dataset) -> ShardedSource:

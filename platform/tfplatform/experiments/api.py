@@ -3,7 +3,6 @@ from typing import Any
 
 from django.db.models import QuerySet
 from django.http import StreamingHttpResponse
-from django_filters import rest_framework as filters
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import generics, serializers, status
@@ -16,13 +15,17 @@ from rest_framework.views import APIView
 from tfplatform.core.permissions import StaffWrites
 from tfplatform.experiments import artifacts, environments
 from tfplatform.experiments.models import Experiment
+from tfplatform.experiments.search_api import (
+    ExperimentAnnotateSerializer,
+    ExperimentSearchQuerySerializer,
+)
 from tfplatform.experiments.selectors.environments import environment_get, environment_list
 from tfplatform.experiments.selectors.experiments import (
     experiment_get,
-    experiment_list,
     experiment_logs,
     experiment_metrics,
 )
+from tfplatform.experiments.selectors.search import experiment_search
 from tfplatform.experiments.serializers import (
     EnvironmentSerializer,
     EnvironmentWriteSerializer,
@@ -33,33 +36,23 @@ from tfplatform.experiments.serializers import (
     MetricSerializer,
     MetricsQuerySerializer,
 )
-from tfplatform.experiments.services import submission
-
-
-class ExperimentFilter(filters.FilterSet):
-    state = filters.ChoiceFilter(choices=Experiment.State.choices)
-    owner = filters.CharFilter(field_name="owner__username")
-
-    class Meta:
-        model = Experiment
-        fields = ["state", "owner"]
-
-    def is_valid(self) -> bool:
-        valid = bool(super().is_valid())
-        # An empty state is no state: refused like any other, not read as "every state".
-        if self.data.get("state") == "":
-            self.form.add_error("state", "Choose one of the states, or leave `state` out.")
-            return False
-        return valid
+from tfplatform.experiments.services import annotations, submission
 
 
 class ExperimentListCreateApi(generics.ListAPIView):
     serializer_class = ExperimentSerializer
-    filterset_class = ExperimentFilter
+    filter_backends: list[Any] = []
     parser_classes = [JSONParser, MultiPartParser, FormParser]
 
+    @extend_schema(parameters=[ExperimentSearchQuerySerializer])
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return super().get(request, *args, **kwargs)
+
     def get_queryset(self) -> QuerySet[Experiment]:
-        return experiment_list(user=self.request.user).prefetch_related("trials")
+        query = ExperimentSearchQuerySerializer(data=self.request.query_params)
+        query.is_valid(raise_exception=True)
+        return experiment_search(user=self.request.user, query=query.query()).prefetch_related(
+            "trials", "tags")
 
     @extend_schema(request=ExperimentCreateSerializer, responses={201: ExperimentSerializer})
     def post(self, request: Request) -> Response:
@@ -78,6 +71,17 @@ class ExperimentDetailApi(APIView):
     @extend_schema(responses=ExperimentDetailSerializer)
     def get(self, request: Request, experiment_id: int) -> Response:
         experiment = experiment_get(user=request.user, experiment_id=experiment_id)
+        return Response(ExperimentDetailSerializer(experiment, context={"request": request}).data)
+
+    @extend_schema(request=ExperimentAnnotateSerializer, responses=ExperimentDetailSerializer,
+                   description="Its tags, note and archived flag: whoever can see it may "
+                               "change them. Other fields are its run's record and stay.")
+    def patch(self, request: Request, experiment_id: int) -> Response:
+        serializer = ExperimentAnnotateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        experiment = experiment_get(user=request.user, experiment_id=experiment_id)
+        experiment = annotations.experiment_annotate(experiment=experiment,
+                                                     **serializer.validated_data)
         return Response(ExperimentDetailSerializer(experiment, context={"request": request}).data)
 
 
@@ -151,7 +155,7 @@ class ExperimentCancelApi(APIView):
     @extend_schema(request=None, responses=ExperimentSerializer)
     def post(self, request: Request, experiment_id: int) -> Response:
         experiment = experiment_get(user=request.user, experiment_id=experiment_id)
-        experiment = submission.experiment_cancel(experiment=experiment)
+        experiment = submission.experiment_cancel(experiment=experiment, actor=request.user)
         return Response(ExperimentSerializer(experiment).data, status=status.HTTP_202_ACCEPTED)
 
 
@@ -169,7 +173,8 @@ class EnvironmentListCreateApi(generics.ListAPIView):
     def post(self, request: Request) -> Response:
         serializer = EnvironmentWriteSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        environment = environments.environment_create(**serializer.validated_data)
+        environment = environments.environment_create(**serializer.validated_data,
+                                                      actor=request.user)
         return Response(EnvironmentSerializer(environment).data, status=status.HTTP_201_CREATED)
 
 
@@ -189,14 +194,14 @@ class EnvironmentDetailApi(APIView):
         serializer = EnvironmentWriteSerializer(data=request.data, partial=True)
         serializer.is_valid(raise_exception=True)
         environment = environments.environment_update(
-            environment=environment, **serializer.validated_data
+            environment=environment, **serializer.validated_data, actor=request.user
         )
         return Response(EnvironmentSerializer(environment).data)
 
     @extend_schema(request=None, responses={204: None})
     def delete(self, request: Request, environment_id: int) -> Response:
         environment = environment_get(environment_id=environment_id)
-        environments.environment_delete(environment=environment)
+        environments.environment_delete(environment=environment, actor=request.user)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 

@@ -1,4 +1,5 @@
-"""Writes to environments: staff create, edit and delete them; each node builds them.
+"""Writes to environments: staff create, edit and delete them (each an audit row, `actor`
+the staff member); each node builds them.
 
 A node builds an environment (a venv, training.isolation.venvs; under docker/podman a derived
 image, training.isolation.images) the first time one of its trials needs it, and records the
@@ -15,9 +16,17 @@ from django.db import IntegrityError, transaction
 from django.db.models import ProtectedError
 from django.utils import timezone
 
+from tfplatform.audit.models import AuditAction
+from tfplatform.audit.services import Actor, audit_changes, audit_record, audit_snapshot
 from tfplatform.cluster.models import Node
 from tfplatform.core.errors import Conflict, InvalidInput, PlatformError
-from tfplatform.experiments.models import Environment, EnvironmentBuild, Experiment
+from tfplatform.experiments.models import (
+    Environment,
+    EnvironmentBuild,
+    EnvironmentRevision,
+    Experiment,
+)
+from tfplatform.experiments.revisions import environment_revision_ensure
 from tfplatform.experiments.services.transitions import experiment_set_pending_reason
 from training import errors as training_errors
 from training.isolation import images, venvs
@@ -28,6 +37,7 @@ from training.isolation.runtime import Runtime, TaskPython
 Build = EnvironmentBuild.State
 BUILD_LOG_KEEP_BYTES = 64 * 1024
 TEXT_FIELDS = {"name": 100, "image": 300, "tensorflow_version": 20}
+AUDITED_FIELDS = ("name", "image", "tensorflow_version", "gpu_capable", "extra_packages")
 
 
 class EnvironmentBuildFailed(PlatformError):
@@ -49,13 +59,18 @@ def environment_create(
     tensorflow_version: str,
     gpu_capable: bool = False,
     extra_packages: Sequence[str] = (),
+    actor: Actor = None,
 ) -> Environment:
     environment = Environment(
         **_texts_clean(name=name, image=image, tensorflow_version=tensorflow_version),
         gpu_capable=gpu_capable,
         extra_packages=environment_packages_clean(packages=list(extra_packages)),
     )
-    _save(environment=environment)
+    with transaction.atomic():
+        _save(environment=environment)
+        environment_revision_ensure(environment=environment)
+        audit_record(actor=actor, action=AuditAction.ENVIRONMENT_CREATE, target=environment,
+                     before=None, after=audit_snapshot(obj=environment, fields=AUDITED_FIELDS))
     return environment
 
 
@@ -67,6 +82,7 @@ def environment_update(
     tensorflow_version: str | None = None,
     gpu_capable: bool | None = None,
     extra_packages: Sequence[str] | None = None,
+    actor: Actor = None,
 ) -> Environment:
     """Change what is given. New packages make each node build a new venv when next needed;
     the old one stays cached under its own key."""
@@ -81,9 +97,16 @@ def environment_update(
         packages_changed = changes.get("extra_packages", current.extra_packages) != (
             current.extra_packages
         )
+        before = audit_snapshot(obj=current, fields=AUDITED_FIELDS)
         for field, value in changes.items():
             setattr(current, field, value)
         _save(environment=current)
+        environment_revision_ensure(environment=current)
+        old, new = audit_changes(before=before,
+                                 after=audit_snapshot(obj=current, fields=AUDITED_FIELDS))
+        if new:
+            audit_record(actor=actor, action=AuditAction.ENVIRONMENT_CHANGE, target=current,
+                         before=old, after=new)
         if packages_changed:
             # Builds of the old packages say nothing about the new ones.
             current.builds.all().delete()
@@ -91,7 +114,7 @@ def environment_update(
     return environment
 
 
-def environment_delete(*, environment: Environment) -> None:
+def environment_delete(*, environment: Environment, actor: Actor = None) -> None:
     used = environment.experiments.count()
     if used:
         raise Conflict(
@@ -99,7 +122,11 @@ def environment_delete(*, environment: Environment) -> None:
             f"{'s' if used != 1 else ''}; only an unused environment can be deleted."
         )
     try:
-        environment.delete()
+        with transaction.atomic():
+            audit_record(actor=actor, action=AuditAction.ENVIRONMENT_DELETE, target=environment,
+                         before=audit_snapshot(obj=environment, fields=AUDITED_FIELDS),
+                         after=None)
+            environment.delete()
     except ProtectedError as error:  # an experiment chose it meanwhile
         raise Conflict(f"Environment '{environment.name}' is in use.") from error
 
@@ -163,7 +190,10 @@ def environment_build_ensure(
         return TaskPython()
     hostname = node.hostname if node is not None else settings.PLATFORM.node_name
     try:
-        plan = _plan(environment=environment, runtime=runtime)
+        # An experiment's trials build the revision it pinned, whatever the environment holds
+        # now (a reproduction runs on the packages of the run it reproduces).
+        plan = _plan(environment=environment, runtime=runtime,
+                     revision=experiment.environment_revision if experiment is not None else None)
     except training_errors.EnvironmentBuildFailed as error:
         raise _failure(environment=environment, hostname=hostname,
                        reason=f"{error}: {error.log_tail}") from error
@@ -195,12 +225,14 @@ def environment_build_ensure(
     return python
 
 
-def _plan(*, environment: Environment, runtime: Runtime | None) -> _BuildPlan | TaskPython:
-    """What building `environment` means on this node, or its interpreter if nothing."""
-    packages = list(environment.extra_packages)
+def _plan(*, environment: Environment, runtime: Runtime | None,
+          revision: EnvironmentRevision | None = None) -> _BuildPlan | TaskPython:
+    """What building `environment` (or its `revision`) means on this node, or its interpreter
+    if nothing."""
+    packages = list(revision.packages if revision is not None else environment.extra_packages)
     root = environments_dir()
     containers = runtime.containers if runtime is not None else None
-    image = environment.image
+    image = revision.image if revision is not None else environment.image
     if containers is not None and image == containers.node_image and not packages:
         return TaskPython()  # what the node's warm containers run
     if containers is not None and not _runs_node_runtime(containers=containers, image=image):

@@ -59,6 +59,36 @@ class EnvironmentBuild(models.Model):
         return f"{self.environment} on {self.node} ({self.state})"
 
 
+class EnvironmentRevision(models.Model):
+    """What an environment held at one time, never changed: an edit of its contents adds one.
+
+    Experiments pin the revision current at submission and their trials build it, so a trial's
+    `content_hash` names exactly the image, TensorFlow and packages it ran with
+    (experiments/environments.py environment_content_hash).
+    """
+
+    environment = models.ForeignKey(
+        Environment, on_delete=models.CASCADE, related_name="revisions"
+    )
+    number = models.PositiveIntegerField()
+    content_hash = models.CharField(max_length=64)
+    image = models.CharField(max_length=300)
+    tensorflow_version = models.CharField(max_length=20)
+    packages = models.JSONField(default=list)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["environment_id", "number"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["environment", "number"], name="environment_revision_unique"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.environment} revision {self.number}"
+
+
 class Experiment(models.Model):
     class State(models.TextChoices):
         QUEUED = "queued"
@@ -90,6 +120,21 @@ class Experiment(models.Model):
     dataset = models.CharField(max_length=300)
     model_file = models.FileField(upload_to="models/%Y/%m/", blank=True)
     dataset_file = models.FileField(upload_to="datasets/%Y/%m/", blank=True)
+    # Pinned at submission (docs/user-guide/lineage.md): the environment's revision its trials
+    # build, and the registered dataset's version they read (`dataset` is then its name). The
+    # version's number and fingerprint stay when the version is deleted.
+    environment_revision = models.ForeignKey(
+        EnvironmentRevision, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    dataset_version = models.ForeignKey(
+        "datasets.Dataset", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    dataset_version_number = models.PositiveIntegerField(null=True, blank=True)
+    dataset_fingerprint = models.CharField(max_length=64, blank=True)
+    # The experiment this one reproduces (experiments/services/reproduction.py).
+    reproduced_from = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="reproductions"
+    )
     # What its uploaded files take (its owner's storage quota).
     upload_bytes = models.BigIntegerField(default=0)
     hyperparameters = models.JSONField(default=dict)
@@ -123,6 +168,10 @@ class Experiment(models.Model):
     pending_reason = models.CharField(max_length=300, blank=True)
     error = models.TextField(blank=True)
     results = models.JSONField(default=dict, blank=True)
+    # Markdown, as its team wrote it; pages show it rendered and sanitized (core/notes.py).
+    note = models.TextField(blank=True)
+    # Out of the list unless asked for; nothing else changes (it still counts, still deploys).
+    archived = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     started_at = models.DateTimeField(null=True, blank=True)
@@ -156,6 +205,23 @@ class Experiment(models.Model):
     @property
     def elastic(self) -> bool:
         return bool(self.workers_min or self.gpus_per_worker_min)
+
+
+class ExperimentTag(models.Model):
+    """One tag of an experiment (core/notes.py says what a tag may be)."""
+
+    experiment = models.ForeignKey(Experiment, on_delete=models.CASCADE, related_name="tags")
+    name = models.CharField(max_length=64)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint(fields=["experiment", "name"], name="experiment_tag_unique"),
+        ]
+        indexes = [models.Index(fields=["name"])]
+
+    def __str__(self) -> str:
+        return self.name
 
 
 class Trial(models.Model):
@@ -227,6 +293,41 @@ class Trial(models.Model):
     def size_label(self) -> str:
         """Its size as pages say it: "2 × 4 GPU" (workers × GPUs each), "1 × 0 GPU"."""
         return f"{self.size.workers} × {self.size.gpus_per_worker} GPU"
+
+
+class TrialLineage(models.Model):
+    """What a trial ran with, recorded by its node as it starts (services/lineage.py): copies,
+    so the record stays whole when the environment, the dataset or the upload changes or goes.
+    Its TensorFlow is the trial's own `tensorflow_version`, which its tasks report."""
+
+    trial = models.OneToOneField(
+        Trial, on_delete=models.CASCADE, primary_key=True, related_name="lineage"
+    )
+    environment_name = models.CharField(max_length=100, blank=True)
+    environment_revision = models.PositiveIntegerField(null=True, blank=True)
+    environment_hash = models.CharField(max_length=64, blank=True)
+    image = models.CharField(max_length=300, blank=True)
+    tensorflow_requested = models.CharField(max_length=20, blank=True)
+    # `name==version` of every package its venv installed (pip's resolution, from the venv's
+    # lock) when `packages_resolved`; otherwise the revision's pinned list (no venv: nothing
+    # pinned, or a derived container image whose lock stays inside the image).
+    packages = models.JSONField(default=list, blank=True)
+    packages_resolved = models.BooleanField(default=False)
+    # The node's key of the venv or image it ran in (the content hash plus the node's runtime).
+    build_key = models.CharField(max_length=200, blank=True)
+    module = models.CharField(max_length=300)
+    module_sha256 = models.CharField(max_length=64, blank=True)
+    dataset = models.CharField(max_length=300)
+    dataset_version = models.PositiveIntegerField(null=True, blank=True)
+    # Of the files as the trial found them; a registered version's own is the one it was
+    # registered with (they differ when the files changed in place since).
+    dataset_fingerprint = models.CharField(max_length=64, blank=True)
+    seed = models.BigIntegerField(null=True, blank=True)
+    nodes = models.JSONField(default=list, blank=True)
+    recorded_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"lineage of {self.trial}"
 
 
 class Metric(models.Model):

@@ -6,6 +6,7 @@ from rest_framework import serializers
 from rest_framework.reverse import reverse
 
 from tfplatform.cluster.placement import gpu_fraction_of
+from tfplatform.core.notes import note_render
 from tfplatform.core.serializers import (
     JSONObjectField,
     StrictInputSerializer,
@@ -211,6 +212,7 @@ class ExperimentSerializer(serializers.ModelSerializer):
         help_text="The size its latest trial runs (or ran) at; an elastic experiment's changes "
                   "as it is shrunk and grown. Null before its first trial.")
     trials = TrialSerializer(many=True)
+    tags = serializers.SerializerMethodField()
     target = serializers.SerializerMethodField()
     target_accuracy = serializers.SerializerMethodField(
         help_text="The target value when the target metric is val_accuracy, else null."
@@ -245,7 +247,13 @@ class ExperimentSerializer(serializers.ModelSerializer):
             "finished_at",
             "size",
             "trials",
+            "tags",
+            "archived",
         ]
+
+    def get_tags(self, experiment: Experiment) -> list[str]:
+        # Sorted in Python: a page prefetches them (`tags`), and order_by would query again.
+        return sorted(tag.name for tag in experiment.tags.all())
 
     def get_queue_position(self, experiment: Experiment) -> int | None:
         positions = self.context.get(QUEUE_POSITIONS)
@@ -302,8 +310,29 @@ class ExperimentDetailSerializer(ExperimentSerializer):
         help_text="Opens this experiment's TensorBoard (in a browser signed in to the platform)."
     )
 
+    note_html = serializers.SerializerMethodField(
+        help_text="The note rendered from Markdown and sanitized: safe to insert as HTML.")
+
+    # Pinned at submission (GET .../lineage/ has the whole chain).
+    dataset_version = serializers.IntegerField(
+        source="dataset_version_number", allow_null=True, read_only=True,
+        help_text="The registered dataset's version it reads (`dataset` is its name); null for "
+                  "a built-in dataset, an upload or a shared file.")
+    dataset_fingerprint = serializers.CharField(read_only=True)
+    environment_revision = serializers.IntegerField(
+        source="environment_revision.number", allow_null=True, default=None, read_only=True,
+        help_text="The environment's revision its trials build (its packages then).")
+    reproduced_from = serializers.IntegerField(
+        source="reproduced_from_id", allow_null=True, read_only=True,
+        help_text="The experiment this one reproduces.")
+
     class Meta(ExperimentSerializer.Meta):
-        fields = [*ExperimentSerializer.Meta.fields, "isolated", "tensorboard_url"]
+        fields = [*ExperimentSerializer.Meta.fields, "isolated", "tensorboard_url", "note",
+                  "note_html", "dataset_version", "dataset_fingerprint", "environment_revision",
+                  "reproduced_from"]
+
+    def get_note_html(self, experiment: Experiment) -> str:
+        return note_render(note=experiment.note)
 
     def get_isolated(self, experiment: Experiment) -> bool:
         return not experiment_unisolated_nodes(experiment=experiment)

@@ -11,7 +11,12 @@ from django.core.files.uploadedfile import UploadedFile
 
 from tfplatform.accounts.models import User
 from tfplatform.core.errors import InvalidInput
-from tfplatform.datasets.selectors import dataset_for_name
+from tfplatform.datasets.models import Dataset
+from tfplatform.datasets.selectors import (
+    dataset_for_name,
+    dataset_reference_split,
+    dataset_version_readable,
+)
 from tfplatform.datasets.services import dataset_source_for_trials
 from training import board_layout as board
 from training import catalog, precision, scaling
@@ -144,10 +149,11 @@ def model_check(*, model: str, upload: UploadedFile | None) -> None:
 
 def dataset_check(
     *, dataset: str, upload: UploadedFile | None, hyperparameters: dict[str, Any],
-    owner: User | None = None, parameter_servers: int = 0,
-) -> None:
-    """A built-in name, an upload, a file in the shared folder, or (with `owner`) the name of a
-    registered dataset the owner can see, its folders checked again."""
+    owner: User | None = None, parameter_servers: int = 0, pinned: Dataset | None = None,
+) -> Dataset | None:
+    """A built-in name, an upload, a file in the shared folder, or (with `owner`) a registered
+    dataset the owner can see, `name` (its newest version) or `name@version`, or the version
+    `pinned` (a reproduction's): that version, its folders checked again, is returned."""
     if dataset == UPLOADED_DATASET:
         if upload is None:
             raise InvalidInput("dataset 'upload' needs a dataset_file.", field="dataset_file")
@@ -157,23 +163,24 @@ def dataset_check(
             raise InvalidInput("dataset_file must be a .npz or .csv file.", field="dataset_file")
         with _as_file(upload=upload, suffix=Path(name).suffix) as path:
             _dataset_file_check(path=path, hyperparameters=hyperparameters, field="dataset_file")
-        return
+        return None
     if upload is not None:
         raise InvalidInput("Set dataset to 'upload' when sending a dataset_file.", field="dataset")
     if dataset.startswith("/"):
         path = shared_path_check(value=dataset, field="dataset", suffixes=(".npz", ".csv"))
         _dataset_file_check(path=path, hyperparameters=hyperparameters, field="dataset")
-        return
+        return None
     if dataset in catalog.BUILTIN_DATASETS:
-        return
-    source = registered_source(owner=owner, name=dataset) if owner is not None else None
-    if source is None:
+        return None
+    version = _registered_version(owner=owner, reference=dataset, pinned=pinned)
+    if version is None:
         raise InvalidInput(
             f"Unknown dataset '{dataset}'. Choose one of: "
             f"{', '.join(catalog.BUILTIN_DATASETS)}, 'upload', or a registered dataset "
             "(GET /api/v1/datasets/).",
             field="dataset",
         )
+    source = dataset_source_for_trials(dataset=version)
     if source.format == "parquet" and parameter_servers:
         # pyarrow reads it inside the pipeline's own Python process; parameter-server training
         # ships the pipeline's graph to workers, where that Python is not.
@@ -183,11 +190,39 @@ def dataset_check(
             "writes those too).",
             field="dataset",
         )
+    return version
+
+
+def dataset_reference_pin(*, owner: User, reference: str) -> str:
+    """A registered dataset's `name` as `name@<its newest version>`, for what submits its
+    experiments later (a search's trials): they all read the version newest when it was asked
+    for. Anything else (a version already named, a built-in, an upload, a path) as it is."""
+    if reference in catalog.BUILTIN_DATASETS or reference == UPLOADED_DATASET \
+            or reference.startswith("/"):
+        return reference
+    name, version = dataset_reference_split(reference=reference)
+    found = dataset_for_name(user=owner, name=name) if version is None else None
+    return f"{name}@{found.version}" if found is not None else reference
+
+
+def _registered_version(*, owner: User | None, reference: str,
+                        pinned: Dataset | None) -> Dataset | None:
+    if owner is None:
+        return None
+    if pinned is None:
+        name, number = dataset_reference_split(reference=reference)
+        return dataset_for_name(user=owner, name=name, version=number)
+    readable = dataset_version_readable(user=owner, dataset_id=pinned.pk)
+    if readable is None:
+        raise InvalidInput(f"Dataset '{pinned.name}' version {pinned.version} is deleted, or "
+                           "not yours to read.", field="dataset")
+    return readable
 
 
 def registered_source(*, owner: User, name: str) -> ShardedSource | None:
-    """The registered dataset `name` as its trials will read it; None when it names none the
-    owner can see (deleted since, or never registered)."""
+    """The newest version of the registered dataset `name` as its trials will read it (an
+    experiment submitted before versions pinned none); None when it names none the owner can
+    see (deleted since, or never registered)."""
     if name in catalog.BUILTIN_DATASETS or name == UPLOADED_DATASET or name.startswith("/"):
         return None
     dataset = dataset_for_name(user=owner, name=name)

@@ -1,6 +1,8 @@
 from django.contrib import admin
 from django.http import HttpRequest
 
+from tfplatform.audit.admin import AuditedModelAdmin
+from tfplatform.audit.models import AuditAction
 from tfplatform.modelregistry.models import (
     ModelLabel,
     ModelVersion,
@@ -17,9 +19,13 @@ class ModelVersionInline(admin.TabularInline):
 
 
 @admin.register(RegisteredModel)
-class RegisteredModelAdmin(admin.ModelAdmin):
+class RegisteredModelAdmin(AuditedModelAdmin):
     list_display = ("name", "owner", "team", "public", "canary_percent")
     inlines = [ModelVersionInline]
+    audit_fields = ("name", "owner", "team", "public", "canary_percent")
+    audit_create = AuditAction.MODEL_CREATE
+    audit_change = AuditAction.MODEL_CHANGE
+    audit_delete = AuditAction.MODEL_DELETE
 
 
 @admin.register(ModelVersion)
@@ -41,7 +47,21 @@ class ModelVersionAdmin(admin.ModelAdmin):
 
 @admin.register(ModelLabel)
 class ModelLabelAdmin(admin.ModelAdmin):
+    """Read-only: labels move on the model's page and through the API, which check the version
+    is loaded, tell the model server and write the audit log."""
+
     list_display = ("model", "label", "version", "updated_at")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: ModelLabel | None = None
+                              ) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: ModelLabel | None = None
+                              ) -> bool:
+        return False
 
 
 @admin.register(ServingSample)

@@ -5,7 +5,7 @@ from django.conf import settings
 from django.db.models import QuerySet
 from django.http import HttpResponse
 from drf_spectacular.openapi import AutoSchema
-from drf_spectacular.utils import OpenApiTypes, extend_schema
+from drf_spectacular.utils import OpenApiTypes, extend_schema, extend_schema_field
 from rest_framework import generics, serializers, status
 from rest_framework.parsers import JSONParser, MultiPartParser
 from rest_framework.renderers import JSONRenderer
@@ -17,7 +17,9 @@ from tfplatform.core.errors import InvalidInput, PayloadTooLarge
 from tfplatform.core.negotiation import JsonOnlyNegotiation
 from tfplatform.core.serializers import StrictInputSerializer
 from tfplatform.core.throttling import ScopedWindowRateThrottle
+from tfplatform.experiments.lineage_api import LineageSerializer
 from tfplatform.experiments.selectors.experiments import experiment_get
+from tfplatform.experiments.selectors.lineage import experiment_lineage_visible
 from tfplatform.modelregistry.health import WHOLE_MODEL
 from tfplatform.modelregistry.inference import InferenceAnswer, inference_forward
 from tfplatform.modelregistry.models import ModelVersion, RegisteredModel
@@ -164,7 +166,8 @@ class ModelDetailApi(APIView):
         model = model_get_for_change(user=request.user, name=name)
         serializer = ModelSettingsSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        model = model_settings_update(model=model, **serializer.validated_data)
+        model = model_settings_update(model=model, **serializer.validated_data,
+                                      actor=request.user)
         return Response(RegisteredModelSerializer(model).data)
 
 
@@ -227,7 +230,8 @@ class ModelLabelApi(APIView):
             model=model, version=serializer.validated_data["version"]
         )
         model_label_set(
-            model=model, label=serializer.validated_data["label"], version=version
+            model=model, label=serializer.validated_data["label"], version=version,
+            actor=request.user,
         )
         return Response(RegisteredModelSerializer(model).data)
 
@@ -236,16 +240,38 @@ class ModelLabelDeleteApi(APIView):
     @extend_schema(request=None, responses={204: None})
     def delete(self, request: Request, name: str, label: str) -> Response:
         model = model_get_for_change(user=request.user, name=name)
-        model_label_remove(model=model, label=label)
+        model_label_remove(model=model, label=label, actor=request.user)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
-class ModelVersionUndeployApi(APIView):
+class ModelVersionDetailSerializer(ModelVersionSerializer):
+    lineage = serializers.SerializerMethodField(
+        help_text="What made it: its experiment, the trial, the dataset version, the "
+        "environment revision and the module's hash; null without a source experiment, or "
+        "for a reader who may not see that experiment (a public model's).")
+
+    class Meta(ModelVersionSerializer.Meta):
+        fields = [*ModelVersionSerializer.Meta.fields, "lineage"]
+
+    @extend_schema_field(LineageSerializer(allow_null=True))
+    def get_lineage(self, version: ModelVersion) -> dict[str, Any] | None:
+        lineage = experiment_lineage_visible(user=self.context["request"].user,
+                                             experiment_id=version.source_experiment_id)
+        return LineageSerializer(lineage).data if lineage is not None else None
+
+
+class ModelVersionApi(APIView):
+    @extend_schema(responses=ModelVersionDetailSerializer)
+    def get(self, request: Request, name: str, version: int) -> Response:
+        found = model_version_get(model=model_get(user=request.user, name=name), version=version)
+        return Response(ModelVersionDetailSerializer(found, context={"request": request}).data)
+
     @extend_schema(request=None, responses=ModelVersionSerializer)
     def delete(self, request: Request, name: str, version: int) -> Response:
         model = model_get_for_change(user=request.user, name=name)
         found = model_version_get(model=model, version=version)
-        return Response(ModelVersionSerializer(model_version_undeploy(version=found)).data)
+        undeployed = model_version_undeploy(version=found, actor=request.user)
+        return Response(ModelVersionSerializer(undeployed).data)
 
 
 class DeploySerializer(StrictInputSerializer):

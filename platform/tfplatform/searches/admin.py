@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from tfplatform.searches.models import Search, SearchTrial
+from tfplatform.searches.models import Search, SearchTag, SearchTrial
 
 
 class SearchTrialInline(admin.TabularInline):
@@ -19,3 +19,10 @@ class SearchAdmin(admin.ModelAdmin):
     search_fields = ["name", "owner__username"]
     readonly_fields = ["owner", "team", "state", "end_reason", "finished_at"]
     inlines = [SearchTrialInline]
+
+
+@admin.register(SearchTag)
+class SearchTagAdmin(admin.ModelAdmin):
+    list_display = ["name", "search"]
+    search_fields = ["name", "search__name"]
+    raw_id_fields = ["search"]

@@ -15,9 +15,11 @@ from tfplatform.modelregistry.api import ModelVersionSerializer
 from tfplatform.searches import selectors, services
 from tfplatform.searches.models import Search
 from tfplatform.searches.serializers import (
+    SearchAnnotateSerializer,
     SearchCreateSerializer,
     SearchDeploySerializer,
     SearchDetailSerializer,
+    SearchListQuerySerializer,
     SearchSerializer,
 )
 
@@ -38,8 +40,15 @@ class SearchListCreateApi(generics.ListAPIView):
     serializer_class = SearchSerializer
     filter_backends: list[Any] = []
 
+    @extend_schema(parameters=[SearchListQuerySerializer])
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return super().get(request, *args, **kwargs)
+
     def get_queryset(self) -> QuerySet[Search]:
-        return selectors.search_list(user=self.request.user).select_related("environment")
+        query = SearchListQuerySerializer(data=self.request.query_params)
+        query.is_valid(raise_exception=True)
+        return selectors.search_find(user=self.request.user, query=query.query()).select_related(
+            "environment")
 
     @extend_schema(request=SearchCreateSerializer, responses={201: SearchDetailSerializer})
     def post(self, request: Request) -> Response:
@@ -58,6 +67,16 @@ class SearchDetailApi(APIView):
     @extend_schema(responses=SearchDetailSerializer)
     def get(self, request: Request, search_id: int) -> Response:
         search = selectors.search_get(user=request.user, search_id=search_id)
+        return Response(search_detail_data(search=search))
+
+    @extend_schema(request=SearchAnnotateSerializer, responses=SearchDetailSerializer,
+                   description="Its tags, note and archived flag: whoever can see it may "
+                               "change them.")
+    def patch(self, request: Request, search_id: int) -> Response:
+        serializer = SearchAnnotateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        search = selectors.search_get(user=request.user, search_id=search_id)
+        search = services.search_annotate(search=search, **serializer.validated_data)
         return Response(search_detail_data(search=search))
 
 

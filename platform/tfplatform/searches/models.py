@@ -56,6 +56,9 @@ class Search(models.Model):
     max_restarts = models.PositiveIntegerField(default=3)
     state = models.CharField(max_length=20, choices=State.choices, default=State.RUNNING)
     end_reason = models.CharField(max_length=300, blank=True)
+    # Markdown, rendered and sanitized on pages (core/notes.py); archived: out of the list.
+    note = models.TextField(blank=True)
+    archived = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -65,6 +68,21 @@ class Search(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} (search #{self.pk})"
+
+
+class SearchTag(models.Model):
+    search = models.ForeignKey(Search, on_delete=models.CASCADE, related_name="tags")
+    name = models.CharField(max_length=64)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint(fields=["search", "name"], name="search_tag_unique"),
+        ]
+        indexes = [models.Index(fields=["name"])]
+
+    def __str__(self) -> str:
+        return self.name
 
 
 class SearchTrial(models.Model):

@@ -1,28 +1,64 @@
 """Reading searches: only those the user may see (owner, team, staff), and their trials."""
 
+from dataclasses import dataclass
+
 from django.contrib.auth.models import AnonymousUser
-from django.db.models import Case, Count, Max, Min, Q, QuerySet, When
+from django.db.models import Case, Count, Exists, Max, Min, OuterRef, Q, QuerySet, When
 
 from tfplatform.accounts.models import User
 from tfplatform.accounts.visibility import visible_to
 from tfplatform.core.errors import NotFound
 from tfplatform.experiments.models import Experiment, Metric
-from tfplatform.searches.models import Search, SearchTrial
+from tfplatform.searches.models import Search, SearchTag, SearchTrial
+
+TEXT_WORDS_MAX = 10
 
 
 def search_list(*, user: User | AnonymousUser) -> QuerySet[Search]:
     return visible_to(queryset=Search.objects.all(), user=user).select_related("owner")
 
 
-def search_list_with_progress(*, user: User | AnonymousUser) -> QuerySet[Search]:
-    """The visible searches, each with `trials_started`, `trials_ended` and `best_value` (the
-    best of its ended trials' values, by its own mode)."""
-    return search_list(user=user).annotate(
+def search_list_with_progress(*, user: User | AnonymousUser,
+                              query: "SearchQuery | None" = None) -> QuerySet[Search]:
+    """The visible searches `query` lets through (default: those not archived), each with
+    `trials_started`, `trials_ended` and `best_value` (the best of its ended trials' values, by
+    its own mode)."""
+    return search_find(user=user, query=query or SearchQuery()).annotate(
         trials_started=Count("trials"),
         trials_ended=Count("trials", filter=~Q(trials__outcome=SearchTrial.Outcome.ACTIVE)),
         best_value=Case(When(mode="max", then=Max("trials__best_value")),
                         default=Min("trials__best_value")),
     )
+
+
+@dataclass(frozen=True)
+class SearchQuery:
+    text: str = ""
+    tags: tuple[str, ...] = ()
+    # False: only those not archived (the list's default); True: only archived; None: both.
+    archived: bool | None = False
+    owner: str = ""
+    states: tuple[str, ...] = ()
+
+
+def search_find(*, user: User | AnonymousUser, query: SearchQuery) -> QuerySet[Search]:
+    """The visible searches the query lets through: each word in the name, a tag or the note,
+    every tag, and owner and state as given."""
+    searches = search_list(user=user)
+    if query.archived is not None:
+        searches = searches.filter(archived=query.archived)
+    for word in query.text.split()[:TEXT_WORDS_MAX]:
+        searches = searches.filter(
+            Q(name__icontains=word) | Q(note__icontains=word)
+            | Exists(SearchTag.objects.filter(search=OuterRef("pk"), name__icontains=word)))
+    for tag in query.tags:
+        searches = searches.filter(
+            Exists(SearchTag.objects.filter(search=OuterRef("pk"), name=tag)))
+    if query.owner:
+        searches = searches.filter(owner__username=query.owner)
+    if query.states:
+        searches = searches.filter(state__in=query.states)
+    return searches.prefetch_related("tags")
 
 
 def search_get(*, user: User | AnonymousUser, search_id: int) -> Search:

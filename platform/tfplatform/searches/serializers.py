@@ -4,7 +4,13 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from tfplatform.cluster.placement import gpu_fraction_of
-from tfplatform.core.serializers import JSONObjectField, StrictInputSerializer, TextSlugRelatedField
+from tfplatform.core.notes import NOTE_MAX_CHARS, TAG_MAX_CHARS, TAGS_MAX, note_render
+from tfplatform.core.serializers import (
+    JSONObjectField,
+    QuerySerializer,
+    StrictInputSerializer,
+    TextSlugRelatedField,
+)
 from tfplatform.experiments.models import Environment
 from tfplatform.experiments.selectors.scheduling import (
     experiment_queue_position,
@@ -12,6 +18,7 @@ from tfplatform.experiments.selectors.scheduling import (
 )
 from tfplatform.experiments.serializers import ResourcesSerializer
 from tfplatform.searches.models import Search, SearchTrial
+from tfplatform.searches.selectors import SearchQuery
 
 
 class SearchCreateSerializer(StrictInputSerializer):
@@ -115,6 +122,7 @@ class SearchSerializer(serializers.ModelSerializer):
                                         default=None)
     resources = serializers.SerializerMethodField()
     space = serializers.SerializerMethodField()
+    tags = serializers.SerializerMethodField()
 
     class Meta:
         model = Search
@@ -122,7 +130,10 @@ class SearchSerializer(serializers.ModelSerializer):
                   "mode", "max_trials", "max_concurrent", "max_epochs", "grace_period",
                   "reduction_factor", "seed", "model", "dataset", "environment",
                   "hyperparameters", "resources", "priority", "max_restarts", "created_at",
-                  "finished_at"]
+                  "finished_at", "tags", "archived"]
+
+    def get_tags(self, search: Search) -> list[str]:
+        return sorted(tag.name for tag in search.tags.all())
 
     def get_space(self, search: Search) -> dict[str, Any]:
         return dict(sorted(search.space.items()))
@@ -141,8 +152,14 @@ class SearchDetailSerializer(SearchSerializer):
     best_trial = serializers.SerializerMethodField(
         help_text="The index of the completed trial with the best value (deploy-best's).")
 
+    note_html = serializers.SerializerMethodField(
+        help_text="The note rendered from Markdown and sanitized: safe to insert as HTML.")
+
     class Meta(SearchSerializer.Meta):
-        fields = [*SearchSerializer.Meta.fields, "trials", "best_trial"]
+        fields = [*SearchSerializer.Meta.fields, "trials", "best_trial", "note", "note_html"]
+
+    def get_note_html(self, search: Search) -> str:
+        return note_render(note=search.note)
 
     def get_trials(self, search: Search) -> list[dict[str, Any]]:
         return SearchTrialSerializer(self.context["trials"], many=True,
@@ -158,3 +175,31 @@ class SearchDeploySerializer(StrictInputSerializer):
     tflite = serializers.BooleanField(
         default=False, help_text="Also convert to TF Lite: model.tflite beside the SavedModel, "
         "which the model server then serves for this version.")
+
+
+class SearchListQuerySerializer(QuerySerializer):
+    q = serializers.CharField(required=False, max_length=200,
+                              help_text="Words that must each be in the name, a tag or the note")
+    tag = serializers.ListField(child=serializers.CharField(max_length=TAG_MAX_CHARS),
+                                required=False, max_length=TAGS_MAX,
+                                help_text="Carries every one of these tags")
+    archived = serializers.ChoiceField(choices=["false", "true", "any"], default="false",
+                                       help_text="Archived searches are left out unless asked for")
+    owner = serializers.CharField(required=False, max_length=150, help_text="A username")
+    state = serializers.MultipleChoiceField(choices=Search.State.choices, required=False)
+
+    def query(self) -> SearchQuery:
+        data = self.validated_data
+        return SearchQuery(
+            text=data.get("q", ""), tags=tuple(t.strip() for t in data.get("tag", ())),
+            archived={"false": False, "true": True, "any": None}[data["archived"]],
+            owner=data.get("owner", ""), states=tuple(sorted(data.get("state", ()))))
+
+
+class SearchAnnotateSerializer(StrictInputSerializer):
+    tags = serializers.ListField(child=serializers.CharField(allow_blank=True, max_length=1000),
+                                 required=False, max_length=TAGS_MAX,
+                                 help_text="All its tags (replaces them)")
+    note = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False,
+                                 max_length=NOTE_MAX_CHARS, help_text="Markdown")
+    archived = serializers.BooleanField(required=False)

@@ -3,6 +3,7 @@ deploying the best trial. The searcher's choices come from searchers.py (Optuna)
 ordinary experiments, so the scheduler places, preempts and resumes them like any other."""
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,14 +14,17 @@ from tfplatform.accounts.models import User
 from tfplatform.cluster.dispatch import scheduler_wake_on_commit
 from tfplatform.cluster.placement import gpu_fraction_of
 from tfplatform.core.errors import Conflict, InvalidInput, InvalidTransition, LimitReached
+from tfplatform.core.notes import note_clean, tags_clean
 from tfplatform.experiments import validation
 from tfplatform.experiments.models import Environment, Experiment
 from tfplatform.experiments.services import admission, submission
 from tfplatform.experiments.services.transitions import TERMINAL_STATES, experiment_continue
 from tfplatform.modelregistry.models import ModelVersion
 from tfplatform.modelregistry.services.publish import experiment_deploy
+from tfplatform.notifications.events import EventKind
+from tfplatform.notifications.services import event_publish
 from tfplatform.searches import searchers
-from tfplatform.searches.models import Search, SearchTrial
+from tfplatform.searches.models import Search, SearchTag, SearchTrial
 from tfplatform.searches.selectors import search_best_trial, search_trial_values
 
 logger = logging.getLogger(__name__)
@@ -93,7 +97,9 @@ def search_create(*, owner: User, request: SearchRequest) -> Search:
             mode=target.mode, max_trials=max_trials, max_concurrent=request.max_concurrent,
             max_epochs=rungs.max_epochs, grace_period=rungs.grace_period,
             reduction_factor=rungs.reduction_factor, seed=request.seed, model=request.model,
-            dataset=request.dataset, environment=request.environment,
+            # Every trial reads the dataset version newest now, whenever it is submitted.
+            dataset=validation.dataset_reference_pin(owner=owner, reference=request.dataset),
+            environment=request.environment,
             hyperparameters=dict(request.hyperparameters), workers=request.workers,
             gpus_per_worker=request.gpus_per_worker, parameter_servers=request.parameter_servers,
             gpu_milli=gpu_milli, gpu_memory_mb=request.gpu_memory_mb, pool=request.pool,
@@ -302,6 +308,9 @@ def _search_finish(*, search: Search, state: str, reason: str) -> None:
     search.finished_at = Now()
     search.save()
     search.refresh_from_db()
+    event_publish(kind=EventKind.SEARCH_ENDED, owner_id=search.owner_id, team_id=search.team_id,
+                  payload={"id": search.pk, "name": search.name, "state": search.state,
+                           "reason": search.end_reason})
 
 
 def search_cancel(*, user: User, search: Search) -> Search:
@@ -316,7 +325,7 @@ def search_cancel(*, user: User, search: Search) -> Search:
         for member in current.trials.select_related("experiment").filter(
                 outcome=Outcome.ACTIVE):
             if member.experiment.state not in TERMINAL_STATES:
-                submission.experiment_cancel(experiment=member.experiment)
+                submission.experiment_cancel(experiment=member.experiment, actor=user)
     search.refresh_from_db()
     return search
 
@@ -347,3 +356,24 @@ def searches_settle_overdue() -> list[int]:
         except Exception:
             logger.exception("Search %s could not advance", search_id)
     return overdue
+
+
+def search_annotate(*, search: Search, tags: Sequence[str] | None = None,
+                    note: str | None = None, archived: bool | None = None) -> Search:
+    """Replace what is given (all its tags, its note, archived), as experiment_annotate does;
+    whoever may see the search may."""
+    cleaned = None if tags is None else tags_clean(tags=list(tags))
+    note = None if note is None else note_clean(note=note)
+    with transaction.atomic():
+        current = Search.objects.select_for_update().get(pk=search.pk)
+        changed = [name for name, value in (("note", note), ("archived", archived))
+                   if value is not None]
+        for name in changed:
+            setattr(current, name, note if name == "note" else archived)
+        if changed:
+            current.save(update_fields=[*changed, "updated_at"])
+        if cleaned is not None:
+            current.tags.exclude(name__in=cleaned).delete()
+            SearchTag.objects.bulk_create(
+                [SearchTag(search=current, name=tag) for tag in cleaned], ignore_conflicts=True)
+    return current

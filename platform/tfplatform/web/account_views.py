@@ -21,7 +21,7 @@ def token_list_page(request: HttpRequest) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         _, issued = tokens.api_token_issue(
             user=request.user,  # type: ignore[arg-type]
-            name=form.cleaned_data["name"], days=form.cleaned_data["days"])
+            name=form.cleaned_data["name"], days=form.cleaned_data["days"], actor=request.user)
         form = TokenForm()
     found = tokens.api_token_list(user=request.user)  # type: ignore[arg-type]
     return render(request, "account/tokens.html",
@@ -31,7 +31,8 @@ def token_list_page(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_POST
 def token_revoke_action(request: HttpRequest, token_id: int) -> HttpResponse:
-    tokens.api_token_revoke(user=request.user, token_id=token_id)  # type: ignore[arg-type]
+    tokens.api_token_revoke(user=request.user, token_id=token_id,  # type: ignore[arg-type]
+                            actor=request.user)
     messages.success(request, "Token revoked.")
     return redirect("account-tokens")
 

@@ -130,6 +130,6 @@ def cluster_node_action(request: HttpRequest, node_id: int) -> HttpResponse:
     state = NODE_ACTIONS.get(request.POST.get("action", ""))
     if node is None or state is None:
         raise Http404("Not found.")
-    node = node_set_state(node=node, state=state)
+    node = node_set_state(node=node, state=state, actor=request.user)
     messages.success(request, f"{node.hostname} is now {node.state}.")
     return redirect("cluster")

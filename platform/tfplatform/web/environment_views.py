@@ -29,7 +29,8 @@ def environment_new_page(request: HttpRequest) -> HttpResponse:
     form = EnvironmentForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:
-            environment = environments.environment_create(**form.cleaned_data)
+            environment = environments.environment_create(**form.cleaned_data,
+                                                          actor=request.user)
         except PlatformError as error:
             form.add_error(_form_field(error.field), error.message)
         else:
@@ -48,7 +49,8 @@ def environment_edit_page(request: HttpRequest, environment_id: int) -> HttpResp
     )
     if request.method == "POST" and form.is_valid():
         try:
-            environments.environment_update(environment=environment, **form.cleaned_data)
+            environments.environment_update(environment=environment, **form.cleaned_data,
+                                            actor=request.user)
         except PlatformError as error:
             form.add_error(_form_field(error.field), error.message)
         else:
@@ -63,7 +65,7 @@ def environment_edit_page(request: HttpRequest, environment_id: int) -> HttpResp
 @require_POST
 def environment_delete_action(request: HttpRequest, environment_id: int) -> HttpResponse:
     environment = environment_get(environment_id=environment_id)
-    environments.environment_delete(environment=environment)
+    environments.environment_delete(environment=environment, actor=request.user)
     messages.success(request, f"Environment '{environment.name}' deleted.")
     return redirect("environment-list")
 

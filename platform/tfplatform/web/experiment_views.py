@@ -10,6 +10,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from tfplatform.cluster import selectors as cluster_selectors
 from tfplatform.core.errors import PlatformError
+from tfplatform.core.notes import note_render
 from tfplatform.experiments import artifacts
 from tfplatform.experiments.models import Experiment
 from tfplatform.experiments.selectors.experiments import (
@@ -17,11 +18,11 @@ from tfplatform.experiments.selectors.experiments import (
     experiment_logs,
     experiment_unisolated_nodes,
 )
+from tfplatform.experiments.selectors.lineage import experiment_lineage
 from tfplatform.experiments.selectors.progress import (
     ACTIVE_STATES,
     experiment_chart_points,
     experiment_epochs_done,
-    experiment_list_with_progress,
 )
 from tfplatform.experiments.selectors.scheduling import (
     experiment_devices_held,
@@ -35,24 +36,6 @@ from tfplatform.searches import selectors as search_selectors
 from tfplatform.web.forms import ExperimentForm, ResourcesForm, hyperparameter_defaults
 
 LOG_TAIL_LINES = 60
-
-
-@login_required
-@require_GET
-def experiment_list_page(request: HttpRequest) -> HttpResponse:
-    experiments = experiment_list_with_progress(user=request.user)
-    state = request.GET.get("state", "")
-    if state in Experiment.State.values:
-        experiments = experiments.filter(state=state)
-    rows = list(experiments[:200])
-    context = {
-        "experiments": rows,
-        "state": state,
-        "any_active": any(e.state in ACTIVE_STATES for e in rows),
-    }
-    # htmx refreshes only the rows while something is queued or running.
-    template = "experiments/_rows.html" if request.headers.get("HX-Request") else None
-    return render(request, template or "experiments/list.html", context)
 
 
 @login_required
@@ -122,7 +105,10 @@ def experiment_detail_page(request: HttpRequest, experiment_id: int) -> HttpResp
     experiment = experiment_get(user=request.user, experiment_id=experiment_id)
     context = {**_live_context(experiment=experiment),
                "artifacts": artifacts.artifacts_list(experiment=experiment),
-               "search_trial": search_selectors.search_trial_of(experiment=experiment)}
+               "search_trial": search_selectors.search_trial_of(experiment=experiment),
+               "note_html": note_render(note=experiment.note),
+               "tags": [tag.name for tag in experiment.tags.all()],
+               "lineage": experiment_lineage(user=request.user, experiment=experiment)}
     return render(request, "experiments/detail.html", context)
 
 
@@ -186,7 +172,7 @@ def _live_context(*, experiment: Experiment) -> dict[str, Any]:
 @require_POST
 def experiment_cancel_action(request: HttpRequest, experiment_id: int) -> HttpResponse:
     experiment = experiment_get(user=request.user, experiment_id=experiment_id)
-    submission.experiment_cancel(experiment=experiment)
+    submission.experiment_cancel(experiment=experiment, actor=request.user)
     return redirect("experiment-detail", experiment_id=experiment.pk)
 
 

@@ -13,6 +13,7 @@ from django.views.decorators.http import require_POST
 
 from tfplatform.core.errors import InvalidInput, PayloadTooLarge, PlatformError
 from tfplatform.core.throttling import ScopedWindowRateThrottle
+from tfplatform.experiments.selectors.lineage import experiment_lineage_visible
 from tfplatform.modelregistry.health import WHOLE_MODEL, Health
 from tfplatform.modelregistry.inference import inference_forward
 from tfplatform.modelregistry.models import ModelLabel
@@ -44,7 +45,9 @@ def model_detail_page(request: HttpRequest, name: str) -> HttpResponse:
     model = model_get(user=request.user, name=name)
     labels = model_label_versions(model=model)
     versions = [
-        {"version": v, "labels": [label for label, n in labels.items() if n == v.version]}
+        {"version": v, "labels": [label for label, n in labels.items() if n == v.version],
+         "lineage": experiment_lineage_visible(user=request.user,
+                                               experiment_id=v.source_experiment_id)}
         for v in model.versions.order_by("-version")
     ]
     context = {
@@ -90,16 +93,17 @@ def model_action(request: HttpRequest, name: str) -> HttpResponse:
         version = model_version_get(
             model=model, version=_posted_number(request, "version"))
         label = ModelLabel.Name.STABLE if action == "promote" else ModelLabel.Name.CANARY
-        model_label_set(model=model, label=label, version=version)
+        model_label_set(model=model, label=label, version=version, actor=request.user)
         messages.success(request, f"Version {version.version} is now {label}.")
     elif action == "canary_percent":
         model_settings_update(
-            model=model, canary_percent=_posted_number(request, "canary_percent"))
+            model=model, canary_percent=_posted_number(request, "canary_percent"),
+            actor=request.user)
         messages.success(request, "Canary share saved.")
     elif action == "undeploy":
         version = model_version_get(
             model=model, version=_posted_number(request, "version"))
-        model_version_undeploy(version=version)
+        model_version_undeploy(version=version, actor=request.user)
         messages.success(request, f"Version {version.version} undeployed.")
     else:
         raise InvalidInput("Unknown action.")

@@ -15,18 +15,36 @@ from tfplatform.experiments.selectors.progress import ACTIVE_STATES
 from tfplatform.searches import selectors, services
 from tfplatform.searches.api import search_detail_data
 from tfplatform.searches.models import Search
+from tfplatform.web.annotation_forms import (
+    annotation_changes,
+    annotation_saved_message,
+    tags_split,
+)
 from tfplatform.web.search_forms import BaseSpaceFormSet, SearchForm, space_formset
 
 
 @login_required
 @require_GET
 def search_list_page(request: HttpRequest) -> HttpResponse:
-    searches = selectors.search_list_with_progress(user=request.user)
     state = request.GET.get("state", "")
-    if state in Search.State.values:
-        searches = searches.filter(state=state)
+    form = {name: request.GET.get(name, "").strip() for name in ("q", "tag", "archived")}
+    query = selectors.SearchQuery(
+        text=form["q"][:200], tags=tuple(tags_split(text=form["tag"])),
+        archived={"true": True, "any": None}.get(form["archived"], False),
+        states=(state,) if state in Search.State.values else ())
+    searches = selectors.search_list_with_progress(user=request.user, query=query)
     return render(request, "searches/list.html", {"searches": list(searches[:200]),
-                                                  "state": state})
+                                                  "state": state, "form": form})
+
+
+@login_required
+@require_POST
+def search_annotate_action(request: HttpRequest, search_id: int) -> HttpResponse:
+    search = selectors.search_get(user=request.user, search_id=search_id)
+    changes = annotation_changes(form=request.POST)
+    services.search_annotate(search=search, **changes)
+    messages.success(request, annotation_saved_message(changes=changes))
+    return redirect("search-detail", search_id=search.pk)
 
 
 @login_required
@@ -83,6 +101,8 @@ def _live_context(*, search: Search) -> dict[str, Any]:
     best = next((trial for trial in trials if trial["best"]), None)
     return {
         "search": search,
+        "tags": data["tags"],
+        "note_html": data["note_html"],
         "names": names,
         "trials": trials,
         "best": best,

@@ -4,29 +4,42 @@ from django.views.generic import RedirectView
 
 from tfplatform.web import (
     account_views,
+    audit_views,
     board_views,
     cluster_views,
     compare_views,
     environment_views,
+    lineage_views,
     model_views,
     search_views,
+    sign_in_views,
     site_views,
     usage_views,
     workspace_views,
 )
+from tfplatform.web import experiment_search_views as experiment_search
 from tfplatform.web import experiment_views as experiments
+from tfplatform.web import notification_views as notifications
 
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name="experiment-list"), name="home"),
     path("healthz", site_views.healthz, name="healthz"),
-    path("login/", auth_views.LoginView.as_view(), name="login"),
+    path("login/", sign_in_views.SignInPage.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("account/tokens/", account_views.token_list_page, name="account-tokens"),
     path("account/tokens/<int:token_id>/revoke/", account_views.token_revoke_action,
          name="account-token-revoke"),
     path("account/password/", account_views.PasswordChangePage.as_view(),
          name="account-password"),
-    path("experiments/", experiments.experiment_list_page, name="experiment-list"),
+    path("account/notifications/", notifications.notification_page,
+         name="account-notifications"),
+    path("account/notifications/secret/rotate/", notifications.notification_secret_rotate_action,
+         name="account-notification-secret-rotate"),
+    path("account/notifications/<int:subscription_id>/delete/",
+         notifications.notification_subscription_delete_action,
+         name="account-notification-delete"),
+    path("experiments/", experiment_search.experiment_list_page, name="experiment-list"),
+    path("experiments/bulk/", experiment_search.experiment_bulk_action, name="experiment-bulk"),
     path("workspaces/", workspace_views.workspace_list_page, name="workspace-list"),
     path("workspaces/<int:workspace_id>/stop/", workspace_views.workspace_stop_action,
          name="workspace-stop"),
@@ -64,6 +77,11 @@ urlpatterns = [
         name="experiment-charts",
     ),
     path(
+        "experiments/<int:experiment_id>/annotate/",
+        experiment_search.experiment_annotate_action,
+        name="experiment-annotate",
+    ),
+    path(
         "experiments/<int:experiment_id>/cancel/",
         experiments.experiment_cancel_action,
         name="experiment-cancel",
@@ -74,6 +92,11 @@ urlpatterns = [
         name="experiment-restart",
     ),
     path(
+        "experiments/<int:experiment_id>/reproduce/",
+        lineage_views.experiment_reproduce_action,
+        name="experiment-reproduce",
+    ),
+    path(
         "experiments/<int:experiment_id>/deploy/",
         experiments.experiment_deploy_action,
         name="experiment-deploy",
@@ -81,6 +104,8 @@ urlpatterns = [
     path("searches/", search_views.search_list_page, name="search-list"),
     path("searches/new/", search_views.search_new_page, name="search-new"),
     path("searches/<int:search_id>/", search_views.search_detail_page, name="search-detail"),
+    path("searches/<int:search_id>/annotate/", search_views.search_annotate_action,
+         name="search-annotate"),
     path("searches/<int:search_id>/live/", search_views.search_live_fragment,
          name="search-live"),
     path("searches/<int:search_id>/cancel/", search_views.search_cancel_action,
@@ -110,6 +135,7 @@ urlpatterns = [
     ),
     path("cluster/", cluster_views.cluster_page, name="cluster"),
     path("cluster/usage/", usage_views.usage_staff_page, name="usage"),
+    path("cluster/audit/", audit_views.audit_page, name="audit"),
     path("usage/", usage_views.usage_mine_page, name="usage-mine"),
     path(
         "cluster/nodes/<int:node_id>/state/",

@@ -49,7 +49,7 @@ def workspace_list_page(request: HttpRequest) -> HttpResponse:
 @require_POST
 def workspace_stop_action(request: HttpRequest, workspace_id: int) -> HttpResponse:
     workspace = workspace_selectors.workspace_get(user=request.user, workspace_id=workspace_id)
-    workspaces.workspace_stop(workspace=workspace)
+    workspaces.workspace_stop(workspace=workspace, actor=request.user)
     messages.success(request, f"Workspace '{workspace.name}' is stopping; its home is kept.")
     return redirect("workspace-list")
 

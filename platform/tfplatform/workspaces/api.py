@@ -126,7 +126,8 @@ class WorkspaceStopApi(APIView):
     @extend_schema(request=None, responses=WorkspaceSerializer)
     def post(self, request: Request, workspace_id: int) -> Response:
         workspace = workspace_selectors.workspace_get(user=request.user, workspace_id=workspace_id)
-        return Response(WorkspaceSerializer(workspaces.workspace_stop(workspace=workspace)).data)
+        stopped = workspaces.workspace_stop(workspace=workspace, actor=request.user)
+        return Response(WorkspaceSerializer(stopped).data)
 
 
 class WorkspaceStartApi(APIView):

@@ -20,8 +20,9 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from tfplatform.accounts.models import ApiToken, User
-from tfplatform.accounts.tokens import api_token_issue
+from tfplatform.accounts.models import User
+from tfplatform.accounts.tokens import api_token_issue, api_tokens_revoke_named
+from tfplatform.audit.services import Actor
 from tfplatform.cluster.dispatch import scheduler_wake_on_commit
 from tfplatform.core.errors import InvalidInput, InvalidTransition
 from tfplatform.experiments import validation
@@ -31,6 +32,8 @@ from tfplatform.experiments.services import admission
 from tfplatform.experiments.services.submission import experiment_cancel
 from tfplatform.experiments.services.transitions import TERMINAL_STATES
 from tfplatform.experiments.sessions import SessionGrant
+from tfplatform.notifications.events import EventKind
+from tfplatform.notifications.services import event_publish
 from tfplatform.workspaces.models import Workspace
 from training.catalog import WORKSPACE_JOB
 
@@ -95,13 +98,15 @@ def workspace_start(*, workspace: Workspace) -> Workspace:
     return workspace
 
 
-def workspace_stop(*, workspace: Workspace, reason: str = STOP_OWNER) -> Workspace:
-    """Stops its session: the devices go back to the queue, the home volume stays."""
+def workspace_stop(*, workspace: Workspace, reason: str = STOP_OWNER,
+                   actor: Actor = None) -> Workspace:
+    """Stops its session: the devices go back to the queue, the home volume stays. Stopped by
+    someone other than its owner (`actor`), it is an audit row, as a cancel is."""
     session = workspace.experiment
     if session is None or session.state in TERMINAL_STATES:
         raise InvalidTransition("The workspace is not started.")
     Workspace.objects.filter(pk=workspace.pk).update(stop_reason=reason)
-    experiment_cancel(experiment=session)
+    experiment_cancel(experiment=session, actor=actor)
     workspace.refresh_from_db()
     return workspace
 
@@ -242,8 +247,7 @@ def _token_name(*, trial_id: int) -> str:
 def workspace_session_end(*, trial: Trial) -> None:
     """The session's token stops working; the socket goes with it."""
     experiment = trial.experiment
-    ApiToken.objects.filter(user_id=experiment.owner_id,
-                            name=_token_name(trial_id=trial.pk)).delete()
+    api_tokens_revoke_named(user_id=experiment.owner_id, name=_token_name(trial_id=trial.pk))
     workspace_socket(owner_id=experiment.owner_id, experiment_id=experiment.pk).unlink(
         missing_ok=True
     )
@@ -288,4 +292,7 @@ def workspaces_cull(*, now: datetime | None = None) -> list[int]:
             except InvalidTransition:
                 continue  # it ended meanwhile
             stopped.append(workspace.pk)
+            event_publish(kind=EventKind.WORKSPACE_CULLED, owner_id=workspace.owner_id,
+                          team_id=workspace.team_id,
+                          payload={"id": workspace.pk, "name": workspace.name, "reason": reason})
     return stopped

@@ -72,3 +72,15 @@ def test_each_request_gets_its_own_user_object() -> None:
     assert first[0]._state is not second[0]._state
     first[0].username = "changed-by-a-view"
     assert second[0].username == user.username
+
+
+def test_a_user_deactivated_in_this_process_is_refused_at_once() -> None:
+    """However it happens (the admin, a shell): the cache does not outlive it here
+    (accounts/receivers.py), and the database refuses an inactive user's token."""
+    user = UserFactory()
+    client = token_client(user)
+    assert client.get("/api/v1/experiments/").status_code == 200  # checked, and cached
+    user.is_active = False
+    user.save()
+    assert ApiToken.objects.filter(user=user).exists()  # not revoked: refused all the same
+    assert client.get("/api/v1/experiments/").status_code == 401

@@ -177,20 +177,21 @@ def test_only_owner_team_and_staff_see_or_delete_a_dataset() -> None:
     assert _client(teammate).get(url).json()["name"] == dataset.name
     assert _client(staff).get(url).status_code == 200
     assert _client(teammate).delete(url).status_code == 204
-    assert not Dataset.objects.exists()
+    assert _client(alice).get(url).status_code == 404
+    assert not Dataset.objects.filter(deleted_at__isnull=True).exists()
 
 
-def test_a_name_is_unique_in_a_team_and_built_in_names_are_taken(root: Path) -> None:
+def test_a_name_counts_its_versions_per_team_and_built_in_names_are_taken(root: Path) -> None:
     team, loner = TeamFactory(), UserFactory()
     folder = _parquet(root / team.name / "t")
     fields = {"format": "parquet", "train": str(folder), "validation": str(folder),
               "label": "label"}
-    assert _register(UserFactory(team=team), name="shared", **fields).status_code == 201
+    assert _register(UserFactory(team=team), name="shared", **fields).json()["version"] == 1
     again = _register(UserFactory(team=team), name="shared", **fields)
-    assert again.status_code == 409 and again.json()["code"] == "conflict"
+    assert again.status_code == 201 and again.json()["version"] == 2
     own = _parquet(_home(root, loner) / "t")
     mine = {**fields, "train": str(own), "validation": str(own)}
-    assert _register(loner, name="shared", **mine).status_code == 201  # no team
+    assert _register(loner, name="shared", **mine).json()["version"] == 1  # no team
     assert _register(loner, name="digits", **mine).status_code == 400
 
 

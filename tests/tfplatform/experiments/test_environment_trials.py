@@ -1,5 +1,6 @@
 """A trial imports what its environment adds, inside the sandbox, through a real worker node."""
 
+import hashlib
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -10,7 +11,7 @@ from rest_framework.test import APIClient
 
 from tests import live
 from tests.factories import EnvironmentFactory, UserFactory
-from tfplatform.experiments.models import EnvironmentBuild, Experiment
+from tfplatform.experiments.models import EnvironmentBuild, Experiment, TrialLineage
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -74,6 +75,11 @@ def test_the_module_imports_its_environments_package_and_fails_clearly_without_i
     assert trial["runtime"] == "sandbox" and trial["tensorflow_version"].startswith("2.")
     build = EnvironmentBuild.objects.get(environment=environment, node__hostname=node)
     assert build.state == "ready"
+    # Its lineage: what pip resolved in the venv, the module's hash, the node.
+    lineage = TrialLineage.objects.get(trial__experiment_id=with_it)
+    assert lineage.packages_resolved and PACKAGE in lineage.packages
+    assert lineage.build_key == build.key and lineage.nodes == [node]
+    assert lineage.module_sha256 == hashlib.sha256(MODULE).hexdigest()
 
     # Named, not the default: a transactional test's flush may have removed the seeded ones,
     # leaving "with-pyjokes" the first that fits.

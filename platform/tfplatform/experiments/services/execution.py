@@ -29,10 +29,13 @@ from tfplatform.core.database import (
 )
 from tfplatform.core.errors import InvalidInput
 from tfplatform.datasets.locations import dataset_mount_roots
+from tfplatform.datasets.selectors import dataset_version_readable
+from tfplatform.datasets.services import dataset_source_for_trials
 from tfplatform.experiments.environments import EnvironmentBuildFailed, environment_build_ensure
 from tfplatform.experiments.models import Experiment, Trial
 from tfplatform.experiments.node_paths import node_paths_hide
 from tfplatform.experiments.services.gangs import trial_cluster_plan
+from tfplatform.experiments.services.lineage import trial_lineage_record
 from tfplatform.experiments.services.recording import TrialEventRecorder
 from tfplatform.experiments.services.transitions import experiment_start, experiment_transition
 from tfplatform.experiments.services.trials import (
@@ -173,10 +176,19 @@ def _gpu_share(*, experiment: Experiment, gpus: QuerySet[Allocation]) -> dict[st
 
 
 def _dataset_source(*, experiment: Experiment) -> dict[str, Any]:
-    """A registered dataset, looked up by name when the trial starts (its folders checked
-    again); a dataset deleted since submission fails the trial with the reason."""
+    """A registered dataset: the version the experiment pinned, its folders checked again when
+    the trial starts; a version deleted since submission fails the trial with the reason."""
     if experiment.dataset_file or not experiment.dataset or experiment.model in DIAGNOSTIC_JOBS:
         return {}  # an upload, or a job that reads no dataset (pi)
+    if experiment.dataset_version_number is not None:
+        version = dataset_version_readable(user=experiment.owner,
+                                           dataset_id=experiment.dataset_version_id) \
+            if experiment.dataset_version_id is not None else None
+        if version is None:
+            raise InvalidInput(f"Dataset '{experiment.dataset}' version "
+                               f"{experiment.dataset_version_number} is no longer registered.")
+        return dataset_source_for_trials(dataset=version).to_dict()
+    # Submitted before datasets had versions: its newest.
     source = registered_source(owner=experiment.owner, name=experiment.dataset)
     if source is None and experiment.dataset not in BUILTIN_DATASETS and \
             not experiment.dataset.startswith("/"):
@@ -214,6 +226,8 @@ def trial_execute(*, trial_id: int, node_id: int | None = None) -> None:
             environment=experiment.environment, node=node, experiment=experiment,
             runtime=runtime,
         )
+        if chief_here and not workspace:
+            trial_lineage_record(trial=trial, python=python, node=node)
         experiment_start(experiment=experiment)
         recorder = TrialEventRecorder(trial=trial)
         grant = session_begin(trial=trial) if workspace else None

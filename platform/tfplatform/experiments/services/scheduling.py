@@ -42,6 +42,9 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from tfplatform.accounts.models import User
+from tfplatform.audit.models import AuditAction
+from tfplatform.audit.services import audit_record
 from tfplatform.cluster import selectors
 from tfplatform.cluster.dispatch import dispatch_producer, trial_dispatch, trial_dispatch_to
 from tfplatform.cluster.elastic import RESIZED, ElasticRun, Size, elastic_sizes
@@ -644,14 +647,33 @@ class _Pass:
             return
         stops = {victim.trial_id: _stop_of(victim=victim, experiment=experiment)
                  for victim in victims}
-        for trial in Trial.objects.filter(pk__in=list(stops)):
+        trials = list(Trial.objects.filter(pk__in=list(stops)).select_related("experiment"))
+        for trial in trials:
             reason, detail = stops[trial.pk]
             trial_request_stop(trial=trial, reason=reason, detail=detail)
+        if experiment.owner_is_staff:
+            _staff_preemption_record(experiment=experiment, trials=trials, stops=stops)
         for victim in victims:
             victim.stop_reason = stops[victim.trial_id][0]
         # Victims' devices outside the reservation become "stopping" capacity for others.
         self.cannot_wait.clear()
         logger.info("Preempting trial(s) %s", ", ".join(str(v.trial_id) for v in victims))
+
+
+def _staff_preemption_record(*, experiment: QueuedExperiment, trials: list[Trial],
+                             stops: dict[int, tuple[str, str]]) -> None:
+    """Staff may give any priority, above every team's band: their experiment stopping other
+    users' trials is a staff action, an audit row on each victim with the staff member as its
+    actor (in the pass's transaction)."""
+    actor = User.objects.filter(pk=experiment.owner_id).first()
+    for trial in trials:
+        if trial.experiment.owner_id == experiment.owner_id:
+            continue
+        reason, detail = stops[trial.pk]
+        audit_record(actor=actor, action=AuditAction.EXPERIMENT_PREEMPT, target=trial.experiment,
+                     before={"state": trial.experiment.state, "trial": trial.pk},
+                     after={"stop_requested": reason, "detail": detail,
+                            "by_experiment": experiment.pk, "priority": experiment.priority})
 
 
 def _stop_of(*, victim: Holder, experiment: QueuedExperiment) -> tuple[str, str]:

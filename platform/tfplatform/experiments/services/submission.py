@@ -15,12 +15,16 @@ from django.utils import timezone
 
 from tfplatform.accounts.models import User
 from tfplatform.accounts.storage import storage_quota_check
+from tfplatform.audit.models import AuditAction
+from tfplatform.audit.services import Actor, audit_record
 from tfplatform.cluster.dispatch import scheduler_wake_on_commit
 from tfplatform.cluster.elastic import Size
 from tfplatform.cluster.placement import gpu_fraction_of
 from tfplatform.core.errors import InvalidInput, InvalidTransition
+from tfplatform.datasets.models import Dataset
 from tfplatform.experiments import validation
-from tfplatform.experiments.models import Environment, Experiment
+from tfplatform.experiments.models import Environment, EnvironmentRevision, Experiment
+from tfplatform.experiments.revisions import environment_revision_ensure
 from tfplatform.experiments.selectors.environments import environment_default
 from tfplatform.experiments.services import admission
 from tfplatform.experiments.services.transitions import (
@@ -69,6 +73,11 @@ class ExperimentRequest:
     environment: Environment | None = None
     model_file: UploadedFile | None = None
     dataset_file: UploadedFile | None = None
+    # A reproduction's pins (services/reproduction.py): this dataset version and environment
+    # revision rather than the newest, and the experiment it reproduces.
+    dataset_pin: Dataset | None = None
+    environment_revision: EnvironmentRevision | None = None
+    reproduces: Experiment | None = None
 
 
 def experiment_create(*, owner: User, request: ExperimentRequest) -> Experiment:
@@ -113,9 +122,9 @@ def experiment_create(*, owner: User, request: ExperimentRequest) -> Experiment:
     )
     validation.board_check(hyperparameters=hyperparameters,
                            parameter_servers=request.parameter_servers)
-    validation.dataset_check(
+    registered = validation.dataset_check(
         dataset=request.dataset, upload=request.dataset_file, hyperparameters=hyperparameters,
-        owner=owner, parameter_servers=request.parameter_servers,
+        owner=owner, parameter_servers=request.parameter_servers, pinned=request.dataset_pin,
     )
     target = validation.target_check(
         metric=request.target_metric, mode=request.target_mode, value=request.target_value
@@ -126,6 +135,8 @@ def experiment_create(*, owner: User, request: ExperimentRequest) -> Experiment:
             f"Environment '{environment.name}' has no GPU support; choose a GPU-capable one.",
             field="environment",
         )
+    revision = request.environment_revision or (
+        environment_revision_ensure(environment=environment) if environment is not None else None)
     with transaction.atomic():
         admission.owner_lock(owner=owner)
         admission.queued_limit_check(owner=owner)
@@ -134,8 +145,14 @@ def experiment_create(*, owner: User, request: ExperimentRequest) -> Experiment:
             team_id=owner.team_id,
             name=request.name,
             environment=environment,
+            environment_revision=revision,
             model=request.model,
-            dataset=request.dataset,
+            # A registered dataset by its name; the version it read is pinned beside it.
+            dataset=registered.name if registered is not None else request.dataset,
+            dataset_version=registered,
+            dataset_version_number=registered.version if registered is not None else None,
+            dataset_fingerprint=registered.fingerprint if registered is not None else "",
+            reproduced_from=request.reproduces,
             hyperparameters=hyperparameters,
             workers=request.workers,
             gpus_per_worker=request.gpus_per_worker,
@@ -168,64 +185,78 @@ def experiment_create(*, owner: User, request: ExperimentRequest) -> Experiment:
     return experiment
 
 
-def experiment_cancel(*, experiment: Experiment) -> Experiment:
-    """Cancel now if nothing runs yet; otherwise ask the running trial to stop."""
+def experiment_cancel(*, experiment: Experiment, actor: Actor = None) -> Experiment:
+    """Cancel now if nothing runs yet; otherwise ask the running trial to stop. Stopped by
+    someone other than its owner (staff, a teammate), it is an audit row: `actor` is who."""
     with transaction.atomic():
         current = Experiment.objects.select_for_update().get(pk=experiment.pk)
         if current.state in TERMINAL_STATES:
             raise InvalidTransition(f"The experiment is already {current.state}.")
+        before: dict[str, Any] = {"state": current.state}
+        after: dict[str, Any]
         running_trial = current.trials.filter(state__in=TRIAL_ACTIVE_STATES).first()
         if running_trial is None:
             experiment_transition(experiment=current, to=State.CANCELED)
+            after = {"state": State.CANCELED}
         else:
             trial_request_stop(trial=running_trial, reason=STOP_CANCELED)
+            after = {"state": current.state, "stop_requested": STOP_CANCELED}
+        if actor is not None and actor.is_authenticated and actor.pk != current.owner_id:
+            audit_record(actor=actor, action=AuditAction.EXPERIMENT_CANCEL, target=current,
+                         before=before, after=after)
     experiment.refresh_from_db()
     return experiment
 
 
 def experiment_restart(*, user: User, experiment: Experiment) -> Experiment:
-    """Run a finished experiment again as a new one: same configuration, same uploads.
+    """Run a finished experiment again as a new one: same configuration, same uploads; a
+    registered dataset's newest version, the environment as it is now.
 
     It goes through experiment_create, so a configuration that has since become invalid (an
     upload gone, an environment without GPUs) is refused like a new submission would be.
     """
-    if experiment.state not in TERMINAL_STATES:
-        raise InvalidInput(
-            f"Only a finished experiment can be restarted; this one is {experiment.state}."
-        )
     with ExitStack() as stack:
         return experiment_create(
-            owner=user,
-            request=ExperimentRequest(
-                name=experiment.name,
-                model=experiment.model,
-                dataset=experiment.dataset,
-                hyperparameters=dict(experiment.hyperparameters),
-                workers=experiment.workers,
-                gpus_per_worker=experiment.gpus_per_worker,
-                parameter_servers=experiment.parameter_servers,
-                min_workers=experiment.workers_min or None,
-                min_gpus_per_worker=experiment.gpus_per_worker_min or None,
-                pool=experiment.pool,
-                gpu_type=experiment.gpu_type,
-                gpu_fraction=gpu_fraction_of(milli=experiment.gpu_milli),
-                gpu_memory_mb=experiment.gpu_memory_mb,
-                priority=experiment.priority,
-                target_metric=experiment.target_metric,
-                target_mode=experiment.target_mode,
-                target_value=experiment.target_value,
-                max_restarts=experiment.max_restarts,
-                environment=experiment.environment,
-                model_file=_upload_reopen(
-                    stored=experiment.model_file, field="model_file", stack=stack
-                ),
-                dataset_file=_upload_reopen(
-                    stored=experiment.dataset_file,
-                    field="dataset_file",
-                    stack=stack,
-                    prefix=f"{experiment.pk}-",
-                ),
-            ),
+            owner=user, request=experiment_request_of(experiment=experiment, stack=stack))
+
+
+def experiment_request_of(*, experiment: Experiment, stack: ExitStack, action: str = "restarted",
+                          **pins: Any) -> ExperimentRequest:
+    """A finished experiment's configuration as a new request, its uploads reopened (closed
+    with `stack`); `pins`: ExperimentRequest's fields set otherwise (a reproduction's)."""
+    experiment_finished_check(experiment=experiment, action=action)
+    return ExperimentRequest(**{
+        "name": experiment.name,
+        "model": experiment.model,
+        "dataset": experiment.dataset,
+        "hyperparameters": dict(experiment.hyperparameters),
+        "workers": experiment.workers,
+        "gpus_per_worker": experiment.gpus_per_worker,
+        "parameter_servers": experiment.parameter_servers,
+        "min_workers": experiment.workers_min or None,
+        "min_gpus_per_worker": experiment.gpus_per_worker_min or None,
+        "pool": experiment.pool,
+        "gpu_type": experiment.gpu_type,
+        "gpu_fraction": gpu_fraction_of(milli=experiment.gpu_milli),
+        "gpu_memory_mb": experiment.gpu_memory_mb,
+        "priority": experiment.priority,
+        "target_metric": experiment.target_metric,
+        "target_mode": experiment.target_mode,
+        "target_value": experiment.target_value,
+        "max_restarts": experiment.max_restarts,
+        "environment": experiment.environment,
+        "model_file": _upload_reopen(stored=experiment.model_file, field="model_file",
+                                     stack=stack),
+        "dataset_file": _upload_reopen(stored=experiment.dataset_file, field="dataset_file",
+                                       stack=stack, prefix=f"{experiment.pk}-"),
+        **pins,
+    })
+
+
+def experiment_finished_check(*, experiment: Experiment, action: str) -> None:
+    if experiment.state not in TERMINAL_STATES:
+        raise InvalidInput(
+            f"Only a finished experiment can be {action}; this one is {experiment.state}."
         )
 
 

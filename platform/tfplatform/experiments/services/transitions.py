@@ -11,6 +11,8 @@ from tfplatform.core.bulk import ids_match
 from tfplatform.core.errors import InvalidTransition
 from tfplatform.experiments.models import Experiment
 from tfplatform.experiments.signals import experiment_finished
+from tfplatform.notifications.events import EventKind
+from tfplatform.notifications.services import event_publish
 
 State = Experiment.State
 
@@ -65,6 +67,14 @@ def experiment_transition(
             if value is not None:
                 setattr(current, name, value)
         current.save()
+        if to in (State.COMPLETED, State.FAILED) and current.kind == Experiment.Kind.TRAINING:
+            event_publish(
+                kind=EventKind.EXPERIMENT_COMPLETED if to == State.COMPLETED
+                else EventKind.EXPERIMENT_FAILED, owner_id=current.owner_id,
+                team_id=current.team_id, payload={
+                    "id": current.pk, "name": current.name, "state": to, "model": current.model,
+                    "dataset": current.dataset, "results": current.results,
+                    "error": current.error[-1000:]})
     experiment.refresh_from_db()
     return experiment
 

@@ -10,6 +10,8 @@ from django.utils import timezone
 
 from serving import layout
 from serving.client import ModelServerError
+from tfplatform.audit.models import AuditAction
+from tfplatform.audit.services import Actor, audit_record
 from tfplatform.core.errors import (
     Conflict,
     Unavailable,
@@ -30,6 +32,8 @@ from tfplatform.modelregistry.services.sync import (
     model_server_sync,
     model_server_sync_quietly,
 )
+from tfplatform.notifications.events import EventKind
+from tfplatform.notifications.services import event_publish
 
 
 class ModelServerUnreachable(Unavailable):
@@ -75,6 +79,11 @@ def model_version_load(*, version_id: int) -> ModelVersion | None:
         )
         model_server_sync_quietly()  # a failed version leaves the list
         version.refresh_from_db()
+        if version.state == ModelVersion.State.FAILED:
+            event_publish(kind=EventKind.DEPLOY_FAILED, owner_id=version.model.owner_id,
+                          team_id=version.model.team_id, payload={
+                              "id": version.pk, "model": version.model.name,
+                              "version": version.version, "error": version.error[-1000:]})
         return version
     # One transaction: no reader may see the first version available yet without `stable`,
     # nor the new version available beside one it retires.
@@ -86,7 +95,15 @@ def model_version_load(*, version_id: int) -> ModelVersion | None:
         if version.state == ModelVersion.State.AVAILABLE:
             _, labelled = ModelLabel.objects.get_or_create(
                 model=version.model, label=ModelLabel.Name.STABLE, defaults={"version": version})
+            if labelled:  # the platform labels a model's first version
+                audit_record(actor=None, action=AuditAction.LABEL_PROMOTE, target=version.model,
+                             before={"label": ModelLabel.Name.STABLE, "version": None},
+                             after={"label": ModelLabel.Name.STABLE, "version": version.version})
             retired = bool(model_versions_retire(model=version.model))
+            event_publish(kind=EventKind.DEPLOY_AVAILABLE, owner_id=version.model.owner_id,
+                          team_id=version.model.team_id, payload={
+                              "id": version.pk, "model": version.model.name,
+                              "version": version.version, "labelled_stable": labelled})
     if retired or labelled:
         model_server_sync_quietly()
     return version
@@ -119,8 +136,9 @@ def model_versions_loading_resume(*, older_than: float = 0.0) -> list[int]:
     return waiting
 
 
-def model_version_undeploy(*, version: ModelVersion) -> ModelVersion:
-    """Stop serving one version and remove its files (a retired version's too)."""
+def model_version_undeploy(*, version: ModelVersion, actor: Actor = None) -> ModelVersion:
+    """Stop serving one version and remove its files (a retired version's too); its labels
+    go (an audit row each, `actor` who undeployed it)."""
     if (
         version.labels.filter(label=ModelLabel.Name.STABLE).exists()
         and version.model.versions.filter(state=ModelVersion.State.AVAILABLE)
@@ -128,8 +146,12 @@ def model_version_undeploy(*, version: ModelVersion) -> ModelVersion:
         .exists()
     ):
         raise Conflict("Move the stable label to another version before undeploying this one.")
-    version.labels.all().delete()
-    ModelVersion.objects.filter(pk=version.pk).update(state=ModelVersion.State.UNLOADED)
+    with transaction.atomic():
+        for label in version.labels.select_for_update():
+            audit_record(actor=actor, action=AuditAction.LABEL_REMOVE, target=version.model,
+                         before={"label": label.label, "version": version.version}, after=None)
+        version.labels.all().delete()
+        ModelVersion.objects.filter(pk=version.pk).update(state=ModelVersion.State.UNLOADED)
     model_server_sync()
     # Its files go too (they count against the owner's storage); the row stays as history.
     with contextlib.suppress(ValueError):

@@ -147,3 +147,30 @@ def test_a_version_published_before_the_server_answers_stays_loading_and_loads_l
     assert loaded is not None and loaded.state == ModelVersion.State.AVAILABLE
     answer = predict(api(owner), "/api/v1/models/early:predict", {"instances": [2.0]})
     assert answer.json() == {"predictions": [3.0]}
+
+
+def test_the_owners_subscribers_hear_that_a_version_is_available_or_failed(
+    model_server: dict[str, Any],
+) -> None:
+    from tfplatform.notifications.models import Delivery, Event
+    from tfplatform.notifications.services import SubscriptionRequest, subscription_create
+
+    owner = UserFactory(email="owner@example.com")
+    subscription_create(owner=owner, request=SubscriptionRequest(
+        events=["deploy.available", "deploy.failed"], email=True))
+    client = api(owner)
+    assert register(client, "heard")["state"] == "available"
+    answer = client.post("/api/v1/models/", {"model_name": "heard-broken",
+                                             "file": _half_plus_two_with_broken_variables()},
+                         format="multipart")
+    assert answer.status_code == 202, answer.content
+    assert version_loaded(client, "heard-broken", 1)["state"] == "failed"
+    # Published once the loader has taken the failed version off the server's list.
+    live.wait_for(lambda: Event.objects.filter(kind="deploy.failed").exists(), timeout=30,
+                  what="the deploy.failed event", log=model_server["log"])
+
+    events = {(e.kind, e.payload["model"]): e.payload for e in Event.objects.filter(owner=owner)}
+    assert set(events) == {("deploy.available", "heard"), ("deploy.failed", "heard-broken")}
+    assert events[("deploy.available", "heard")]["version"] == 1
+    assert events[("deploy.failed", "heard-broken")]["error"]
+    assert Delivery.objects.filter(recipient=owner, channel="email").count() == 2
