@@ -142,20 +142,21 @@ def _execute(sock: str, kernel: str, code: str) -> str:
 
 def test_a_workspace_runs_jupyterlab_from_the_environments_own_image(
     podman: Runtime, python_image: str, make_spec: Callable[..., Any], tmp_path: Path,
-    listeners: tuple[int, int, socket.socket],
+    short_dir: Path, listeners: tuple[int, int, socket.socket],
 ) -> None:
     assert podman.containers is not None
     key = image_key(settings=podman.containers, base=python_image, packages=OWN_PYTHON_PACKAGES)
     python = image_derive(settings=podman.containers, base=python_image,
                           packages=OWN_PYTHON_PACKAGES, key=key, log_path=tmp_path / "build.log")
-    home = tmp_path / "h"
+    # Its sockets (Jupyter's, the API relay's) live below these: tmp_path is too deep for one.
+    home = short_dir / "h"
     spec = _session(make_spec, home, listeners[0])
     stop = threading.Event()
     outcome: list[Any] = []
     events: list[Any] = []
     supervisor = threading.Thread(target=lambda: outcome.append(trial_supervise(
         spec=spec, on_events=events.extend, should_cancel=stop.is_set, grace_seconds=10,
-        runtime=podman, python=python, run_dir=str(tmp_path / "runs"))))
+        runtime=podman, python=python, run_dir=str(short_dir / "runs"))))
     supervisor.start()
     sock = spec.workspace["socket"]
     try:
