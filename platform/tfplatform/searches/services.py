@@ -13,8 +13,8 @@ from django.db.models.functions import Now
 from tfplatform.accounts.models import User
 from tfplatform.cluster.dispatch import scheduler_wake_on_commit
 from tfplatform.cluster.placement import gpu_fraction_of
+from tfplatform.core.annotations import annotations_apply
 from tfplatform.core.errors import Conflict, InvalidInput, InvalidTransition, LimitReached
-from tfplatform.core.notes import note_clean, tags_clean
 from tfplatform.experiments import validation
 from tfplatform.experiments.models import Environment, Experiment
 from tfplatform.experiments.services import admission, submission
@@ -362,18 +362,5 @@ def search_annotate(*, search: Search, tags: Sequence[str] | None = None,
                     note: str | None = None, archived: bool | None = None) -> Search:
     """Replace what is given (all its tags, its note, archived), as experiment_annotate does;
     whoever may see the search may."""
-    cleaned = None if tags is None else tags_clean(tags=list(tags))
-    note = None if note is None else note_clean(note=note)
-    with transaction.atomic():
-        current = Search.objects.select_for_update().get(pk=search.pk)
-        changed = [name for name, value in (("note", note), ("archived", archived))
-                   if value is not None]
-        for name in changed:
-            setattr(current, name, note if name == "note" else archived)
-        if changed:
-            current.save(update_fields=[*changed, "updated_at"])
-        if cleaned is not None:
-            current.tags.exclude(name__in=cleaned).delete()
-            SearchTag.objects.bulk_create(
-                [SearchTag(search=current, name=tag) for tag in cleaned], ignore_conflicts=True)
-    return current
+    return annotations_apply(obj=search, tag_model=SearchTag, tagged_field="search", tags=tags,
+                             note=note, archived=archived)

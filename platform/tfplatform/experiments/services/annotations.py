@@ -13,8 +13,9 @@ from django.db.models import Count
 from django.utils import timezone
 
 from tfplatform.accounts.models import User
+from tfplatform.core.annotations import annotations_apply
 from tfplatform.core.errors import InvalidInput, NotFound
-from tfplatform.core.notes import TAGS_MAX, note_clean, tags_clean
+from tfplatform.core.notes import TAGS_MAX, tags_clean
 from tfplatform.experiments.models import Experiment, ExperimentTag
 from tfplatform.experiments.selectors.experiments import experiment_list
 
@@ -27,23 +28,8 @@ BulkAction = Literal["tag", "untag", "archive", "unarchive"]
 def experiment_annotate(*, experiment: Experiment, tags: Sequence[str] | None = None,
                         note: str | None = None, archived: bool | None = None) -> Experiment:
     """Replace what is given (all its tags, its note, archived); leave the rest."""
-    cleaned = None if tags is None else tags_clean(tags=list(tags))
-    note = None if note is None else note_clean(note=note)
-    with transaction.atomic():
-        current = Experiment.objects.select_for_update().get(pk=experiment.pk)
-        changed = []
-        if note is not None:
-            current.note = note
-            changed.append("note")
-        if archived is not None:
-            current.archived = archived
-            changed.append("archived")
-        if changed:
-            current.save(update_fields=[*changed, "updated_at"])
-        if cleaned is not None:
-            current.tags.exclude(name__in=cleaned).delete()
-            _tags_add(experiment_ids=[current.pk], tags=cleaned)
-    return current
+    return annotations_apply(obj=experiment, tag_model=ExperimentTag, tagged_field="experiment",
+                             tags=tags, note=note, archived=archived)
 
 
 def experiments_bulk_change(*, user: User | AnonymousUser, ids: Sequence[int],
