@@ -1,9 +1,11 @@
 """Elastic experiments in the scheduler: started at the largest size that fits, shrunk (stopped
 to restart smaller) rather than preempted whole, grown onto idle devices when nothing waits."""
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.db.models import F
 from rest_framework.test import APIClient
 
 from tests.factories import TeamFactory, UserFactory, node_with_gpus
@@ -46,6 +48,14 @@ def stopped_by_its_node(experiment_id: int) -> None:
     """What the node reports once the trial checkpointed and stopped as asked."""
     trial_outcome_record(trial=live_trial(experiment_id), outcome=TrialOutcome(
         status="canceled", retryable=False, exit_reason="stopped as asked"))
+
+
+def scheduler_state() -> str:
+    """What a pass saw, for a failure to explain itself."""
+    experiments = list(Experiment.objects.values_list("pk", "state", "pending_reason"))
+    held = list(Allocation.objects.filter(released_at__isnull=True).values_list(
+        "holder_id", "device_id", "created_at"))
+    return f"experiments {experiments}; held {held}"
 
 
 @pytest.fixture
@@ -123,7 +133,9 @@ def test_of_two_lower_priority_jobs_the_elastic_one_is_shrunk_the_fixed_one_kept
 def test_it_grows_onto_idle_devices_only_when_nothing_waits(
     user: Any, platform_settings_override: PlatformSettingsOverride,
 ) -> None:
-    platform_settings_override(elastic_grow_after_seconds=0.0)
+    # Runs are aged by moving their start back, not by the clock: a threshold of 0 s compared
+    # against "now" fails whenever the machine's clock steps back between two passes.
+    platform_settings_override(elastic_grow_after_seconds=60.0)
     node_with_gpus(gpus=4)
     blocker = submitted(user, gpus_per_worker=2)
     elastic = submitted(user, gpus_per_worker=4, min_gpus_per_worker=1)
@@ -138,8 +150,11 @@ def test_it_grows_onto_idle_devices_only_when_nothing_waits(
     stopped_by_its_node(blocker)
     Experiment.objects.filter(pk=blocker).update(state="canceled")
     scheduler_pass()
+    assert live_trial(elastic).stop_reason == ""  # it has not run a minute yet
+    Allocation.objects.update(created_at=F("created_at") - timedelta(minutes=2))
+    scheduler_pass()
     growing = live_trial(elastic)
-    assert growing.stop_reason == "resized"
+    assert growing.stop_reason == "resized", scheduler_state()
     assert growing.stop_detail == "grown from 2 GPU to 4 GPU onto idle devices"
     stopped_by_its_node(elastic)
     scheduler_pass()
