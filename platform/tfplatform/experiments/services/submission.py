@@ -291,7 +291,13 @@ def uploads_leftovers_remove(*, older_than: float = LEFTOVER_GRACE_SECONDS) -> l
     removed = []
     for folder in UPLOAD_FOLDERS:
         for name in _stored_files(folder=folder):
-            if name not in referenced and default_storage.get_modified_time(name) < cutoff:
+            if name in referenced:
+                continue
+            try:
+                modified = default_storage.get_modified_time(name)
+            except FileNotFoundError:
+                continue  # another scheduler's sweep removed it since the listing
+            if modified < cutoff:
                 default_storage.delete(name)
                 removed.append(name)
     return removed

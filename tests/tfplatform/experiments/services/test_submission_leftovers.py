@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from rest_framework.test import APIClient
 
@@ -78,3 +79,23 @@ def test_an_upload_whose_experiment_never_committed_is_swept_and_named_ones_stay
 def _upload(path: Path) -> object:
     path.write_bytes(MODULE)
     return path.open("rb")
+
+
+@pytest.mark.django_db
+def test_a_file_another_schedulers_sweep_removed_first_is_skipped(
+    tmp_path: Path, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two schedulers sweep at once: one lists a leftover the other then removes."""
+    settings.MEDIA_ROOT = tmp_path / "uploads"
+    gone = default_storage.save("models/2026/11/gone-model.py", ContentFile(MODULE))
+    kept = default_storage.save("models/2026/11/kept-model.py", ContentFile(MODULE))
+    modified_time = default_storage.get_modified_time
+
+    def removed_by_the_other_sweep(name: str) -> Any:
+        if name == gone:
+            default_storage.delete(name)
+        return modified_time(name)
+
+    monkeypatch.setattr(default_storage, "get_modified_time", removed_by_the_other_sweep)
+    assert uploads_leftovers_remove(older_than=0) == [kept]
+    assert not default_storage.exists(gone) and not default_storage.exists(kept)
