@@ -4,7 +4,7 @@ workers share it: as one module it was the suite's longest unit by minutes."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import schemathesis
 from hypothesis import HealthCheck, given, settings
@@ -15,7 +15,10 @@ from schemathesis.checks import (
     response_schema_conformance,
     status_code_conformance,
 )
+from schemathesis.core.parameters import ParameterLocation
 from schemathesis.generation import GenerationMode
+from schemathesis.specs.openapi._hypothesis import _draw_negated_locations
+from schemathesis.transport.requests import ManagedCookiesSession
 
 from tests.factories import (
     DatasetFactory,
@@ -24,6 +27,7 @@ from tests.factories import (
     RegisteredModelFactory,
     UserFactory,
 )
+from tfplatform.accounts.models import ApiToken
 from tfplatform.accounts.tokens import api_token_issue
 from tfplatform.searches.services import SearchRequest, search_create
 
@@ -73,23 +77,68 @@ def alice_unchanged(tenants: dict[str, Any]) -> tuple[Any, ...]:
             list(Experiment.objects.filter(owner=tenants["alice"]).values_list("pk", "state")))
 
 
-def operation_fuzz(*, operation: Any, mode: GenerationMode, base_url: str, user: Any,
-                    path_parameters: dict[str, Any] | None = None) -> list[str]:
+class Requester:
+    """B's requests, sent as `user` with a token of theirs.
+
+    One keep-alive HTTP session for all of them: the live server's threaded server starts a
+    thread, and that thread a database connection, per HTTP connection, and these were most of
+    a request's time when every request opened its own. Cookies a response sets are dropped
+    before the next request (ManagedCookiesSession), as when each had a session of its own.
+
+    One token until a request revokes it (revoking a token, signing out, a new password): then
+    the next request gets a new one. Issuing one per request (its row and an audit row, in a
+    transaction) cost more than most requests did."""
+
+    def __init__(self, *, base_url: str, user: Any) -> None:
+        self.base_url, self.user = base_url, user
+        self.session = ManagedCookiesSession()
+        # Schemathesis's own headers (its User-Agent): a session's would replace them.
+        self.session.headers.clear()
+        self.session.trust_env = False  # no proxy or .netrc look-up per request: a local server
+        self.token, self.key = api_token_issue(user=user, name="fuzz")
+
+    def __enter__(self) -> Requester:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        # The server's thread for the connection ends, and closes its database connection.
+        self.session.close()
+
+    def send(self, case: Any) -> Any:
+        response = case.call(base_url=self.base_url, session=self.session,
+                             headers={"Authorization": f"Token {self.key}"}, timeout=60)
+        if (case.method.upper() not in ("GET", "HEAD", "OPTIONS")
+                and not ApiToken.objects.filter(pk=self.token.pk).exists()):
+            self.token, self.key = api_token_issue(user=self.user, name="fuzz")
+        return response
+
+
+def nothing_to_negate(operation: Any) -> bool:
+    """Whether the operation has no parameter or body that an invalid value exists for (no
+    parameters, string path parameters, bodies any JSON fits): negative mode then generates
+    nothing, and Hypothesis would spend some 460 rejected draws (a second or two of CPU) to
+    find that out. Schemathesis's own choice of what a negative case breaks, with no choice
+    made: it returns None only where there is nothing to choose from."""
+    return _draw_negated_locations(
+        cast(Any, lambda _strategy: None), operation, GenerationMode.NEGATIVE,
+        explicit=dict.fromkeys((ParameterLocation.PATH, ParameterLocation.HEADER,
+                                ParameterLocation.COOKIE, ParameterLocation.QUERY)),
+        body_is_generated=True) is None
+
+
+def operation_fuzz(*, operation: Any, mode: GenerationMode, requester: Requester,
+                   path_parameters: dict[str, Any] | None = None) -> list[str]:
     """What went wrong for one operation: each distinct failure once, with its request.
     With `path_parameters` (another user's objects), any success is a failure too."""
     failures: dict[str, str] = {}
-    # A token of its own for each request that may change something: it may revoke the token it
-    # is sent with. A reading request changes nothing, so the operation's requests share one.
-    shared = (api_token_issue(user=user, name="fuzz")[1]
-              if operation.method.upper() in ("GET", "HEAD", "OPTIONS") else None)
+    if mode == GenerationMode.NEGATIVE and nothing_to_negate(operation):
+        return []
 
     @given(case=operation.as_strategy(generation_mode=mode, path_parameters=path_parameters))
     @settings(max_examples=EXAMPLES_PER_OPERATION, deadline=None, database=None,
               suppress_health_check=list(HealthCheck))
     def fuzz(case: Any) -> None:
-        token = shared or api_token_issue(user=user, name="fuzz")[1]
-        response = case.call(base_url=base_url, headers={"Authorization": f"Token {token}"},
-                             timeout=60)
+        response = requester.send(case)
         found: list[BaseException] = []
         try:
             case.validate_response(response, checks=CHECKS)
@@ -114,13 +163,12 @@ def operation_fuzz(*, operation: Any, mode: GenerationMode, base_url: str, user:
     return list(failures.values())
 
 
-
-
 def every_operation_fuzz(*, mode: GenerationMode, base_url: str, user: Any) -> list[str]:
     schema = schemathesis.openapi.from_url(f"{base_url}/api/schema/")
     found: list[str] = []
-    for result in schema.get_all_operations():
-        operation = result.ok()
-        found += [f"{operation.method.upper()} {operation.path}: {failure}" for failure in
-                  operation_fuzz(operation=operation, mode=mode, base_url=base_url, user=user)]
+    with Requester(base_url=base_url, user=user) as requester:
+        for result in schema.get_all_operations():
+            operation = result.ok()
+            found += [f"{operation.method.upper()} {operation.path}: {failure}" for failure in
+                      operation_fuzz(operation=operation, mode=mode, requester=requester)]
     return found

@@ -12,8 +12,8 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 
 def test_no_invalid_generated_request_fails_or_leaks_another_users_data(
-    live_server: Any, tenants: dict[str, Any]
+    fuzz_server: Any, tenants: dict[str, Any]
 ) -> None:
-    found = every_operation_fuzz(mode=GenerationMode.NEGATIVE, base_url=live_server.url,
+    found = every_operation_fuzz(mode=GenerationMode.NEGATIVE, base_url=fuzz_server.url,
                                  user=tenants["bob"])
     assert not found, "\n".join(found)

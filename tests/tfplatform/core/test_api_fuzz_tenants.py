@@ -7,30 +7,30 @@ import pytest
 import schemathesis
 from schemathesis.generation import GenerationMode
 
-from tests.tfplatform.core.api_fuzzing import alice_unchanged, operation_fuzz
+from tests.tfplatform.core.api_fuzzing import Requester, alice_unchanged, operation_fuzz
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 
 def test_b_can_neither_read_nor_change_what_a_owns(
-    live_server: Any, tenants: dict[str, Any]
+    fuzz_server: Any, tenants: dict[str, Any]
 ) -> None:
     """Every operation on a path, aimed at A's own experiment, model, version and label."""
-    schema = schemathesis.openapi.from_url(f"{live_server.url}/api/schema/")
+    schema = schemathesis.openapi.from_url(f"{fuzz_server.url}/api/schema/")
     before = alice_unchanged(tenants)
     found: list[str] = []
     aimed = 0
-    for result in schema.get_all_operations():
-        operation = result.ok()
-        names = {p.name for p in operation.path_parameters}
-        ours = {k: v for k, v in tenants["paths"].items() if k in names}
-        if not ours:
-            continue
-        aimed += 1
-        found += [f"{operation.method.upper()} {operation.path}: {failure}" for failure in
-                  operation_fuzz(operation=operation, mode=GenerationMode.POSITIVE,
-                                 base_url=live_server.url, user=tenants["bob"],
-                                 path_parameters=ours)]
+    with Requester(base_url=fuzz_server.url, user=tenants["bob"]) as requester:
+        for result in schema.get_all_operations():
+            operation = result.ok()
+            names = {p.name for p in operation.path_parameters}
+            ours = {k: v for k, v in tenants["paths"].items() if k in names}
+            if not ours:
+                continue
+            aimed += 1
+            found += [f"{operation.method.upper()} {operation.path}: {failure}" for failure in
+                      operation_fuzz(operation=operation, mode=GenerationMode.POSITIVE,
+                                     requester=requester, path_parameters=ours)]
     assert aimed >= 16  # every experiment, model and search operation
     assert not found, "\n".join(found)
     assert alice_unchanged(tenants) == before

@@ -18,9 +18,9 @@ from training.spec import Resources, TrialEvent
 
 pytestmark = pytest.mark.slow
 
-# Global batches of 4: epochs of 336 steps, long enough for a stop to land within one.
-HPARAMS = {"epochs": 2, "batch_size": 1, "learning_rate": 0.005}
-# Measured: within 4e-7 (relative); the sums merely run in another order.
+# Global batches of 8: epochs of 168 steps, long enough for a stop to land within one.
+HPARAMS = {"epochs": 2, "batch_size": 2, "learning_rate": 0.005}
+# Measured: within 8e-7 (relative); the sums merely run in another order.
 RTOL = 1e-5
 
 
@@ -49,7 +49,7 @@ def test_a_trial_shrunk_mid_epoch_and_grown_back_matches_one_that_kept_its_size(
                       cancel_check_seconds=0.1)
     assert small.outcome.status == "canceled", small.outcome.exit_reason
     [plan] = small.phase("batch")
-    assert (plan["replicas"], plan["accumulation_steps"], plan["global_batch_size"]) == (2, 2, 4)
+    assert (plan["replicas"], plan["accumulation_steps"], plan["global_batch_size"]) == (2, 2, 8)
     assert plan["learning_rate"] == whole.phase("batch")[0]["learning_rate"] == pytest.approx(0.02)
     on_stop = small.payloads("checkpoint")[-1]
     assert on_stop["epoch"] == 0 and 0 < on_stop.get("epoch_steps", 0) < steps, on_stop
@@ -77,9 +77,9 @@ def test_a_trial_shrunk_mid_epoch_and_grown_back_matches_one_that_kept_its_size(
 
 
 # A well-conditioned setting for comparing across process layouts: a small rate on global batches
-# of 8 (per-replica 2 at the target of 4), so float rounding is not amplified into divergence.
-MULTI_WORKER_HPARAMS = {"epochs": 2, "batch_size": 2, "learning_rate": 0.0005}
-# Measured: within 3.3e-7 (relative) on loss and val_loss, accuracies identical; the sums merely
+# of 16 (per-replica 4 at the target of 4), so float rounding is not amplified into divergence.
+MULTI_WORKER_HPARAMS = {"epochs": 2, "batch_size": 4, "learning_rate": 0.0005}
+# Measured: within 2e-7 (relative) on loss and val_loss, accuracies identical; the sums merely
 # run in another order (a collective all-reduce across processes).
 MULTI_WORKER_RTOL = 1e-5
 
@@ -107,12 +107,12 @@ def test_two_workers_of_one_replica_accumulating_match_four_replicas_in_one_proc
     assert set(split.outcome.exit_codes) == {"worker:0", "worker:1"}
 
     [full] = whole.phase("batch")
-    assert (full["replicas"], full["accumulation_steps"], full["global_batch_size"]) == (4, 1, 8)
+    assert (full["replicas"], full["accumulation_steps"], full["global_batch_size"]) == (4, 1, 16)
     for task in ("worker:0", "worker:1"):
         [plan] = split.phase("batch", task=task)
         assert (plan["replicas"], plan["accumulation_steps"], plan["per_replica_batch_size"],
                 plan["global_batch_size"], plan["steps_per_epoch"]) == (
-            2, 2, 2, full["global_batch_size"], full["steps_per_epoch"]), (task, plan)
+            2, 2, 4, full["global_batch_size"], full["steps_per_epoch"]), (task, plan)
         assert plan["learning_rate"] == full["learning_rate"] == pytest.approx(0.002)
     steps = full["steps_per_epoch"]
     assert split.payloads("throughput")[-1]["optimizer_step"] == (

@@ -24,15 +24,15 @@ from tfplatform.experiments.services.scheduling import scheduler_pass
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
-# Global batches of 8 (2 per replica at 4 GPUs): ~170 steps an epoch, 12 epochs, so that the
+# Global batches of 16 (4 per replica at 4 GPUs): 84 steps an epoch, 12 epochs, so that the
 # urgent job (one short epoch) ends, and the elastic one is grown back, well before it would. A
 # learning rate that keeps training well conditioned: at 0.002 on batches of 4, rounding (sums
 # taken in another order at 2 replicas) grows into 10 % apart by the third epoch, as it would
 # between any two orders of summation. No dropout: its masks are drawn per replica.
-HYPERPARAMETERS = {"epochs": 12, "batch_size": 2, "learning_rate": 0.0005, "seed": 7,
+HYPERPARAMETERS = {"epochs": 12, "batch_size": 4, "learning_rate": 0.0005, "seed": 7,
                    "dropout": 0.0}
-URGENT = {"epochs": 1, "batch_size": 8}
-# The runs differ only in the order sums are taken: measured within 1.1e-6 (relative) over 8
+URGENT = {"epochs": 1, "batch_size": 64}
+# The runs differ only in the order sums are taken: measured within 4e-7 (relative) over 12
 # epochs at 2 GPUs throughout.
 RTOL = 1e-4
 # A resized trial runs this long before it is grown again.
@@ -99,8 +99,8 @@ def test_shrunk_for_a_higher_priority_job_and_grown_back_it_trains_as_at_full_si
         (4, "resized"), (2, "resized"), (4, "")]
     assert trials[0].stop_detail == f"shrunk from 4 GPU for experiment {urgent} (priority 5)"
     assert trials[1].stop_detail == "grown from 2 GPU to 4 GPU onto idle devices"
-    # At 2 GPUs the global batch stayed 8: 2 replicas × 2 accumulation steps of 2.
-    assert "accumulation_steps=2" in trials[1].logs and "global_batch_size=8" in trials[1].logs
+    # At 2 GPUs the global batch stayed 16: 2 replicas × 2 accumulation steps of 4.
+    assert "accumulation_steps=2" in trials[1].logs and "global_batch_size=16" in trials[1].logs
     assert "phase=resumed" in trials[1].logs and "phase=resumed" in trials[2].logs
     shown = client.get(f"/api/v1/experiments/{elastic}/").json()
     assert shown["size"] == {"workers": 1, "gpus_per_worker": 4}
