@@ -6,6 +6,7 @@ deactivated at their next sign-in, and their API token stops working."""
 
 import json
 import os
+import select
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -61,7 +62,11 @@ def provider(live_server: Any, tmp_path: Path,
                  "CLIENT_SECRET": secret, "REDIRECT_URIS": f"{live_server.url}/oidc/callback/"})
     assert process.stdout is not None
     try:
-        ready = process.stdout.readline()  # `ready <issuer>` once it listens
+        # `ready <issuer>` once it listens; a start that hangs fails in a minute with its log
+        # (one fresh-clone run hung here for pytest-timeout's 600 s, its log all but empty).
+        if not select.select([process.stdout], [], [], 60)[0]:
+            pytest.fail(f"the test OIDC provider did not start in 60 s: {log.read_text()}")
+        ready = process.stdout.readline()
         assert ready.startswith("ready "), log.read_text()
         issuer = ready.split()[1]
         oidc_discovery_forget()
