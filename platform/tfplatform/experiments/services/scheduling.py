@@ -35,12 +35,15 @@ each trial goes to the node queues the pass's own view named, and one UPDATE mar
 
 import logging
 from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import partial
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import DatabaseError, OperationalError, connection, transaction
 from django.utils import timezone
+from psycopg.errors import SerializationFailure
 
 from tfplatform.accounts.models import User
 from tfplatform.audit.models import AuditAction
@@ -102,6 +105,7 @@ from tfplatform.experiments.services.trials import (
 logger = logging.getLogger(__name__)
 ADVISORY_LOCK_KEY = 7_305_001
 REASON_MAX_CHARS = 300  # Experiment.pending_reason's max_length
+PASS_ATTEMPTS = 5
 
 
 def _sizes(*, experiment: QueuedExperiment) -> list[Size]:
@@ -134,24 +138,52 @@ def _shape(*, experiment: QueuedExperiment, size: Size | None = None) -> Shape:
 
 def scheduler_pass() -> int:
     """Run one pass; returns how many experiments were scheduled."""
-    with transaction.atomic():
-        _serialize_schedulers()
-        view, queues = _cluster_view()
-        decider = _Pass(view=view)
-        for experiment in experiments_queued_for_pass():
-            decider.consider(experiment=experiment)
-        decider.lend()
-        decider.grow()
-        scheduled = _starts_write(starts=decider.starts, borrowed=decider.borrowed,
-                                  sizes=decider.sizes)
-        if decider.reasons_changed:
-            _pending_reasons_save(experiments=decider.reasons_changed)
-        if scheduled:
-            # Node queues from the pass's own view: no reads per trial after the commit.
-            messages = {trial_id: [(node, queues[node]) for node in sorted(
-                {placement.node_id for placement in placements})]
-                for trial_id, placements in scheduled.items()}
-            transaction.on_commit(partial(trials_dispatch_send, messages=messages))
+    if connection.vendor != "postgresql" or connection.in_atomic_block:
+        # SQLite's transactions are serializable already; inside a caller's transaction the
+        # snapshot is the caller's to choose.
+        with transaction.atomic():
+            _serialize_schedulers()
+            return _pass_decide()
+    # One snapshot for every read of the pass (REPEATABLE READ), taken once the other
+    # schedulers are done: under READ COMMITTED each query saw the database as it stood then,
+    # so a node cordoned between the node query and the queue query still got an experiment
+    # submitted after the cordon, and an elastic run could restart smaller than it could.
+    with _schedulers_serialized():
+        attempt = 1
+        while True:
+            try:
+                with transaction.atomic():
+                    with connection.cursor() as cursor:
+                        cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                    return _pass_decide()
+            except OperationalError as error:
+                # A row the pass writes (an experiment canceled, a trial's state) changed
+                # since its snapshot: decide again on a fresh one.
+                if attempt == PASS_ATTEMPTS or not isinstance(error.__cause__,
+                                                              SerializationFailure):
+                    raise
+                logger.info("Scheduling pass %d met a concurrent update; deciding again",
+                            attempt)
+                attempt += 1
+
+
+def _pass_decide() -> int:
+    view, queues = _cluster_view()
+    decider = _Pass(view=view)
+    for experiment in experiments_queued_for_pass():
+        decider.consider(experiment=experiment)
+    decider.lend()
+    decider.grow()
+    scheduled = _starts_write(starts=decider.starts, borrowed=decider.borrowed,
+                              sizes=decider.sizes)
+    if decider.reasons_changed:
+        _pending_reasons_save(experiments=decider.reasons_changed)
+    if scheduled:
+        # Node queues from the pass's own view: no reads per trial after the commit.
+        messages = {trial_id: [(node, queues[node]) for node in sorted(
+            {placement.node_id for placement in placements})]
+            for trial_id, placements in scheduled.items()}
+        transaction.on_commit(partial(trials_dispatch_send, messages=messages))
     return len(scheduled)
 
 
@@ -221,6 +253,24 @@ def _serialize_schedulers() -> None:
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", [ADVISORY_LOCK_KEY])
+
+
+@contextmanager
+def _schedulers_serialized() -> Iterator[None]:
+    """The same lock held by the session, outside the pass's transaction: a REPEATABLE READ
+    snapshot is taken by the transaction's first query, which must come after the wait, or
+    the second scheduler would decide on what the first had not yet committed."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_lock(%s)", [ADVISORY_LOCK_KEY])
+    try:
+        yield
+    finally:
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_unlock(%s)", [ADVISORY_LOCK_KEY])
+        except DatabaseError:
+            # The connection is gone, and the lock went with its session.
+            logger.warning("Could not release the scheduling lock", exc_info=True)
 
 
 def _cluster_view() -> tuple[ClusterView, dict[int, str]]:
