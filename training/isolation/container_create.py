@@ -17,6 +17,8 @@ if TYPE_CHECKING:
     from docker import DockerClient
     from docker.models.containers import Container
 
+    from training.isolation.container_settings import ContainerSettings
+
 # Any libpod API version podman 4.x serves; podman 5 still accepts it.
 LIBPOD_API = "v4.0.0"
 CPU_PERIOD_MICROSECONDS = 100_000
@@ -67,19 +69,24 @@ class ContainerRequest:
             ("container:", NETNS_PATH_PREFIX))
 
 
-def container_create(*, client: DockerClient, engine: str, request: ContainerRequest) -> Container:
+def container_create(*, settings: ContainerSettings, engine: str, request: ContainerRequest
+                     ) -> Container:
     """The started container; the engine's refusal (an image missing, a GPU it cannot resolve)
     raises docker-py's APIError, whichever API was used."""
+    client = settings.client()
     if engine == "podman":
         container = client.containers.get(_libpod_create(client=client, request=request))
     else:
-        container = client.containers.create(**docker_arguments(client=client, request=request))
+        container = client.containers.create(**docker_arguments(
+            client=client, request=request, podman=settings.engine().podman))
     container.start()
     return container
 
 
-def docker_arguments(*, client: DockerClient, request: ContainerRequest) -> dict[str, Any]:
-    """docker-py's create arguments for the request."""
+def docker_arguments(*, client: DockerClient, request: ContainerRequest, podman: bool
+                     ) -> dict[str, Any]:
+    """docker-py's create arguments for the request (`podman`: podman's Docker-compatible API
+    answers them)."""
     from docker.types import DeviceRequest, Mount, Ulimit
 
     arguments: dict[str, Any] = {
@@ -95,7 +102,7 @@ def docker_arguments(*, client: DockerClient, request: ContainerRequest) -> dict
     }
     if request.seccomp_profile:
         # Docker's API takes the profile itself; podman's Docker-compatible one, a path.
-        profile = (request.seccomp_profile if _is_podman(client=client)
+        profile = (request.seccomp_profile if podman
                    else Path(request.seccomp_profile).read_text())
         arguments["security_opt"] = [*arguments["security_opt"], f"seccomp={profile}"]
     if request.memory_bytes:
@@ -114,11 +121,6 @@ def docker_arguments(*, client: DockerClient, request: ContainerRequest) -> dict
         arguments["device_requests"] = [DeviceRequest(
             driver="nvidia", device_ids=list(request.gpu_uuids), capabilities=[["gpu"]])]
     return arguments
-
-
-def _is_podman(*, client: DockerClient) -> bool:
-    components = client.version().get("Components") or []
-    return any("podman" in str(part.get("Name", "")).lower() for part in components)
 
 
 def libpod_spec(*, request: ContainerRequest) -> dict[str, Any]:

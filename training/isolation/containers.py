@@ -87,10 +87,11 @@ EXIT_WATCH_SECONDS = 0.1
 EXIT_POLL_SECONDS = 0.5
 
 
-def engine_check(*, settings: ContainerSettings) -> str:
-    """The engine's version; fails clearly when the node cannot reach it."""
+def engine_check(*, settings: ContainerSettings) -> None:
+    """Fails clearly when the node cannot reach its engine (`GET /_ping`: podman answers
+    `/version` by looking up its packages, engine_identify)."""
     try:
-        return str(settings.client().version().get("Version", "?"))
+        settings.client().ping()
     except Exception as error:  # docker-py raises several kinds for "not there"
         raise InvalidInput(
             f"The container runtime cannot reach its engine at {settings.engine_url}: {error}. "
@@ -470,7 +471,6 @@ def container_host_start(*, settings: ContainerSettings, engine: str, python: Ta
     namespace on this node, gang_network.py; podman), or a gang network, which it joins under
     `network_alias` (its node's address, what the gang's TF_CONFIG names).
     """
-    client = settings.client()
     image = python.image or settings.node_image
     host_python = image_runs_host_python(settings=settings, image=image)
     exposure = replace(exposure, write=tuple(p for p in exposure.write if os.path.isdir(p)),
@@ -509,7 +509,7 @@ def container_host_start(*, settings: ContainerSettings, engine: str, python: Ta
             oci_runtime=settings.oci_runtime, gpu_uuids=uuids,
             seccomp_profile=seccomp_profile_write(directory=log.parent),
         )
-        container = container_create(client=client, engine=engine, request=request)
+        container = container_create(settings=settings, engine=engine, request=request)
         host = ContainerHost(container=container, settings=settings, channel=channel,
                              python=python, exposure=exposure, network=network, log=log)
         try:

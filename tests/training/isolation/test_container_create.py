@@ -3,8 +3,13 @@ and libpod's, and GPUs handed over by the engine, by UUID, never by an environme
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
 import os
+import re
+import socket
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -143,9 +148,78 @@ def test_both_translations_hand_over_the_same_gpus_and_limits(
     assert spec["devices"] == [{"path": "nvidia.com/gpu=GPU-a"}, {"path": "nvidia.com/gpu=GPU-b"}]
     assert spec["resource_limits"]["cpu"] == {"shares": 1024, "period": 100_000,
                                               "quota": 150_000}
-    arguments = docker_arguments(client=engine_settings.client(), request=request)
+    arguments = docker_arguments(client=engine_settings.client(), request=request,
+                                 podman=engine_settings.engine().podman)
     [device_request] = arguments["device_requests"]
     assert device_request["Driver"] == "nvidia"
     assert device_request["DeviceIDs"] == ["GPU-a", "GPU-b"]
     assert arguments["nano_cpus"] == 1_500_000_000
     assert arguments["mem_limit"] == arguments["memswap_limit"] == 2**30
+
+
+class RecordingRelay:
+    """A Unix socket relaying to the engine's, noting each HTTP request line it carries."""
+
+    REQUEST_LINE = re.compile(rb"(?:GET|POST|PUT|DELETE|HEAD) (\S+) HTTP/1\.1\r\n")
+
+    def __init__(self, *, engine_url: str, folder: Path) -> None:
+        self.engine = engine_url.removeprefix("unix://")
+        self.path = folder / "relay.sock"
+        self.sent: list[bytearray] = []  # per connection
+        self.server = socket.socket(socket.AF_UNIX)
+        self.server.bind(str(self.path))
+        self.server.listen(16)
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"unix://{self.path}"
+
+    def paths(self) -> list[str]:
+        return [path.decode() for sent in self.sent
+                for path in self.REQUEST_LINE.findall(bytes(sent))]
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.server.accept()
+            except OSError:
+                return
+            engine = socket.socket(socket.AF_UNIX)
+            engine.connect(self.engine)
+            self.sent.append(sent := bytearray())
+            threading.Thread(target=self._pipe, args=(client, engine, sent), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(engine, client, None), daemon=True).start()
+
+    def _pipe(self, source: socket.socket, sink: socket.socket, sent: bytearray | None) -> None:
+        with source, sink, contextlib.suppress(OSError):  # the other direction closed both
+            while chunk := source.recv(65536):
+                if sent is not None:
+                    sent += chunk
+                sink.sendall(chunk)
+
+    def close(self) -> None:
+        self.server.close()
+
+
+def test_a_node_asks_the_engine_for_its_version_once_not_per_container(
+    engine_settings: ContainerSettings, tmp_path: Path
+) -> None:
+    """podman answers every `GET /version` by looking up its components' packages (about
+    0.2 CPU-s); docker-py asks it for each client it makes unless told the API version."""
+    relay = RecordingRelay(engine_url=engine_settings.engine_url, folder=tmp_path)
+    settings = dataclasses.replace(engine_settings, engine_url=relay.url)
+    try:
+        for engine in ("podman", "docker", "docker"):
+            host = _start(runtime_for(name=engine, containers=settings), tmp_path)
+            host.kill()
+            host.wait(timeout=30)
+        identity = settings.engine()
+        assert identity.podman
+        assert identity.api_version == settings.client().version()["ApiVersion"]
+    finally:
+        relay.close()
+    versions = [path for path in relay.paths() if path.split("?")[0].endswith("/version")]
+    # The identity, once, and the last line's own question.
+    assert len(versions) == 2, relay.paths()
+    assert sum("/containers/create" in path for path in relay.paths()) == 3

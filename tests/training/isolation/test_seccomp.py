@@ -131,7 +131,7 @@ def test_a_task_container_is_refused_the_same_under_each_engine_api(
         labels={LABEL_NODE: settings.node}, network="none", pids=512,
         oci_runtime="runc", seccomp_profile=profile,
     )
-    container = container_create(client=settings.client(), engine=engine, request=request)
+    container = container_create(settings=settings, engine=engine, request=request)
     try:
         assert container.wait(timeout=60)["StatusCode"] == 0, container.logs()
         found = json.loads(container.logs(stderr=False).decode().strip().splitlines()[-1])
