@@ -1,6 +1,7 @@
 """`manage.py serve_models`: the embedded server's command line follows the platform's settings."""
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -89,3 +90,14 @@ def test_the_front_follows_its_settings(
     _platform(platform_settings_override, tf_serving_front_refresh_seconds=0.0)
     assert _options(serve_models_argv(config=tmp_path / "models.config")) \
         .front_max_age_seconds == 0.0
+
+
+def test_the_server_loads_tensorflow_but_not_keras_or_scikit_learn(
+    model_server_process: dict[str, Any],
+) -> None:
+    """TensorFlow imports Keras 3, and scikit-learn through it, for aliases a model server never
+    uses unless told otherwise (serving/environment.py): a third of its start."""
+    maps = Path(f"/proc/{model_server_process['pid']}/maps").read_text()
+    assert "_pywrap_tensorflow_internal" in maps
+    # Libraries only Keras 3 (optree) and scikit-learn load.
+    assert "/optree/" not in maps and "/sklearn/" not in maps
