@@ -18,7 +18,7 @@ PASSED = frozenset({
 PASSED_PREFIXES = ("TF_CPP_",)
 # No one's home: nothing of the platform user's (dot files, user site-packages) is read there.
 HOME = "/nonexistent"
-# Set by every model process. Without it, importing TensorFlow imports Keras 3 (and
+# Every model process gets it. Without it, importing TensorFlow imports Keras 3 (and
 # scikit-learn through it) to alias tf.losses, tf.optimizers and the like, which loading and
 # running a SavedModel never uses: 1.6 of its 5.2 CPU-seconds to start.
 KERAS_ALIASES_OFF = {"TF_USE_LEGACY_KERAS": "1"}
