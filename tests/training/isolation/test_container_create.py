@@ -220,6 +220,6 @@ def test_a_node_asks_the_engine_for_its_version_once_not_per_container(
     finally:
         relay.close()
     versions = [path for path in relay.paths() if path.split("?")[0].endswith("/version")]
-    # The identity, once, and the last line's own question.
+    # The identity, asked once, and the `client().version()` just above.
     assert len(versions) == 2, relay.paths()
     assert sum("/containers/create" in path for path in relay.paths()) == 3
