@@ -57,7 +57,7 @@ def test_drained_node_becomes_cordoned_once_idle_and_lost_nodes_are_marked() -> 
     from tfplatform.cluster.services import nodes_finish_draining, nodes_mark_lost
 
     node = NodeFactory(state="draining")
-    silent = NodeFactory(last_heartbeat=timezone.now() - timedelta(minutes=10))
+    silent = NodeFactory(last_heartbeat=timezone.now() - timedelta(hours=1))
     nodes_finish_draining()
     assert nodes_mark_lost().node_ids == [silent.pk]
     node.refresh_from_db()
@@ -76,7 +76,7 @@ def test_lost_node_fails_its_trial_retryably_and_requeues() -> None:
     DeviceFactory(node=node, kind="cpu", index=0)
     experiment = ExperimentFactory()
     scheduler_pass()
-    node.last_heartbeat = timezone.now() - timedelta(minutes=10)
+    node.last_heartbeat = timezone.now() - timedelta(hours=1)
     node.save()
     assert nodes_lost_handle() == [node.pk]
     experiment.refresh_from_db()

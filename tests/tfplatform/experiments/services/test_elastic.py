@@ -6,12 +6,13 @@ from typing import Any
 
 import pytest
 from django.conf import settings
+from django.db.models.functions import Now
 from django.utils import timezone
 from rest_framework.test import APIClient
 
 from tests.factories import TeamFactory, UserFactory, node_with_gpus
 from tests.fixtures_settings import PlatformSettingsOverride
-from tfplatform.cluster.models import Allocation, Device
+from tfplatform.cluster.models import Allocation, Device, Node
 from tfplatform.experiments.models import Experiment, Trial
 from tfplatform.experiments.services.execution import trial_outcome_record, trial_spec_build
 from tfplatform.experiments.services.scheduling import scheduler_pass
@@ -63,7 +64,10 @@ def scheduler_state() -> str:
         "holder_id", "device_id", "created_at"))
     trials = list(Trial.objects.values_list("pk", "state", "stop_reason", "workers",
                                             "gpus_per_worker"))
+    nodes = list(Node.objects.annotate(database_now=Now()).values_list(
+        "hostname", "state", "last_heartbeat", "database_now"))
     return (f"now {timezone.now()}; grow after {settings.PLATFORM.elastic_grow_after_seconds} s;"
+            f" lost after {settings.PLATFORM.node_lost_seconds} s; nodes {nodes};"
             f" experiments {experiments}; held {held}; trials {trials}")
 
 
@@ -142,9 +146,8 @@ def test_of_two_lower_priority_jobs_the_elastic_one_is_shrunk_the_fixed_one_kept
 def test_it_grows_onto_idle_devices_only_when_nothing_waits(
     user: Any, platform_settings_override: PlatformSettingsOverride,
 ) -> None:
-    # A run's age is set by moving its start back, not left to the clock between two passes:
-    # a threshold of 0 s against the clock failed once in CI, and a 120 s-old run against 60 s
-    # in a full run here, neither explained. An old run is an hour old, far from any threshold.
+    # A run's age is set by moving its start back, not left to the clock between two passes.
+    # (Its failures in CI were its node judged lost: tests/fixtures_settings.py.)
     platform_settings_override(elastic_grow_after_seconds=60.0)
     node_with_gpus(gpus=4)
     blocker = submitted(user, gpus_per_worker=2)
