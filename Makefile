@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat requirements.txt pyproject.toml | sha1sum | cut -c1-12)
 
-.PHONY: run test test-fast lint typecheck pytest bench install browser oidc-provider sandbox containers test-images clean-var
+.PHONY: run test test-fast lint typecheck pytest bench gpu-check install browser oidc-provider sandbox containers test-images clean-var
 
 # uv installs the pinned requirements (pip stays in the venv: environments are built with it).
 # From uv's cache alone when it holds every pin, as on a second clone (seconds, where pip took
@@ -110,6 +110,14 @@ test: lint typecheck pytest
 
 bench: install
 	$(PY) -m bench
+
+# On a machine with an NVIDIA GPU, with or without this project installed (its python needs
+# pytest, nvidia-ml-py and Django; PyTorch for the utilization and MPS checks): what NVML says
+# of the card, as the node records it, and a share held to its memory by MPS.
+GPU_PYTHON ?= $(if $(wildcard $(PY)),$(PY),python3)
+gpu-check:
+	PYTHONPATH=platform:.:$$PYTHONPATH $(GPU_PYTHON) -m pytest -p no:cacheprovider --noconftest \
+	    -c /dev/null --rootdir . -v -s -rs tests/tfplatform/cluster/test_discovery_real_gpu.py
 
 clean-var:
 	rm -rf var
