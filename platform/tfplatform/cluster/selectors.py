@@ -1,4 +1,4 @@
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -10,12 +10,18 @@ from django.db.models.functions import Now
 
 from tfplatform.accounts.models import User
 from tfplatform.accounts.visibility import visible_to
+from tfplatform.cluster.elastic import Size, elastic_sizes
 from tfplatform.cluster.models import Allocation, Device, Node
 from tfplatform.cluster.placement import (
     WHOLE_MILLI,
+    SharedMap,
     TaskNeed,
     gang_place,
+    gpus_text,
     pending_reason,
+    placements_gpu_milli,
+    share_of,
+    share_pending_reason,
     task_needs,
 )
 from tfplatform.cluster.pools import nodes_eligible, where_text
@@ -101,10 +107,13 @@ DeviceMap = dict[int, dict[str, list[int]]]
 
 @dataclass(frozen=True)
 class Capacity:
-    """Devices on nodes accepting work: all of them, and those nobody holds right now."""
+    """Devices on nodes accepting work: all of them, and those nobody holds right now; GPUs
+    that holders of shares hold (the room a new share may take) and each GPU's memory (MB)."""
 
     free: DeviceMap
     total: DeviceMap
+    shared: SharedMap = field(default_factory=dict)
+    memory_mb: dict[int, int] = field(default_factory=dict)
 
     def _count(self, devices: DeviceMap, kind: str) -> int:
         return sum(len(kinds.get(kind, ())) for kinds in devices.values())
@@ -151,6 +160,17 @@ class Capacity:
             (len(kinds.get(Device.Kind.CPU, ())) for kinds in self.total.values()), default=0
         )
 
+    @property
+    def gpus_shared(self) -> int:
+        return sum(len(devices) for devices in self.shared.values())
+
+    @property
+    def share_room_text(self) -> str:
+        """The most room left on one shared GPU: "0.5 of a GPU", or "none"."""
+        used = min((milli for devices in self.shared.values() for milli in devices.values()),
+                   default=WHOLE_MILLI)
+        return f"{gpus_text(milli=WHOLE_MILLI - used)} of a GPU" if used < WHOLE_MILLI else "none"
+
 
 @dataclass(frozen=True)
 class TeamQuota:
@@ -182,13 +202,32 @@ def capacity_now(*, pool: str = "", gpu_type: str = "") -> Capacity:
     schedulable = list(nodes.values_list("pk", flat=True))
     free: DeviceMap = {node: {} for node in schedulable}
     total: DeviceMap = {node: {} for node in schedulable}
+    memory_mb: dict[int, int] = {}
     devices = Device.objects.filter(node_id__in=schedulable).order_by("node_id", "kind", "index")
     free_ids = set(devices_free().values_list("pk", flat=True))
-    for device, node, kind in devices.values_list("pk", "node_id", "kind"):
+    for device, node, kind, memory in devices.values_list("pk", "node_id", "kind",
+                                                          "memory_bytes"):
         total[node].setdefault(kind, []).append(device)
         if device in free_ids:
             free[node].setdefault(kind, []).append(device)
-    return Capacity(free=free, total=total)
+        if kind == Device.Kind.GPU:
+            memory_mb[device] = memory // 2**20
+    return Capacity(free=free, total=total, shared=gpus_shared(node_ids=schedulable),
+                    memory_mb=memory_mb)
+
+
+def gpus_shared(*, node_ids: list[int]) -> SharedMap:
+    """The thousandths of each GPU of these nodes that holders of shares hold, as the scheduler
+    sees them: a GPU that also has a whole holder is left out, it is never shared."""
+    live = Allocation.objects.filter(released_at__isnull=True, node_id__in=node_ids,
+                                     device__kind=Device.Kind.GPU)
+    whole = set(live.filter(share_milli__gte=WHOLE_MILLI).values_list("device_id", flat=True))
+    parts = (live.filter(share_milli__lt=WHOLE_MILLI).exclude(device_id__in=whole)
+             .order_by().values_list("node_id", "device_id").annotate(milli=Sum("share_milli")))
+    shared: SharedMap = {}
+    for node, device, milli in parts:
+        shared.setdefault(node, {})[device] = milli
+    return shared
 
 
 @dataclass(frozen=True)
@@ -312,60 +351,138 @@ def resources_fit(
     gpus_per_worker: int,
     parameter_servers: int,
     queued_ahead: int = 0,
+    gpu_milli: int = 0,
+    gpu_memory_mb: int = 0,
+    workers_min: int = 0,
+    gpus_per_worker_min: int = 0,
 ) -> ResourceFit:
-    """The scheduler's own placement rule applied to what is free now; nothing is reserved."""
-    needs = task_needs(workers=workers, gpus_per_worker=gpus_per_worker,
-                       parameter_servers=parameter_servers)
-    gpus = sum(need.gpus for need in needs)
+    """The scheduler's own placement rule applied to what is free now; nothing is reserved.
+    A share of a GPU (`gpu_milli` thousandths, or `gpu_memory_mb`) packs as the scheduler packs
+    it; an elastic range answers for the largest of its sizes that could start."""
+    sizes = elastic_sizes(workers=workers, gpus_per_worker=gpus_per_worker,
+                          workers_min=workers_min, gpus_per_worker_min=gpus_per_worker_min)
+    gangs = [task_needs(workers=size.workers, gpus_per_worker=size.gpus_per_worker,
+                        parameter_servers=parameter_servers, gpu_milli=gpu_milli,
+                        gpu_memory_mb=gpu_memory_mb) for size in sizes]
+    largest = _gang_fit(capacity=capacity, quota=quota, needs=gangs[0], queued_ahead=queued_ahead)
+    if largest.could_start or len(sizes) == 1 or not capacity.total:
+        return largest
+    return _elastic_fit(capacity=capacity, quota=quota, sizes=sizes, gangs=gangs,
+                        queued_ahead=queued_ahead, by_workers=bool(workers_min))
+
+
+def _gang_fit(*, capacity: Capacity, quota: TeamQuota | None, needs: list[TaskNeed],
+              queued_ahead: int) -> ResourceFit:
     if not capacity.total:
         return ResourceFit(False, "No worker node is online and accepting work; it would queue.")
-    if gang_place(needs=needs, free=capacity.total) is None:
-        return ResourceFit(False, f"Never fits the cluster as it is: {_misfit(capacity, needs)}.")
-    cap = max(quota.gpu_quota, quota.gpu_limit) if quota is not None else 0
-    if quota is not None and gpus > cap:
-        limit = "quota" if cap == quota.gpu_quota else "limit"
-        return ResourceFit(False, f"Needs {gpus} GPUs, more than your team's {limit} of {cap}.")
-    if quota is not None and quota.gpus_in_use + gpus > cap:
-        return ResourceFit(
-            False,
-            f"Your team holds {quota.in_use_text} of its {cap} GPUs; it would "
-            "wait until enough of them are released.",
-        )
-    if (quota is not None and quota.gpus_in_use + gpus > quota.gpu_quota
-            and gang_place(needs=needs, free=capacity.free) is not None):
+    idle = gang_place(needs=needs, free=capacity.total, memory_mb=capacity.memory_mb)
+    if idle is None:
+        misfit = _misfit(capacity, needs, memory_mb=capacity.memory_mb)
+        return ResourceFit(False, f"Never fits the cluster as it is: {misfit}.")
+    now = gang_place(needs=needs, free=capacity.free, shared=capacity.shared,
+                     memory_mb=capacity.memory_mb)
+    # A share asked for as memory is so many thousandths of the GPU it gets: count the one it
+    # would get now, else one it could get once devices free up.
+    milli = placements_gpu_milli(placements=now or idle)
+    refusal = _quota_refusal(quota=quota, milli=milli)
+    if refusal:
+        return ResourceFit(False, refusal)
+    shared = any(need.shared for need in needs)
+    if now is None:
+        reason = (share_pending_reason(needs=needs) if shared
+                  else pending_reason(needs=needs, free=capacity.free))
+        return ResourceFit(False, f"{reason} It would queue until devices free up.")
+    if quota is not None and _milli(gpus=quota.gpus_in_use) + milli > quota.gpu_quota * WHOLE_MILLI:
         return ResourceFit(
             True, f"Fits on idle devices, beyond your team's guarantee of {quota.gpu_quota} "
                   "GPUs: it would borrow them, and be preempted (then resumed) if their "
                   "owners need them.")
-    if gang_place(needs=needs, free=capacity.free) is None:
-        reason = pending_reason(needs=needs, free=capacity.free)
-        return ResourceFit(False, f"{reason} It would queue until devices free up.")
+    return ResourceFit(True, _start_text(shared=shared, queued_ahead=queued_ahead))
+
+
+def _start_text(*, shared: bool, queued_ahead: int) -> str:
+    where = "a shared GPU" if shared else "free devices"
     if queued_ahead:
-        return ResourceFit(
-            True,
-            f"Fits on free devices now; {queued_ahead} queued experiment"
-            f"{'s' if queued_ahead != 1 else ''} of equal or higher priority may go first.",
-        )
-    return ResourceFit(True, "Fits on free devices: it could start right away.")
+        return (f"Fits on {where} now; {queued_ahead} queued experiment"
+                f"{'s' if queued_ahead != 1 else ''} of equal or higher priority may go first.")
+    return f"Fits on {where}: it could start right away."
+
+
+def _milli(*, gpus: float) -> int:
+    return round(gpus * WHOLE_MILLI)
+
+
+def _quota_refusal(*, quota: TeamQuota | None, milli: int) -> str:
+    """Why the team's quota (or limit, with borrowing) keeps it from starting; "" when not."""
+    if quota is None:
+        return ""
+    cap = max(quota.gpu_quota, quota.gpu_limit)
+    if milli > cap * WHOLE_MILLI:
+        limit = "quota" if cap == quota.gpu_quota else "limit"
+        return f"Needs {gpus_text(milli=milli)} GPUs, more than your team's {limit} of {cap}."
+    if _milli(gpus=quota.gpus_in_use) + milli > cap * WHOLE_MILLI:
+        return (f"Your team holds {quota.in_use_text} of its {cap} GPUs; it would "
+                "wait until enough of them are released.")
+    return ""
+
+
+def _elastic_fit(*, capacity: Capacity, quota: TeamQuota | None, sizes: list[Size],
+                 gangs: list[list[TaskNeed]], queued_ahead: int, by_workers: bool) -> ResourceFit:
+    """The largest size below the largest that could start now, as the scheduler starts an
+    elastic experiment; said against the smallest when none could."""
+    smallest = _size_text(size=sizes[-1], by_workers=by_workers)
+    if gang_place(needs=gangs[-1], free=capacity.total, memory_mb=capacity.memory_mb) is None:
+        misfit = _misfit(capacity, gangs[-1], memory_mb=capacity.memory_mb)
+        return ResourceFit(False, f"Never fits the cluster as it is, not even at its smallest "
+                                  f"size, {smallest}: {misfit}.")
+    fit = ResourceFit(False, "")
+    for size, needs in zip(sizes[1:], gangs[1:], strict=True):
+        fit = _gang_fit(capacity=capacity, quota=quota, needs=needs, queued_ahead=queued_ahead)
+        if fit.could_start:
+            return ResourceFit(True, _elastic_start_text(
+                capacity=capacity, sizes=sizes, size=size, gang=gangs[0], fit=fit,
+                by_workers=by_workers))
+    return ResourceFit(False, f"No size of its range could start now; at its smallest, "
+                              f"{smallest}: {fit.message}")
+
+
+def _elastic_start_text(*, capacity: Capacity, sizes: list[Size], size: Size,
+                        gang: list[TaskNeed], fit: ResourceFit, by_workers: bool) -> str:
+    largest = sizes[0].workers if by_workers else sizes[0].gpus_per_worker
+    text = (f"Could start now at {_size_text(size=size, by_workers=by_workers)} of its "
+            f"{largest} (elastic); it grows when devices free up.")
+    if gang_place(needs=gang, free=capacity.total, memory_mb=capacity.memory_mb) is None:
+        # It grows only as far as the cluster has room: say where that stops.
+        misfit = _misfit(capacity, gang, memory_mb=capacity.memory_mb)
+        text = f"{text} Its largest size never fits the cluster as it is: {misfit}."
+    if fit.message != _start_text(shared=False, queued_ahead=0):
+        text = f"{text} {fit.message}"  # borrowing, or experiments queued ahead of it
+    return text
+
+
+def _size_text(*, size: Size, by_workers: bool) -> str:
+    count, unit = (size.workers, "worker") if by_workers else (size.gpus_per_worker, "GPU")
+    per = " per worker" if not by_workers and size.workers > 1 else ""
+    return f"{count} {unit}{'' if count == 1 else 's'}{per}"
 
 
 def _misfit(capacity: Capacity, needs: list[TaskNeed],
             memory_mb: dict[int, int] | None = None) -> str:
     share = next((need for need in needs if need.shared), None)
-    if share is not None and share.gpu_memory_mb:
-        largest = max((memory_mb or {}).values(), default=0)
-        known = f"the largest has {largest} MB" if largest else "no GPU's memory is known"
-        return (f"a worker needs {share.gpu_memory_mb} MB of one GPU's memory, {known} "
-                "(emulated slots have none)")
-    if share is not None and not capacity.gpus_total:
-        return "a worker needs a share of a GPU, and no node has one"
+    if share is not None:
+        misfit = _share_misfit(capacity=capacity, needs=needs, share=share,
+                               memory_mb=memory_mb or {})
+        if misfit:
+            return misfit
     gpu_block = max((need.gpus for need in needs), default=0)
     gpus = sum(need.gpus for need in needs)
-    cpu_slots = sum(need.cpus for need in needs if not need.gpus)
+    # A worker with a share of a GPU holds no CPU slot.
+    cpu_needs = [need.cpus for need in needs if not need.gpus and not need.shared]
+    cpu_slots = sum(cpu_needs)
     if gpu_block > capacity.largest_gpu_node:
         largest = capacity.largest_gpu_node
         return f"a worker needs {gpu_block} GPUs on one node, the largest has {largest}"
-    cpu_block = max((need.cpus for need in needs if not need.gpus), default=0)
+    cpu_block = max(cpu_needs, default=0)
     if cpu_block > capacity.largest_cpu_node:
         largest = capacity.largest_cpu_node
         return f"a task needs {cpu_block} CPU slots on one node, the largest has {largest}"
@@ -374,3 +491,24 @@ def _misfit(capacity: Capacity, needs: list[TaskNeed],
     if cpu_slots > capacity.cpu_slots_total:
         return f"it needs {cpu_slots} CPU slots, the cluster has {capacity.cpu_slots_total}"
     return f"its {len(needs)} tasks do not fit the nodes together"
+
+
+def _share_misfit(*, capacity: Capacity, needs: list[TaskNeed], share: TaskNeed,
+                  memory_mb: dict[int, int]) -> str:
+    """Why shares of GPUs never fit: no GPU large enough, or too few such shares in all."""
+    largest = max(memory_mb.values(), default=0)
+    if share.gpu_memory_mb and largest < share.gpu_memory_mb:
+        known = f"the largest has {largest} MB" if largest else "no GPU's memory is known"
+        return (f"a worker needs {share.gpu_memory_mb} MB of one GPU's memory, {known} "
+                "(emulated slots have none)")
+    if not capacity.gpus_total:
+        return "a worker needs a share of a GPU, and no node has one"
+    room = sum(WHOLE_MILLI // milli for kinds in capacity.total.values()
+               for device in kinds.get(Device.Kind.GPU, ())
+               if (milli := share_of(need=share, memory_mb=memory_mb.get(device, 0))))
+    workers = sum(1 for need in needs if need.shared)
+    if workers > room:
+        amount = (f"{share.gpu_memory_mb} MB of one GPU's memory" if share.gpu_memory_mb
+                  else f"{gpus_text(milli=share.gpu_milli)} of a GPU")
+        return f"its {workers} workers need {amount} each, the cluster's GPUs hold {room}"
+    return ""

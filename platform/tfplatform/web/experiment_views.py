@@ -33,7 +33,7 @@ from tfplatform.experiments.selectors.trials import experiment_trials
 from tfplatform.experiments.services import submission
 from tfplatform.modelregistry.services.publish import experiment_deploy
 from tfplatform.searches import selectors as search_selectors
-from tfplatform.web.forms import ExperimentForm, ResourcesForm, hyperparameter_defaults
+from tfplatform.web.forms import ExperimentForm, ResourcesFitForm, hyperparameter_defaults
 
 LOG_TAIL_LINES = 60
 
@@ -52,7 +52,7 @@ def experiment_new_page(request: HttpRequest) -> HttpResponse:
             form.add_error(_form_field(error.field), error.message)
         else:
             return redirect("experiment-detail", experiment_id=experiment.pk)
-    resources = ResourcesForm(request.POST or None)
+    resources = ResourcesFitForm(request.POST or None)
     context = {
         "form": form,
         "defaults": hyperparameter_defaults(),
@@ -65,13 +65,13 @@ def experiment_new_page(request: HttpRequest) -> HttpResponse:
 @require_GET
 def experiment_fit_fragment(request: HttpRequest) -> HttpResponse:
     """What is free now and whether the requested size could start: the form's side panel."""
-    form = ResourcesForm(request.GET)
+    form = ResourcesFitForm(request.GET)
     context = _resources_outlook(request=request, form=form)
     status = 200 if form.is_valid() else 400
     return render(request, "experiments/_resources.html", context, status=status)
 
 
-def _resources_outlook(*, request: HttpRequest, form: ResourcesForm) -> dict[str, Any]:
+def _resources_outlook(*, request: HttpRequest, form: ResourcesFitForm) -> dict[str, Any]:
     values = (
         form.cleaned_data
         if form.is_bound and form.is_valid()
@@ -89,6 +89,10 @@ def _resources_outlook(*, request: HttpRequest, form: ResourcesForm) -> dict[str
             gpus_per_worker=values["gpus_per_worker"],
             parameter_servers=values["parameter_servers"],
             queued_ahead=experiments_queued_ahead(priority=values["priority"]),
+            gpu_milli=values.get("gpu_milli") or 0,
+            gpu_memory_mb=values.get("gpu_memory_mb") or 0,
+            workers_min=values.get("min_workers") or 0,
+            gpus_per_worker_min=values.get("min_gpus_per_worker") or 0,
         )
     return context
 

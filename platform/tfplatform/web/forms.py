@@ -2,8 +2,11 @@ from typing import Any
 
 from django import forms
 
+from tfplatform.cluster.elastic import elastic_range_error
 from tfplatform.cluster.selectors import node_pools_and_gpu_types
+from tfplatform.core.errors import InvalidInput
 from tfplatform.experiments.models import Environment
+from tfplatform.experiments.services import admission
 from tfplatform.workspaces.services import MAX_CPU_SLOTS
 from training import catalog
 
@@ -147,6 +150,37 @@ class ExperimentForm(ResourcesForm):
             "model_file": data.get("model_file"),
             "dataset_file": data.get("dataset_file"),
         }
+
+
+class ResourcesFitForm(ResourcesForm):
+    """What the "could it start" panel reads: the resources, the elastic range too, checked as
+    a submission checks them so the panel never answers for a request that would be refused."""
+
+    min_workers = ExperimentForm.base_fields["min_workers"]
+    min_gpus_per_worker = ExperimentForm.base_fields["min_gpus_per_worker"]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if self.errors:
+            return data  # a field is not even a number: its own message says so
+        try:
+            data["gpu_milli"] = admission.gpu_share_milli(
+                fraction=data.get("gpu_fraction"), memory_mb=data.get("gpu_memory_mb") or 0,
+                whole_gpus=data["gpus_per_worker"])
+        except InvalidInput as error:
+            self.add_error("gpu_fraction" if data.get("gpu_fraction") else "gpu_memory_mb",
+                           error.message)
+            return data
+        error_text = elastic_range_error(
+            workers=data["workers"], gpus_per_worker=data["gpus_per_worker"],
+            workers_min=data.get("min_workers"),
+            gpus_per_worker_min=data.get("min_gpus_per_worker"),
+            parameter_servers=data["parameter_servers"],
+            gpu_shared=bool(data["gpu_milli"] or data.get("gpu_memory_mb")))
+        if error_text:
+            given = "min_gpus_per_worker" if data.get("min_gpus_per_worker") else "min_workers"
+            self.add_error(given, error_text)
+        return data
 
 
 class EnvironmentForm(forms.Form):
