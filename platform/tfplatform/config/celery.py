@@ -6,10 +6,14 @@ import os
 from celery import Celery
 from celery.signals import task_prerun
 
+from tfplatform.core.liveness import LivenessStep
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tfplatform.config.settings")
 
 app = Celery("tfplatform")
 app.config_from_object("django.conf:settings", namespace="CELERY")
+# Each worker touches PLATFORM_LIVENESS_FILE from its timer, for container health checks.
+app.steps["worker"].add(LivenessStep)
 app.autodiscover_tasks(
     ["tfplatform.experiments", "tfplatform.modelregistry", "tfplatform.searches",
      "tfplatform.notifications"]

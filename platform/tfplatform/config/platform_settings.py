@@ -371,6 +371,10 @@ class PlatformSettings:
     celery_metrics_address: str = _setting(
         env="PLATFORM_CELERY_METRICS_ADDRESS", group="Monitoring", default="127.0.0.1",
         doc="Address Celery workers serve their task metrics on.")
+    liveness_file: str = _setting(
+        env="PLATFORM_LIVENESS_FILE", group="Monitoring", default="",
+        doc="A file Celery workers and the scheduler touch every 30 s while they work, for a "
+            "container health check (empty: none).")
     # Notifications (notifications/; docs/user-guide/notifications.md)
     webhook_allowed_networks: tuple[str, ...] = _setting(
         env="PLATFORM_WEBHOOK_ALLOWED_NETWORKS", group="Notifications", default=(),

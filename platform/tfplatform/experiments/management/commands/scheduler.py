@@ -12,6 +12,7 @@ from django.db import close_old_connections
 from tfplatform.cluster.services import nodes_finish_draining
 from tfplatform.cluster.utilization import SAMPLE_SECONDS, utilization_record
 from tfplatform.core.database import DATABASE_ERRORS, database_connection_reset
+from tfplatform.core.liveness import liveness_beat
 from tfplatform.experiments.selectors.experiments import experiment_state_counts
 from tfplatform.experiments.services.execution import nodes_lost_handle
 from tfplatform.experiments.services.scheduling import scheduler_pass, trials_dispatch_overdue
@@ -54,6 +55,7 @@ class Command(BaseCommand):
                 if scheduled:
                     logger.info("Scheduled %d experiment(s)", scheduled)
                 scheduler_passed.send_robust(sender=self.__class__)
+                liveness_beat()
                 resent = trials_dispatch_overdue()
                 if resent:
                     logger.warning("Dispatched %d trial(s) again that no node took up", resent)
