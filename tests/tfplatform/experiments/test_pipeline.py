@@ -8,6 +8,7 @@ from rest_framework.test import APIClient
 
 from tests import live
 from tests.factories import UserFactory
+from tests.paced_model import paced_upload
 from tfplatform.cluster.models import Node
 from tfplatform.experiments.models import Experiment
 
@@ -189,12 +190,13 @@ def test_higher_priority_preempts_and_the_preempted_experiment_resumes(
     low = _submit(
         client,
         name="low",
-        model="mlp",
+        model="upload",
+        model_file=paced_upload(),
         dataset="digits",
         priority=0,
-        # One example a step: each epoch takes about a second here, so the run cannot end
-        # on its own in the moment between its second epoch and the preemption.
-        hyperparameters='{"epochs": 6, "batch_size": 1}',
+        # Paced epochs of seconds: the run cannot end on its own in the moment between its
+        # second epoch and the preemption.
+        hyperparameters='{"epochs": 6}',
     )
 
     def epochs(experiment_id: int) -> list[int]:

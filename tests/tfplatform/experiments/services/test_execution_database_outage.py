@@ -3,6 +3,7 @@ trial trains on, its node keeps the events and writes them in order when the dat
 records how the trial ended once it can, and is not taken for lost; no epoch is missing or
 repeated, the trial runs once and holds nothing afterwards."""
 
+import json
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -12,6 +13,7 @@ import requests
 
 from bench.stack import web_args
 from tests import live
+from tests.paced_model import PACED_MODULE
 
 pytestmark = pytest.mark.slow
 
@@ -51,11 +53,12 @@ def test_a_trial_trains_through_a_database_outage_and_loses_no_epoch(
         token = requests.post(f"{base}/api/v1/auth/token/", timeout=10, json={
             "username": "ada", "password": PASSWORD}).json()["token"]
         api.headers["Authorization"] = f"Token {token}"
-        answer = api.post(f"{base}/api/v1/experiments/", timeout=30, json={
-            "name": "through the outage", "model": "mlp", "dataset": "digits",
-            # One example a step: training goes on into the outage, and may end in it (how it
-            # ended is then recorded once the database is back).
-            "hyperparameters": {"epochs": 8, "batch_size": 1}})
+        # Paced training goes on into the outage, and may end in it (how it ended is then
+        # recorded once the database is back).
+        answer = api.post(f"{base}/api/v1/experiments/", timeout=30, data={
+            "name": "through the outage", "model": "upload", "dataset": "digits",
+            "hyperparameters": json.dumps({"epochs": 8})},
+            files={"model_file": ("paced.py", PACED_MODULE)})
         assert answer.status_code == 201, answer.text
         experiment_id = answer.json()["id"]
         live.wait_for(lambda: len(_epochs(api, base, experiment_id)) >= 2, timeout=180,

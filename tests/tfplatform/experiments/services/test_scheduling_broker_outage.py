@@ -3,6 +3,7 @@ disk, comes back empty; a RabbitMQ of the test's own comes back with its durable
 way the running trial keeps training and recording, an experiment scheduled meanwhile is
 dispatched once the broker is back, nothing runs twice and nothing is lost."""
 
+import json
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -15,6 +16,7 @@ from rest_framework.test import APIClient
 
 from tests import live
 from tests.factories import UserFactory
+from tests.paced_model import paced_upload
 from tfplatform.cluster.models import Allocation, Node
 from tfplatform.experiments.models import Experiment, Trial
 
@@ -54,11 +56,13 @@ class Platform:
             live.stop(self.broker)
             self.broker = None
 
-    def submit(self, *, name: str, epochs: int, batch_size: int) -> int:
+    def submit(self, *, name: str, epochs: int, paced: bool = False) -> int:
+        """`paced`: training that takes its time without using CPU (tests/paced_model.py)."""
+        model = {"model": "upload", "model_file": paced_upload()} if paced else {"model": "mlp"}
         answer = self.client.post("/api/v1/experiments/", {
-            "name": name, "model": "mlp", "dataset": "digits",
-            "hyperparameters": {"epochs": epochs, "batch_size": batch_size},
-        }, format="json")
+            "name": name, "dataset": "digits", **model,
+            "hyperparameters": json.dumps({"epochs": epochs}),
+        }, format="multipart")
         assert answer.status_code == 201, answer.content
         return int(answer.json()["id"])
 
@@ -98,15 +102,15 @@ def test_a_broker_restart_mid_training_loses_no_trial_and_runs_none_twice(
     with platform_on_own_broker(folder=tmp_path, cpu_slots=2, kind=kind,
                                 PLATFORM_DISPATCH_RETRY_SECONDS="10") as platform:
         client, log = platform.client, platform.log
-        # One example a step: long enough to outlive the outage (two epochs before it, two in
-        # it, the broker's restart) by a few epochs; more only add waiting.
-        first = platform.submit(name="through the outage", epochs=9, batch_size=1)
+        # Long enough to outlive the outage (two epochs before it, two in it, the broker's
+        # restart) by a few epochs; more only add waiting.
+        first = platform.submit(name="through the outage", epochs=9, paced=True)
         live.wait_for(lambda: len(live.metric_epochs(client, first)) >= 2, timeout=180,
                       what="two epochs before the outage", log=log)
 
         platform.broker_stop()
         before = len(live.metric_epochs(client, first))
-        second = platform.submit(name="scheduled while away", epochs=2, batch_size=32)
+        second = platform.submit(name="scheduled while away", epochs=2)
         live.wait_for(lambda: Trial.objects.filter(experiment_id=second).exists(), timeout=30,
                       what="the second experiment to be placed without a broker", log=log)
         live.wait_for(lambda: len(live.metric_epochs(client, first)) >= before + 2, timeout=120,
@@ -133,7 +137,7 @@ def test_a_trial_longer_than_the_visibility_timeout_runs_once_and_is_never_sent_
                                 PLATFORM_BROKER_RESTORE_SECONDS="1") as platform:
         # Several seconds of training: the node looks for overdue messages every second, so a
         # message still unacknowledged would be sent again a few times over meanwhile.
-        experiment_id = platform.submit(name="outlives the timeout", epochs=6, batch_size=1)
+        experiment_id = platform.submit(name="outlives the timeout", epochs=6, paced=True)
         live.wait_for(lambda: len(live.metric_epochs(platform.client, experiment_id)) >= 1,
                       timeout=180, what="the first epoch", log=platform.log)
         # Taken and acknowledged: the broker holds no unacknowledged copy while it trains.
