@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 from django.conf import settings
+from django.contrib.contenttypes.models import ContentType
 from django.db.models.functions import Now
 from django.utils import timezone
 from rest_framework.test import APIClient
@@ -68,7 +69,43 @@ def scheduler_state() -> str:
         "hostname", "state", "last_heartbeat", "database_now"))
     return (f"now {timezone.now()}; grow after {settings.PLATFORM.elastic_grow_after_seconds} s;"
             f" lost after {settings.PLATFORM.node_lost_seconds} s; nodes {nodes};"
-            f" experiments {experiments}; held {held}; trials {trials}")
+            f" experiments {experiments}; held {held}; trials {trials}; {pass_seen()}")
+
+
+def pass_seen() -> str:
+    """What a pass would see and decide now, step by step, for a failure to say which step."""
+    from tfplatform.experiments.selectors.scheduling import (
+        experiments_for_pass,
+        experiments_queued_for_pass,
+    )
+    from tfplatform.experiments.services.quotas import quota_state
+    from tfplatform.experiments.services.scheduling import _cluster_view, _needs, _Pass
+
+    view, _ = _cluster_view()
+    decider = _Pass(view=view)
+    queued = experiments_queued_for_pass()
+    for experiment in queued:
+        decider.consider(experiment=experiment)
+    decider.lend()
+    holders = [(h.trial_id, h.since, h.stop_reason, h.devices, h.quota,
+                h.elastic and (h.elastic.size, h.elastic.larger)) for h in view.holders.values()]
+    grown, quotas = [], []
+    for holder in view.holders.values():
+        if holder.elastic is None:
+            continue
+        for row in experiments_for_pass(experiment_ids=[holder.elastic.experiment_id]):
+            grown.append(decider._grown(holder=holder, experiment=row))
+            for size in holder.elastic.larger:
+                quotas.append(quota_state(experiment=row, needs=_needs(experiment=row, size=size),
+                                          view=view))
+    cached = ContentType.objects.get_by_natural_key("experiments", "trial").pk
+    stored = list(ContentType.objects.filter(model="trial").values_list("pk", "app_label"))
+    holder_types = list(Allocation.objects.values_list("holder_type_id", flat=True))
+    return (f"view: hostnames {view.hostnames}, free {view.free}, reserved {view.reserved},"
+            f" quota_gpus {dict(view.quota_gpus)}, running {dict(view.running)},"
+            f" holders {holders}; queued {[e.pk for e in queued]}, waiting {decider.waiting};"
+            f" grown {grown}; quotas {quotas}; trial content type {cached} cached, {stored}"
+            f" stored; holder types {holder_types}")
 
 
 @pytest.fixture
