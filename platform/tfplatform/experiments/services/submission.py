@@ -23,7 +23,7 @@ from tfplatform.cluster.placement import gpu_fraction_of
 from tfplatform.core.errors import InvalidInput, InvalidTransition
 from tfplatform.datasets.models import Dataset
 from tfplatform.experiments import validation
-from tfplatform.experiments.models import Environment, EnvironmentRevision, Experiment
+from tfplatform.experiments.models import Environment, EnvironmentRevision, Experiment, Trial
 from tfplatform.experiments.revisions import environment_revision_ensure
 from tfplatform.experiments.selectors.environments import environment_default
 from tfplatform.experiments.services import admission
@@ -189,12 +189,18 @@ def experiment_cancel(*, experiment: Experiment, actor: Actor = None) -> Experim
     """Cancel now if nothing runs yet; otherwise ask the running trial to stop. Stopped by
     someone other than its owner (staff, a teammate), it is an audit row: `actor` is who."""
     with transaction.atomic():
+        # Its live trial before the experiment, in the order a node recording a trial's end
+        # (execution.trial_outcome_record) and a scheduling pass take them: the other order
+        # deadlocked with a trial ending at the moment of the cancel. A trial that ends while
+        # this waits is no longer live once its lock is ours.
+        running_trial = (Trial.objects.select_for_update()
+                         .filter(experiment_id=experiment.pk, state__in=TRIAL_ACTIVE_STATES)
+                         .order_by("pk").first())
         current = Experiment.objects.select_for_update().get(pk=experiment.pk)
         if current.state in TERMINAL_STATES:
             raise InvalidTransition(f"The experiment is already {current.state}.")
         before: dict[str, Any] = {"state": current.state}
         after: dict[str, Any]
-        running_trial = current.trials.filter(state__in=TRIAL_ACTIVE_STATES).first()
         if running_trial is None:
             experiment_transition(experiment=current, to=State.CANCELED)
             after = {"state": State.CANCELED}
