@@ -28,11 +28,10 @@ def platform_settings_override(settings: Any) -> PlatformSettingsOverride:
     return override
 
 
-# Longer than any test takes, and than a step of the wall clock (a paused and resumed machine):
-# an elastic test's factory node went "lost" in CI (30 s of silence by the database's clock) in
-# a call that took under 23 s by pytest's. A node a factory made stays online for its test;
-# tests of loss age a heartbeat by an hour, or set their own threshold. Worker nodes and
-# schedulers the tests start as processes read their own environment, not this.
+# Longer than any test takes, and than a step of the wall clock (this machine is a VM that is
+# paused and resumed): a node a factory made stays online for its test, however long the test or
+# the step. Tests of loss age a heartbeat by an hour, or set their own threshold. Worker nodes
+# and schedulers the tests start as processes read their own environment, not this.
 TEST_NODE_LOST_SECONDS = 1800.0
 
 
