@@ -8,6 +8,7 @@ from tfplatform.cluster.models import Device, Node
 from tfplatform.datasets.models import Dataset
 from tfplatform.experiments.models import Environment, Experiment, Metric
 from tfplatform.modelregistry.models import ModelLabel, ModelVersion, RegisteredModel
+from tfplatform.notifications.models import Subscription
 from tfplatform.searches.models import Search
 
 PASSWORD = "correct-horse-battery-staple"
@@ -162,6 +163,18 @@ class DatasetFactory(factory.django.DjangoModelFactory):
     validation_examples = 20
     num_classes = 10
     size_bytes = 4096
+
+
+class SubscriptionFactory(factory.django.DjangoModelFactory):
+    """By email, to the owner's address: no webhook address to resolve."""
+
+    class Meta:
+        model = Subscription
+
+    owner = factory.SubFactory(UserFactory, email=factory.LazyAttribute(
+        lambda o: f"{o.username}@example.com"))
+    events = factory.LazyFunction(lambda: ["experiment.failed"])
+    email = True
 
 
 class SearchFactory(factory.django.DjangoModelFactory):

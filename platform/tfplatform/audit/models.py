@@ -33,6 +33,7 @@ class AuditAction(models.TextChoices):
     MODEL_CREATE = "model.create", "Model added by hand"
     MODEL_CHANGE = "model.change", "Model settings changed"
     MODEL_DELETE = "model.delete", "Model deleted"
+    MODEL_REGISTER = "model.register", "Model version registered for another owner"
     EXPERIMENT_PREEMPT = "experiment.preempt", "Experiment preempted"
     EXPERIMENT_CANCEL = "experiment.cancel", "Experiment canceled by another user"
     QUOTA_CHANGE = "quota.change", "Team quotas or limits changed"
@@ -49,6 +50,9 @@ class AuditAction(models.TextChoices):
     USER_DEACTIVATE = "user.deactivate", "User deactivated"
     USER_ACTIVATE = "user.activate", "User reactivated"
     USER_DELETE = "user.delete", "User deleted"
+    DATASET_REGISTER = "dataset.register", "Dataset registered for another owner or team"
+    DATASET_DELETE = "dataset.delete", "Dataset version deleted by another user"
+    SUBSCRIPTION_DELETE = "subscription.delete", "Subscription removed by another user"
 
 
 class AuditLogIsAppendOnly(Exception):

@@ -5,6 +5,8 @@ from django.db.models import Q
 from django.utils import timezone
 
 from tfplatform.accounts.models import Team, User
+from tfplatform.audit.models import AuditAction
+from tfplatform.audit.services import audit_record, audit_snapshot
 from tfplatform.core.errors import Conflict, Forbidden, InvalidInput, NotFound
 from tfplatform.datasets.fingerprints import shards_fingerprint
 from tfplatform.datasets.inspection import DatasetRequest, source_build
@@ -15,13 +17,19 @@ from training.shard_schema import FORMATS, SPLITS, ShardedSource
 
 # What the experiment form's `dataset` already means: never a registered dataset's name.
 RESERVED_NAMES = (*BUILTIN_DATASETS, "upload")
+# What an audit row shows of a dataset version registered or deleted for someone else.
+AUDIT_FIELDS = ("name", "version", "owner", "team", "train_uri", "validation_uri",
+                "fingerprint")
 
 
 def dataset_register(*, user: User, request: DatasetRequest, owner_name: str = "",
                      team_name: str = "") -> Dataset:
     """Registers a dataset held by `user` and their team, or, set by staff, by another owner
     (`owner_name`) or team (`team_name`; default the owner's team). A name its holder has
-    registered before gets its next version: 1, 2, ..., never a deleted one's number."""
+    registered before gets its next version: 1, 2, ..., never a deleted one's number.
+
+    `user` is who acts: registered for a holder other than themselves and their team, it is an
+    audit row."""
     if request.name in RESERVED_NAMES:
         raise InvalidInput(f"'{request.name}' is a built-in dataset's name.", field="name")
     if request.format not in FORMATS:
@@ -40,7 +48,7 @@ def dataset_register(*, user: User, request: DatasetRequest, owner_name: str = "
             # Locked: two registrations of one name at once take turns for its next number.
             newest = (Dataset.objects.select_for_update().filter(holder, name=source.name)
                       .order_by("-version").first())
-            return Dataset.objects.create(
+            dataset = Dataset.objects.create(
                 owner=owner, team=team, name=source.name, format=source.format,
                 version=newest.version + 1 if newest is not None else 1,
                 fingerprint=fingerprint,
@@ -52,6 +60,10 @@ def dataset_register(*, user: User, request: DatasetRequest, owner_name: str = "
                 validation_examples=source.validation_examples,
                 num_classes=source.num_classes, size_bytes=source.size_bytes,
             )
+            if owner.pk != user.pk or (team.pk if team is not None else None) != user.team_id:
+                audit_record(actor=user, action=AuditAction.DATASET_REGISTER, target=dataset,
+                             before=None, after=audit_snapshot(obj=dataset, fields=AUDIT_FIELDS))
+            return dataset
     except IntegrityError as error:  # its first version, registered twice at once
         raise Conflict(f"Dataset '{request.name}' was registered meanwhile "
                        f"{'in the team' if team is not None else 'by its owner'}; register "
@@ -78,13 +90,20 @@ def _holder(*, user: User, owner_name: str, team_name: str) -> tuple[User, Team 
 def dataset_delete(*, user: User, dataset: Dataset) -> None:
     """Its owner, a member of its team or staff delete one version; the files stay (they are
     not the platform's). Its row stays, marked, for the experiments that read it: they can say
-    which version they read, and a reproduction that it is gone."""
+    which version they read, and a reproduction that it is gone.
+
+    `user` is who acts: deleted by someone other than its owner (staff, a teammate), it is an
+    audit row; deleted already, it is neither deleted again nor recorded."""
     allowed = (user.is_staff or dataset.owner_id == user.pk
                or (dataset.team_id is not None and dataset.team_id == user.team_id))
     if not allowed:
         raise NotFound("Dataset not found.")
-    Dataset.objects.filter(pk=dataset.pk, deleted_at__isnull=True).update(
-        deleted_at=timezone.now())
+    with transaction.atomic():
+        deleted = Dataset.objects.filter(pk=dataset.pk, deleted_at__isnull=True).update(
+            deleted_at=timezone.now())
+        if deleted and dataset.owner_id != user.pk:
+            audit_record(actor=user, action=AuditAction.DATASET_DELETE, target=dataset,
+                         before=audit_snapshot(obj=dataset, fields=AUDIT_FIELDS), after=None)
 
 
 def dataset_source_for_trials(*, dataset: Dataset) -> ShardedSource:

@@ -1,9 +1,12 @@
 """Staff see every subscription (and may remove one that misbehaves) and the delivery log."""
 
 from django.contrib import admin
+from django.db import transaction
+from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from tfplatform.notifications.models import Delivery, Subscription
+from tfplatform.notifications.services import subscription_delete
 
 
 @admin.register(Subscription)
@@ -16,6 +19,15 @@ class SubscriptionAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
+
+    # Removing is the service's: its pending deliveries stop, and another's is an audit row.
+    def delete_model(self, request: HttpRequest, obj: Subscription) -> None:
+        subscription_delete(subscription=obj, actor=request.user)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Subscription]) -> None:
+        with transaction.atomic():
+            for subscription in queryset:
+                subscription_delete(subscription=subscription, actor=request.user)
 
 
 @admin.register(Delivery)

@@ -76,8 +76,10 @@ class SubscriptionDetailApi(APIView):
 
     @extend_schema(request=None, responses={204: None})
     def delete(self, request: Request, subscription_id: int) -> Response:
-        services.subscription_delete(subscription=selectors.subscription_get(
-            user=request.user, subscription_id=subscription_id))
+        services.subscription_delete(
+            subscription=selectors.subscription_get(user=request.user,
+                                                    subscription_id=subscription_id),
+            actor=request.user)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
     def _own(self, *, request: Request, subscription_id: int) -> Subscription:

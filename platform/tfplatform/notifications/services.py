@@ -23,6 +23,8 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from tfplatform.accounts.models import User
+from tfplatform.audit.models import AuditAction
+from tfplatform.audit.services import Actor, audit_record, audit_snapshot
 from tfplatform.core.errors import InvalidInput
 from tfplatform.notifications.addresses import webhook_target_resolve
 from tfplatform.notifications.dispatch import deliveries_send_on_commit
@@ -102,9 +104,21 @@ def subscription_update(*, subscription: Subscription,
     return subscription, secret
 
 
-def subscription_delete(*, subscription: Subscription) -> None:
-    """Its deliveries stay in the log; those still pending are not attempted again."""
+SUBSCRIPTION_AUDIT_FIELDS = ("owner", "events", "scope", "webhook_url", "email")
+
+
+def subscription_delete(*, subscription: Subscription, actor: Actor = None) -> None:
+    """Its deliveries stay in the log; those still pending are not attempted again. Removed by
+    someone other than its owner (staff), it is an audit row: `actor` is who."""
     with transaction.atomic():
+        # Locked: removed twice at once, only one removal happened, and only it is recorded.
+        if not Subscription.objects.select_for_update().filter(pk=subscription.pk).exists():
+            return
+        if actor is not None and actor.is_authenticated and actor.pk != subscription.owner_id:
+            audit_record(actor=actor, action=AuditAction.SUBSCRIPTION_DELETE, target=subscription,
+                         before=audit_snapshot(obj=subscription,
+                                               fields=SUBSCRIPTION_AUDIT_FIELDS),
+                         after=None)
         Delivery.objects.filter(subscription=subscription, state=State.PENDING).update(
             state=State.FAILED, finished_at=timezone.now(), next_attempt_at=None)
         subscription.delete()

@@ -64,6 +64,6 @@ def notification_subscription_delete_action(request: HttpRequest,
                                               subscription_id=subscription_id)
     if subscription.owner_id != request.user.pk:  # staff remove others' in the admin
         raise NotFound("Subscription not found.")
-    services.subscription_delete(subscription=subscription)
+    services.subscription_delete(subscription=subscription, actor=request.user)
     messages.success(request, "Subscription removed.")
     return redirect("account-notifications")

@@ -2,7 +2,9 @@
 leaves exactly one audit row with its actor and before → after, whichever way it was made
 (API, page, admin), and none when it fails."""
 
+from collections.abc import Callable
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -10,8 +12,10 @@ from django.test import Client
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from tests.conftest import peer_data_or_skip
 from tests.factories import (
     PASSWORD,
+    DatasetFactory,
     DeviceFactory,
     EnvironmentFactory,
     ExperimentFactory,
@@ -19,6 +23,7 @@ from tests.factories import (
     ModelVersionFactory,
     NodeFactory,
     RegisteredModelFactory,
+    SubscriptionFactory,
     TeamFactory,
     UserFactory,
 )
@@ -30,6 +35,7 @@ from tfplatform.audit.models import AuditEntry
 from tfplatform.cluster.models import Allocation, Node
 from tfplatform.cluster.services import node_heartbeat, nodes_finish_draining, nodes_mark_lost
 from tfplatform.core.errors import Conflict, Unavailable
+from tfplatform.datasets.models import Dataset
 from tfplatform.experiments.models import Experiment
 from tfplatform.experiments.services.scheduling import scheduler_pass
 from tfplatform.experiments.services.transitions import experiment_transition
@@ -39,6 +45,7 @@ from tfplatform.modelregistry.services.labels import (
     model_label_set,
     model_settings_update,
 )
+from tfplatform.notifications.models import Delivery, Subscription
 
 pytestmark = pytest.mark.django_db
 
@@ -301,3 +308,209 @@ def test_a_staff_members_experiment_preempting_others_is_a_row_per_victim(root: 
                      "detail": f"for experiment {urgent.pk} (priority 90)"}
     entry = AuditEntry.objects.get()
     assert (entry.object_type, entry.object_id) == ("experiments.experiment", str(victim.pk))
+
+
+def test_staff_removing_someone_elses_subscription_is_a_row_its_owner_removing_is_not(
+        root: User) -> None:
+    mine = SubscriptionFactory(owner=UserFactory(username="erin"))
+    assert api(mine.owner).delete(f"/api/v1/notifications/subscriptions/{mine.pk}/"
+                                  ).status_code == 204
+    assert AuditEntry.objects.count() == 0
+    theirs = SubscriptionFactory(owner=UserFactory(username="frank"), scope="mine")
+    assert api(root).delete(f"/api/v1/notifications/subscriptions/{theirs.pk}/"
+                            ).status_code == 204
+    assert rows_after(0) == [("root", "subscription.delete", {
+        "owner": "frank", "events": ["experiment.failed"], "scope": "mine", "webhook_url": "",
+        "email": True}, None)]
+    assert AuditEntry.objects.get().object_id == str(theirs.pk)
+    # The admin's delete goes through the same service: a row, and no pending delivery left.
+    other = SubscriptionFactory(owner=UserFactory(username="gina"))
+    start = mark()
+    deleted = admin_browser(root).post(
+        f"/admin/notifications/subscription/{other.pk}/delete/", {"post": "yes"})
+    assert deleted.status_code == 302
+    assert [row[:2] for row in rows_after(start)] == [("root", "subscription.delete")]
+    assert not Subscription.objects.exists() and not Delivery.objects.exists()
+
+
+def test_deleting_someone_elses_dataset_version_is_a_row_its_owner_deleting_is_not(
+        root: User) -> None:
+    mine = DatasetFactory(owner=UserFactory(username="hana"), name="pets", version=1)
+    assert api(mine.owner).delete(f"/api/v1/datasets/{mine.pk}/").status_code == 204
+    assert AuditEntry.objects.count() == 0
+    theirs = DatasetFactory(owner=UserFactory(username="ivan", team=TeamFactory(name="nlp")),
+                            name="corpus", version=2, fingerprint="f" * 16)
+    client = api(root)
+    assert client.delete(f"/api/v1/datasets/{theirs.pk}/").status_code == 204
+    assert client.delete(f"/api/v1/datasets/{theirs.pk}/").status_code == 404  # gone: no row
+    assert rows_after(0) == [("root", "dataset.delete", {
+        "name": "corpus", "version": 2, "owner": "ivan", "team": "nlp",
+        "train_uri": "/srv/data/train", "validation_uri": "/srv/data/validation",
+        "fingerprint": "f" * 16}, None)]
+    # The admin's delete marks the version deleted (its row stays for the experiments that
+    # read it) and records it the same way.
+    other = DatasetFactory(owner=UserFactory(username="jon"))
+    start = mark()
+    deleted = admin_browser(root).post(f"/admin/datasets/dataset/{other.pk}/delete/",
+                                       {"post": "yes"})
+    assert deleted.status_code == 302
+    assert [row[:2] for row in rows_after(start)] == [("root", "dataset.delete")]
+    assert Dataset.objects.get(pk=other.pk).deleted_at is not None
+    # One deleted already is neither deleted again nor recorded.
+    assert admin_browser(root).post(f"/admin/datasets/dataset/{theirs.pk}/delete/",
+                                    {"post": "yes"}).status_code == 302
+    assert len(rows_after(start)) == 1
+
+
+@pytest.fixture
+def dataset_root(tmp_path: Path, platform_settings_override: PlatformSettingsOverride) -> Path:
+    folder = tmp_path / "data"
+    folder.mkdir()
+    platform_settings_override(dataset_roots=[folder])
+    return folder
+
+
+def _shards(folder: Path) -> str:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    folder.mkdir(parents=True)
+    pq.write_table(pa.table({"x": [0.0, 1.0, 2.0], "label": [0, 1, 0]}),
+                   folder / "part-0.parquet")
+    return str(folder)
+
+
+def test_staff_registering_a_dataset_for_another_owner_is_a_row_for_themselves_is_not(
+        root: User, dataset_root: Path) -> None:
+    kate = UserFactory(username="kate")
+    home = dataset_root / "users" / "kate"
+    fields = {"format": "parquet", "train": _shards(home / "train"),
+              "validation": _shards(home / "validation"), "label": "label"}
+    assert api(kate).post("/api/v1/datasets/", {**fields, "name": "hers"},
+                          format="json").status_code == 201
+    own = _shards(dataset_root / "corpora" / "shared")
+    assert api(root).post("/api/v1/datasets/", {**fields, "name": "own", "train": own,
+                                                "validation": own},
+                          format="json").status_code == 201
+    assert AuditEntry.objects.count() == 0
+    created = api(root).post("/api/v1/datasets/", {**fields, "name": "hers", "owner": "kate"},
+                             format="json")
+    assert created.status_code == 201, created.content
+    [(actor, action, before, after)] = rows_after(0)
+    assert (actor, action, before) == ("root", "dataset.register", None)
+    assert {key: after[key] for key in ("name", "version", "owner", "team", "train_uri")} == {
+        "name": "hers", "version": 2, "owner": "kate", "team": None,
+        "train_uri": fields["train"]}
+    assert AuditEntry.objects.get().object_id == str(created.json()["id"])
+
+
+@pytest.fixture
+def import_dir(tmp_path: Path, platform_settings_override: PlatformSettingsOverride) -> Path:
+    folder = tmp_path / "import"
+    folder.mkdir()
+    platform_settings_override(model_import_dir=folder, model_base_path=tmp_path / "models")
+    return folder
+
+
+def _saved_model_in(folder: Path) -> str:
+    import shutil
+
+    source = (peer_data_or_skip() / "tf-serving-testdata" / "saved_model_half_plus_two_cpu"
+              / "00000123")
+    target = folder / "half"
+    shutil.copytree(source, target)
+    for path in (target, *target.rglob("*")):
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    return str(target)
+
+
+def test_staff_registering_a_model_from_a_path_into_anothers_model_is_a_row(
+        root: User, import_dir: Path) -> None:
+    path = _saved_model_in(import_dir)
+    client = api(root)
+    assert client.post("/api/v1/models/", {"model_name": "own", "path": path},
+                       format="json").status_code == 202  # a model of their own: no row
+    assert AuditEntry.objects.count() == 0
+    theirs = RegisteredModelFactory(name="halves", owner=UserFactory(username="lena"))
+    answer = client.post("/api/v1/models/", {"model_name": "halves", "path": path},
+                         format="json")
+    assert answer.status_code == 202, answer.content
+    assert rows_after(0) == [("root", "model.register", None,
+                              {"version": answer.json()["version"], "path": path,
+                               "owner": "lena"})]
+    entry = AuditEntry.objects.get()
+    assert (entry.object_type, entry.object_id) == ("modelregistry.registeredmodel",
+                                                    str(theirs.pk))
+
+
+def _inline(prefix: str) -> dict[str, str]:
+    """An admin inline's management form, with no rows."""
+    return {f"{prefix}-TOTAL_FORMS": "0", f"{prefix}-INITIAL_FORMS": "0"}
+
+
+NODE_FORM = {"hostname": "gpu-7", "address": "127.0.0.1", "cpu_count": "2",
+             "memory_bytes": "0", "os_info": "", "trial_runtime": "sandbox",
+             "work_disk_free_bytes": "", "pool": "default", "labels": "{}", "gpu_type": "",
+             **_inline("devices")}
+TEAM_FORM = {"name": "speech", "gpu_quota": "4", "cpu_slot_quota": "64", "gpu_limit": "",
+             "cpu_slot_limit": "", "over_quota_weight": "1", "user_max_queued": "",
+             "user_max_running": "", "user_max_workspaces": "", "max_priority": "10",
+             "workspace_max_hours": "24"}
+
+
+def _user_form(user: User, **changes: str) -> dict[str, str]:
+    joined = timezone.localtime(user.date_joined)
+    return {"username": user.username, "email": user.email, "first_name": "",
+            "last_name": "", "is_active": "on" if user.is_active else "", "team": "",
+            "date_joined_0": joined.strftime("%Y-%m-%d"),
+            "date_joined_1": joined.strftime("%H:%M:%S"), **changes}
+
+
+def _delete(path: str) -> tuple[str, dict[str, Any]]:
+    return f"/admin/{path}/delete/", {"post": "yes"}
+
+
+# Each admin form the audit log records: what it posts (objects made first), and the name the
+# row gives its object.
+ADMIN_CASES: dict[str, Callable[[], tuple[str, dict[str, Any], str]]] = {
+    "node.create": lambda: ("/admin/cluster/node/add/", NODE_FORM, "gpu-7"),
+    "node.change": lambda: (
+        f"/admin/cluster/node/{NodeFactory(hostname='gpu-7').pk}/change/",
+        {**NODE_FORM, "pool": "a100"}, "gpu-7"),
+    "node.delete": lambda: (
+        *_delete(f"cluster/node/{NodeFactory(hostname='gpu-7').pk}"), "gpu-7"),
+    "model.create": lambda: (
+        "/admin/modelregistry/registeredmodel/add/",
+        {"name": "resnet", "owner": UserFactory().pk, "team": "", "canary_percent": "0",
+         **_inline("versions")}, "resnet"),
+    "model.delete": lambda: (
+        *_delete(f"modelregistry/registeredmodel/{RegisteredModelFactory(name='resnet').pk}"),
+        "resnet"),
+    "team.create": lambda: ("/admin/accounts/team/add/", TEAM_FORM, "speech"),
+    "team.delete": lambda: (
+        *_delete(f"accounts/team/{TeamFactory(name='speech').pk}"), "speech"),
+    "user.create": lambda: (
+        "/admin/accounts/user/add/",
+        {"username": "mia", "usable_password": "true", "password1": "a-long-passphrase-42",
+         "password2": "a-long-passphrase-42"}, "mia"),
+    "user.change": lambda: (
+        f"/admin/accounts/user/{(mia := UserFactory(username='mia')).pk}/change/",
+        _user_form(mia, email="mia@example.com"), "mia"),
+    "user.activate": lambda: (
+        f"/admin/accounts/user/{(mia := UserFactory(username='mia', is_active=False)).pk}"
+        "/change/", _user_form(mia, is_active="on"), "mia"),
+    "user.delete": lambda: (
+        *_delete(f"accounts/user/{UserFactory(username='mia').pk}"), "mia"),
+}
+
+
+@pytest.mark.parametrize("action", ADMIN_CASES)
+def test_each_admin_form_the_log_records_writes_one_row_with_the_staff_member(
+        action: str, root: User) -> None:
+    url, form, name = ADMIN_CASES[action]()
+    start = mark()
+    saved = admin_browser(root).post(url, form)
+    assert saved.status_code == 302, saved.content.decode()[-3000:]
+    entries = list(AuditEntry.objects.filter(pk__gt=start))
+    assert [(e.actor_id, e.actor_username, e.action, e.object_repr) for e in entries] == [
+        (root.pk, "root", action, name)]

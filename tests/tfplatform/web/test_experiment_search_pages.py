@@ -3,7 +3,13 @@
 import pytest
 from django.test import Client
 
-from tests.factories import ExperimentFactory, TeamFactory, UserFactory
+from tests.factories import (
+    ExperimentFactory,
+    MetricFactory,
+    TeamFactory,
+    TrialFactory,
+    UserFactory,
+)
 from tfplatform.experiments.models import Experiment, ExperimentTag
 
 pytestmark = pytest.mark.django_db
@@ -36,6 +42,23 @@ def test_the_form_searches_with_the_apis_filters_and_keeps_what_was_asked() -> N
     assert "mlp-archived" in html and "resnet-fast" not in html
     # The tag cloud counts the user's tags.
     assert '<a href="?tag=prod">prod</a> <span>3</span>' in html
+
+
+def test_the_sort_field_orders_the_rows_by_a_best_metric_runs_without_it_last() -> None:
+    owner = UserFactory()
+    # Made in an order neither newest-first nor oldest-first matches; "run-high" is the best
+    # by its best epoch but not by its final one.
+    for name, values in (("run-low", [0.5, 0.6]), ("run-none", []),
+                         ("run-high", [0.7, 0.95, 0.8]), ("run-mid", [0.85])):
+        trial = TrialFactory(experiment=ExperimentFactory(owner=owner, name=name))
+        for epoch, value in enumerate(values):
+            MetricFactory(trial=trial, name="val_accuracy", epoch=epoch, value=value)
+    html = logged_in(owner).get("/experiments/",
+                                {"ordering": "-best.val_accuracy"}).content.decode()
+    assert 'name="ordering" value="-best.val_accuracy"' in html
+    assert sorted(("run-high", "run-mid", "run-low", "run-none"),
+                  key=lambda name: html.index(f">{name}</a>")) == [
+        "run-high", "run-mid", "run-low", "run-none"]
 
 
 def test_a_malformed_filter_is_said_on_the_page_not_a_server_error() -> None:

@@ -20,6 +20,8 @@ from serving.environment import model_process_env
 from serving.tflite_convert import TFLITE_FILE
 from tfplatform.accounts.models import User
 from tfplatform.accounts.storage import storage_quota_check
+from tfplatform.audit.models import AuditAction
+from tfplatform.audit.services import audit_record
 from tfplatform.core.errors import (
     Conflict,
     Forbidden,
@@ -167,7 +169,10 @@ def _version_publish(
     experiment: Experiment | None,
     untrusted: bool = False,
     tflite: bool = False,
+    audit_source: str = "",
 ) -> ModelVersion:
+    """`audit_source`: where a staff member's registration came from; a version they add to
+    another owner's model is then an audit row."""
     model_name_check(name=name)
     with transaction.atomic():
         model = _model_for_writer(user=user, name=name)
@@ -200,6 +205,10 @@ def _version_publish(
             signatures=signatures,
             tflite=tflite,
         )
+        if audit_source and model.owner_id != user.pk:
+            audit_record(actor=user, action=AuditAction.MODEL_REGISTER, target=model,
+                         before=None, after={"version": version.version, "path": audit_source,
+                                             "owner": str(model.owner)})
         # Loading can take minutes (two of the server's waits): the model loader does it, and
         # the version says LOADING until then; no web worker is held.
         version_load_on_commit(version_id=version.pk)
@@ -277,12 +286,14 @@ def model_register_upload(
 def model_register_path(
     *, user: User, model_name: str, path: str, tflite: bool = False
 ) -> ModelVersion:
+    """Staff only. `user` is who acts: a version added to another owner's model is an audit
+    row, naming the path it came from."""
     if not user.is_staff:
         raise Forbidden("Only staff may register a model from a path on the server.")
     source = model_import_source(path=path)
     # Copied as a trial's export is: a link or special file anywhere in it is refused.
     return _version_publish(user=user, name=model_name, source=source, experiment=None,
-                            untrusted=True, tflite=tflite)
+                            untrusted=True, tflite=tflite, audit_source=str(source))
 
 
 def model_import_source(*, path: str) -> Path:
