@@ -31,14 +31,15 @@ if TYPE_CHECKING:
 
 RESULTS = Path(__file__).resolve().parent / "results"
 ITEMS = ("configurations", "overhead", "inference", "scheduler", "dispatch", "input_pipeline",
-         "search", "batching", "sharing")
-STACK_ITEMS = ("configurations", "overhead", "inference")
+         "search", "batching", "sharing", "spark")
+STACK_ITEMS = ("configurations", "overhead", "inference", "spark")
 # Each item's section title (numbered as in the issue): a failed item keeps its place.
 TITLES = {"configurations": "1. Configuration comparison",
           "overhead": "2. Platform overhead on training", "inference": "3. Inference",
           "scheduler": "4. Scheduler", "dispatch": "5. Celery dispatch",
           "input_pipeline": "6. Input pipeline", "search": "7. Hyperparameter search",
-          "batching": "8. Batching, open loop", "sharing": "9. GPU sharing and fair share"}
+          "batching": "8. Batching, open loop", "sharing": "9. GPU sharing and fair share",
+          "spark": "10. Spark backend"}
 
 
 class Report:
@@ -189,6 +190,18 @@ def _stack_items_measure(args: argparse.Namespace, report: Report, *, stack: Sta
             side_repeats=_pick(args.side_repeats, full=8, quick=1, is_quick=quick),
             node_restart=stack.worker_restart,
         ))
+    if "spark" in args.items:
+        from bench.spark import spark_cluster_ready, spark_measure
+        from bench.stack import PYTHON
+
+        def spark() -> Section:
+            spark_cluster_ready(client, spawn=lambda: stack.spawn("spark", [
+                PYTHON, "manage.py", "spark_node", "--cluster", "bench", "--address",
+                "127.0.0.1"]))
+            return spark_measure(client, workload=workload,
+                                 repeats=_pick(args.repeats, full=3, quick=1, is_quick=quick))
+
+        report.measure("spark", spark)
     if "inference" in args.items:
         from bench.inference import inference_measure
 

@@ -33,7 +33,7 @@ class PlatformClient:
         return answer.json()
 
     def experiment_submit(self, *, name: str, model: str, dataset: str,
-                          hyperparameters: dict[str, Any], resources: dict[str, int],
+                          hyperparameters: dict[str, Any], resources: dict[str, Any],
                           target_accuracy: float | None) -> dict[str, Any]:
         body = {
             "name": name, "model": model, "dataset": dataset,
@@ -49,6 +49,12 @@ class PlatformClient:
             "name": name, "image": image, "tensorflow_version": "2.21.0", "gpu_capable": True,
         })
         return name
+
+    def spark_cluster_register(self, *, cluster: dict[str, Any]) -> dict[str, Any]:
+        return dict(self._call("POST", "/api/v1/spark-clusters/", expect=201, json=cluster))
+
+    def nodes(self) -> list[dict[str, Any]]:
+        return list(self._call("GET", "/api/v1/nodes/").get("results", []))
 
     def experiment(self, experiment_id: int) -> dict[str, Any]:
         return dict(self._call("GET", f"/api/v1/experiments/{experiment_id}/"))

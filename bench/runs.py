@@ -132,7 +132,7 @@ def epochs_from_metrics(metrics: list[dict[str, Any]]) -> list[EpochRecord]:
     return sorted(records, key=lambda r: r.epoch)
 
 
-def platform_run(client: PlatformClient, *, label: str, resources: dict[str, int],
+def platform_run(client: PlatformClient, *, label: str, resources: dict[str, Any],
                  workload: Workload, timeout: float = 600, poll_seconds: float = 1.5
                  ) -> TrainingRun:
     started = time.time()

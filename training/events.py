@@ -76,17 +76,23 @@ class EventTail:
     def read_new(self) -> list[TrialEvent]:
         events = []
         for line in self._lines.read_lines():
-            if not line.strip():
-                continue
-            try:
-                event = TrialEvent.from_json(line.decode("utf-8"))
-                if not isinstance(event.kind, str) or not isinstance(event.payload, dict):
-                    continue
-                event = replace(event, task=self.task or event.task,
-                                trial_id=self.trial_id or event.trial_id,
-                                time=float(event.time))
-            except (ValueError, TypeError):
-                # A corrupt line (disk full, torn write, or a hostile task) is dropped.
-                continue
-            events.append(event)
+            event = event_parse(line=line, task=self.task, trial_id=self.trial_id)
+            if event is not None:
+                events.append(event)
         return events
+
+
+def event_parse(*, line: bytes, task: str, trial_id: str) -> TrialEvent | None:
+    """One line a task wrote, as the event of `task` of `trial_id` (where given: the
+    supervisor's knowledge wins over the line's claim); None for a blank or corrupt line."""
+    if not line.strip():
+        return None
+    try:
+        event = TrialEvent.from_json(line.decode("utf-8"))
+        if not isinstance(event.kind, str) or not isinstance(event.payload, dict):
+            return None
+        return replace(event, task=task or event.task, trial_id=trial_id or event.trial_id,
+                       time=float(event.time))
+    except (ValueError, TypeError):
+        # A corrupt line (disk full, torn write, or a hostile task) is dropped.
+        return None

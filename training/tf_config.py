@@ -105,11 +105,17 @@ def ports_free(*, host: str, count: int) -> list[int]:
         return ports
 
 
-def cluster_plan(*, resources: Resources, host: str = LOCALHOST) -> ClusterPlan:
-    """Every task of the trial on `host`, with free ports when there is more than one task."""
+def task_kinds(*, resources: Resources) -> list[tuple[str, int]]:
+    """The trial's tasks, (type, index), in the order its gang is laid out."""
     kinds = [("worker", i) for i in range(resources.workers)]
     if resources.parameter_servers:
         kinds = [("chief", 0), *kinds, *[("ps", i) for i in range(resources.parameter_servers)]]
+    return kinds
+
+
+def cluster_plan(*, resources: Resources, host: str = LOCALHOST) -> ClusterPlan:
+    """Every task of the trial on `host`, with free ports when there is more than one task."""
+    kinds = task_kinds(resources=resources)
     ports = ports_free(host=host, count=len(kinds)) if len(kinds) > 1 else [0]
     return ClusterPlan(
         tuple(TaskAddress(t, i, host, port) for (t, i), port in zip(kinds, ports, strict=True))

@@ -76,6 +76,21 @@ class DatasetContext(dict):
     def hparams(self) -> dict[str, Any]:
         return dict(self)
 
+    def spark_partition(self) -> dict[str, Any]:
+        """On a Spark cluster's pool with the experiment's `spark_query`: this worker's
+        partition of the query's result, {column: numpy array}, handed over by its Spark task
+        without a file (training/spark/feed.py); read once, the same for every epoch."""
+        from training.spark.feed import feed_read
+
+        return feed_read()
+
+    def spark_partition_sizes(self) -> list[int]:
+        """How many rows each worker's partition holds, in worker order: an epoch's steps are
+        the gang's to agree on (return `"train_examples": sum(...)`, say)."""
+        from training.spark.feed import feed_sizes
+
+        return feed_sizes()
+
     def shard_files(self, files: str | list[str]) -> list[str]:
         """This pipeline's files of a glob or list: sorted, then every n-th from its index, so
         the pipelines together read each file exactly once."""

@@ -111,7 +111,8 @@ def run_dir_default(*, work_dir: str) -> str:
     return f"{work_dir.rstrip('/')}.runs"
 
 
-def _attempt_dir(*, run_dir: str) -> Path:
+def attempt_dir_new(*, run_dir: str) -> Path:
+    """`<run_dir>/attempts/<n>/`, n one more than the last attempt's."""
     root = Path(run_dir) / "attempts"
     root.mkdir(parents=True, exist_ok=True)
     while True:
@@ -369,7 +370,7 @@ def trial_supervise(
     plan = cluster or cluster_plan(resources=spec.resources, host=local_host)
     try:
         Path(spec.work_dir).mkdir(parents=True, exist_ok=True)
-        attempt = _attempt_dir(run_dir=run_dir or run_dir_default(work_dir=spec.work_dir))
+        attempt = attempt_dir_new(run_dir=run_dir or run_dir_default(work_dir=spec.work_dir))
         # The spec of a workspace's session holds its API and Jupyter tokens.
         private_write_text(path=attempt / "spec.json", text=spec.to_json())
         private_write_text(path=attempt / "cluster.json", text=plan.to_json())

@@ -53,6 +53,9 @@ class AuditAction(models.TextChoices):
     DATASET_REGISTER = "dataset.register", "Dataset registered for another owner or team"
     DATASET_DELETE = "dataset.delete", "Dataset version deleted by another user"
     SUBSCRIPTION_DELETE = "subscription.delete", "Subscription removed by another user"
+    SPARK_CLUSTER_CREATE = "spark_cluster.create", "Spark cluster registered"
+    SPARK_CLUSTER_CHANGE = "spark_cluster.change", "Spark cluster changed"
+    SPARK_CLUSTER_DELETE = "spark_cluster.delete", "Spark cluster removed"
 
 
 class AuditLogIsAppendOnly(Exception):

@@ -30,6 +30,9 @@ class Node(models.Model):
         PODMAN = "podman"
         # No isolation: user code runs as the worker's user, with its files and network.
         PROCESS = "process"
+        # The node stands for a Spark cluster (SparkCluster): its trials are Spark applications,
+        # isolated by the cluster's own containers, not by this platform.
+        SPARK = "spark"
 
     hostname = models.CharField(max_length=200, unique=True)
     # The Celery queue this node's worker consumes; trials for the node are sent there.
@@ -63,7 +66,35 @@ class Node(models.Model):
 
     @property
     def isolated(self) -> bool:
-        return self.trial_runtime != Node.TrialRuntime.PROCESS
+        return self.trial_runtime not in (Node.TrialRuntime.PROCESS, Node.TrialRuntime.SPARK)
+
+
+class SparkCluster(models.Model):
+    """A Spark cluster that trials may run on, registered by staff. Its node (`spark_node`
+    command: `spark-<name>` in pool `spark-<name>`) offers `task_slots` CPU slots and `gpus`
+    GPUs, what the cluster gives the platform; each trial there is one Spark application."""
+
+    name = models.CharField(max_length=50, unique=True)
+    # local[N] (development), local-cluster[...], spark://HOST:PORT, yarn or k8s://...
+    master = models.CharField(max_length=1000)
+    # spark.* settings for every trial's application (they may hold secrets: staff see them).
+    conf = models.JSONField(default=dict, blank=True)
+    task_slots = models.PositiveIntegerField(default=2)
+    gpus = models.PositiveIntegerField(default=0)
+    # The executors' Python for the trial process; empty: the executors' own.
+    python = models.CharField(max_length=500, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return f"Spark cluster {self.name}"
+
+    @property
+    def pool(self) -> str:
+        return f"spark-{self.name}"
 
 
 class Device(models.Model):

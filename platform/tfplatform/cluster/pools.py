@@ -12,6 +12,8 @@ from collections.abc import Iterable, Mapping
 from tfplatform.core.errors import InvalidInput
 
 DEFAULT_POOL = "default"
+# A Spark cluster's pool (SparkCluster.pool): it takes only the experiments that ask for it.
+SPARK_POOL_PREFIX = "spark-"
 POOL_PATTERN = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 LABEL_KEY_PATTERN = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_./]{0,61}[A-Za-z0-9])?")
 LABEL_VALUE_MAX = 63
@@ -45,16 +47,23 @@ def gpu_type_choose(*, configured: str, discovered: list[str]) -> str:
     return chosen[:GPU_TYPE_MAX]
 
 
+def pool_dedicated(*, pool: str) -> bool:
+    """Whether only requests that name the pool may use it (a Spark cluster's)."""
+    return pool.startswith(SPARK_POOL_PREFIX)
+
+
 def nodes_eligible(
     *, pool: str, gpu_type: str, node_pools: Mapping[int, str], node_gpu_types: Mapping[int, str]
 ) -> frozenset[int] | None:
-    """The nodes a request may use; None when it asks for neither (every node)."""
-    if not pool and not gpu_type:
+    """The nodes a request may use; None when it asks for neither and no pool is dedicated
+    (every node)."""
+    if not pool and not gpu_type and not any(
+            pool_dedicated(pool=node_pool) for node_pool in node_pools.values()):
         return None
     wanted = gpu_type.casefold()
     return frozenset(
         node for node, node_pool in node_pools.items()
-        if (not pool or node_pool == pool)
+        if (node_pool == pool if pool else not pool_dedicated(pool=node_pool))
         and (not wanted or node_gpu_types.get(node, "").casefold() == wanted)
     )
 

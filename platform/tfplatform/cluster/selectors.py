@@ -254,6 +254,10 @@ def cluster_misfit(*, needs: list[TaskNeed], pool: str = "", gpu_type: str = "")
     if pool and pool not in pools.values():
         return Misfit("pool", f"no node is in pool '{pool}'; the pools are "
                               f"{', '.join(sorted(set(pools.values())))}")
+    if eligible is not None and not eligible and not pool and not gpu_type:
+        return Misfit("pool", "every registered node is a Spark cluster's, which takes only "
+                              "experiments that ask for its pool: "
+                              f"{', '.join(sorted(set(pools.values())))}")
     if eligible is not None and not eligible:
         within = f" in pool '{pool}'" if pool else ""
         types = sorted({t for n, t in gpu_types.items() if t and (not pool or pools[n] == pool)})

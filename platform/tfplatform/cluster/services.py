@@ -22,7 +22,13 @@ from tfplatform.cluster.models import (
     trial_holder_type,
 )
 from tfplatform.cluster.placement import Placement
-from tfplatform.cluster.pools import DEFAULT_POOL, gpu_type_choose, labels_parse, pool_check
+from tfplatform.cluster.pools import (
+    DEFAULT_POOL,
+    gpu_type_choose,
+    labels_parse,
+    pool_check,
+    pool_dedicated,
+)
 from tfplatform.cluster.selectors import IDLE_PERCENT, disk_free_min_bytes, heartbeat_fresh_after
 from tfplatform.core.bulk import rows_insert
 from tfplatform.core.errors import InvalidInput, InvalidTransition
@@ -53,6 +59,9 @@ def node_register(
     for experiments that ask (cluster/pools.py).
     """
     pool_check(pool=pool)
+    if pool_dedicated(pool=pool) and trial_runtime != Node.TrialRuntime.SPARK:
+        raise InvalidInput(f"Pool '{pool}' is named as a Spark cluster's (spark-…): a worker "
+                           "node joins another pool.", field="pool")
     parsed_labels = labels_parse(items=labels)
     if trial_runtime not in Node.TrialRuntime.values:
         raise InvalidInput(

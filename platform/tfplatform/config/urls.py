@@ -11,6 +11,7 @@ from tfplatform.accounts.api import (
 from tfplatform.accounts.oidc import OidcCallbackView, OidcSignInView
 from tfplatform.audit.api import AuditEntryListApi
 from tfplatform.cluster.api import NodeListApi, NodeStateApi
+from tfplatform.cluster.spark_api import SparkClusterDetailApi, SparkClusterListApi
 from tfplatform.datasets.api import DatasetDetailApi, DatasetListCreateApi
 from tfplatform.experiments import api as experiments_api
 from tfplatform.experiments import lineage_api as experiments_lineage_api
@@ -127,6 +128,9 @@ api_v1 = [
     path("usage/", UsageApi.as_view(), name="api-usage"),
     path("usage.csv", UsageCsvApi.as_view(), name="api-usage-csv"),
     path("nodes/", NodeListApi.as_view(), name="api-nodes"),
+    path("spark-clusters/", SparkClusterListApi.as_view(), name="api-spark-clusters"),
+    path("spark-clusters/<int:cluster_id>/", SparkClusterDetailApi.as_view(),
+         name="api-spark-cluster"),
     path(
         "nodes/<int:node_id>/<str:action>/",
         NodeStateApi.as_view(),

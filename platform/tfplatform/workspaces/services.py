@@ -165,6 +165,7 @@ def _request_check(*, owner: User, gpus: int, cpu_slots: int, priority: int, poo
     if gpus and cpu_slots > 1:
         raise InvalidInput("A workspace with GPUs holds no CPU slots: ask for cpu_slots only "
                            "with gpus = 0.", field="cpu_slots")
+    admission.spark_request_check(pool=pool, workspace=True)
     admission.request_size_check(
         owner=owner, workers=1, gpus_per_worker=gpus, parameter_servers=0,
         cpu_slots_per_worker=cpu_slots, pool=pool, gpu_type=gpu_type, gpu_milli=gpu_milli,

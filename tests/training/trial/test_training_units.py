@@ -293,10 +293,10 @@ def test_trial_task_stops_when_its_supervisor_dies(tmp_path: Path) -> None:
 def test_attempt_dirs_are_distinct_when_gang_parts_start_together(tmp_path: Path) -> None:
     from concurrent.futures import ThreadPoolExecutor
 
-    from training.supervisor.supervise import _attempt_dir
+    from training.supervisor.supervise import attempt_dir_new
 
     with ThreadPoolExecutor(max_workers=8) as pool:
-        paths = list(pool.map(lambda _: _attempt_dir(run_dir=str(tmp_path)), range(40)))
+        paths = list(pool.map(lambda _: attempt_dir_new(run_dir=str(tmp_path)), range(40)))
     assert len(set(paths)) == 40
 
 

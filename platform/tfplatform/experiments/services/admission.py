@@ -12,7 +12,7 @@ from tfplatform.accounts.limits import NO_LIMIT, limits_of
 from tfplatform.accounts.models import User
 from tfplatform.cluster.elastic import elastic_range_error
 from tfplatform.cluster.placement import WHOLE_MILLI, gpus_text, needs_held, task_needs
-from tfplatform.cluster.pools import pool_check
+from tfplatform.cluster.pools import pool_check, pool_dedicated
 from tfplatform.cluster.selectors import cluster_misfit
 from tfplatform.core.errors import InvalidInput, LimitReached
 from tfplatform.experiments.models import Experiment
@@ -66,6 +66,38 @@ def elastic_range_check(*, workers: int, gpus_per_worker: int, min_workers: int 
         raise InvalidInput(error, field="resources")
     return ((min_workers or 0) if (min_workers or 0) < workers else 0,
             (min_gpus_per_worker or 0) if (min_gpus_per_worker or 0) < gpus_per_worker else 0)
+
+
+SPARK_QUERY_MAX = 20_000
+
+
+def spark_request_check(*, pool: str, workspace: bool = False, elastic: bool = False,
+                        gpu_shared: bool = False, environment: bool = False,
+                        spark_query: object = None, parameter_servers: int = 0) -> None:
+    """A Spark cluster's pool runs training trials as Spark applications, in the executors'
+    own Python: no workspace, share of a GPU, elastic range or environment of the platform's.
+    A `spark_query` (the trial's input read from the cluster's tables) needs such a pool and
+    its workers alone."""
+    if spark_query is not None:
+        if not isinstance(spark_query, str) or not spark_query.strip() or \
+                len(spark_query) > SPARK_QUERY_MAX:
+            raise InvalidInput(f"spark_query is a Spark SQL query of at most {SPARK_QUERY_MAX} "
+                               "characters.", field="hyperparameters")
+        if not pool_dedicated(pool=pool):
+            raise InvalidInput("spark_query reads a Spark cluster's tables: ask for its pool "
+                               "(resources.pool: spark-NAME).", field="hyperparameters")
+        if parameter_servers:
+            raise InvalidInput("spark_query splits its rows among the workers: not with "
+                               "parameter servers.", field="hyperparameters")
+    if not pool_dedicated(pool=pool):
+        return
+    refused = [what for what, asked in (
+        ("a workspace", workspace), ("a share of a GPU", gpu_shared),
+        ("an elastic range", elastic), ("an environment (its executors' Python runs the "
+                                        "trial)", environment)) if asked]
+    if refused:
+        raise InvalidInput(f"Pool '{pool}' is a Spark cluster's; it does not take "
+                           f"{' or '.join(refused)}.", field="pool")
 
 
 def request_size_check(

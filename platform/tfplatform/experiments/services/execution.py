@@ -22,6 +22,7 @@ from tfplatform.cluster.services import (
     node_trials_held_mid_run,
     nodes_mark_lost,
 )
+from tfplatform.cluster.spark import spark_target_for
 from tfplatform.core.database import (
     DATABASE_ERRORS,
     database_connection_reset,
@@ -58,8 +59,9 @@ from tfplatform.experiments.sessions import (
 from tfplatform.experiments.validation import registered_source
 from training.catalog import BUILTIN_DATASETS, DIAGNOSTIC_JOBS
 from training.isolation.container_settings import RUNTIME_IMAGE, ContainerSettings
-from training.isolation.runtime import CONTAINER_RUNTIMES, Runtime
+from training.isolation.runtime import CONTAINER_RUNTIMES, Runtime, TaskPython
 from training.isolation.runtime_factory import runtime_for
+from training.spark.supervise import spark_trial_supervise
 from training.spec import Resources, TrialOutcome, TrialSpec
 from training.supervisor.supervise import trial_supervise
 from training.tf_config import LOCALHOST
@@ -221,8 +223,11 @@ def trial_execute(*, trial_id: int, node_id: int | None = None) -> None:
     try:
         # Before experiment_start: while this node builds the venv the experiment stays
         # "scheduled", and its pending reason says so.
+        spark = node is not None and node.trial_runtime == Node.TrialRuntime.SPARK
         runtime = node_runtime(node=node)
-        python = environment_build_ensure(
+        # A Spark cluster's executors run the trial in their own Python (no environment is
+        # accepted for its pool: admission.spark_request_check).
+        python = TaskPython() if spark else environment_build_ensure(
             environment=experiment.environment, node=node, experiment=experiment,
             runtime=runtime,
         )
@@ -237,17 +242,26 @@ def trial_execute(*, trial_id: int, node_id: int | None = None) -> None:
                                     watch=JupyterActivity(socket=grant.socket,
                                                           token=grant.jupyter_token,
                                                           base_url=grant.base_url))
-        outcome = trial_supervise(
-            spec=trial_spec_build(trial=trial, grant=grant),
-            on_events=recorder,
-            should_cancel=should_cancel,
-            grace_seconds=STOP_GRACE_SECONDS,
-            cluster=plan,
-            local_host=local_host,
-            runtime=runtime,
-            python=python,
-            run_dir=str(experiment_run_dir(experiment_id=experiment.pk)),
-        )
+        if spark:
+            assert node is not None
+            outcome = spark_trial_supervise(
+                spec=trial_spec_build(trial=trial, grant=grant),
+                target=spark_target_for(node=node, channel_host=node.address),
+                on_events=recorder, should_cancel=should_cancel,
+                grace_seconds=STOP_GRACE_SECONDS,
+                run_dir=str(experiment_run_dir(experiment_id=experiment.pk)))
+        else:
+            outcome = trial_supervise(
+                spec=trial_spec_build(trial=trial, grant=grant),
+                on_events=recorder,
+                should_cancel=should_cancel,
+                grace_seconds=STOP_GRACE_SECONDS,
+                cluster=plan,
+                local_host=local_host,
+                runtime=runtime,
+                python=python,
+                run_dir=str(experiment_run_dir(experiment_id=experiment.pk)),
+            )
     except EnvironmentBuildFailed as error:
         outcome = TrialOutcome(status="failed", retryable=False, exit_reason=error.message)
     except InvalidInput as error:  # the trial's spec: its dataset gone, moved or now a link

@@ -10,7 +10,10 @@ from django.db import transaction
 from tfplatform.core.database import DATABASE_ERRORS, database_connection_reset
 from tfplatform.experiments.models import Metric, Trial
 from tfplatform.experiments.node_paths import node_paths_hide
-from tfplatform.experiments.services.transitions import experiment_set_strategy
+from tfplatform.experiments.services.transitions import (
+    experiment_set_strategy,
+    experiment_set_waiting,
+)
 from tfplatform.experiments.services.trials import (
     checkpoint_record,
     metrics_record,
@@ -34,6 +37,7 @@ class TrialEventRecorder:
         self.throughput_step = 0
         self._log_lines: list[str] = []
         self._waiting: list[TrialEvent] = []  # kept while the database is away, in order
+        self.waited = False  # its cluster kept it waiting (pending reason set) before training
 
     def __call__(self, events: Sequence[TrialEvent]) -> None:
         """One batch, one transaction: the supervisor hands over what it read in one go, and
@@ -119,6 +123,12 @@ class TrialEventRecorder:
             trial_set_runtime(trial=self.trial, runtime=runtime, tensorflow_version=version)
         if payload.get("phase") == "first_step":
             trial_set_first_step(trial=self.trial, at=self._when(event))
+            if self.waited:
+                experiment_set_waiting(experiment_id=self.trial.experiment_id, reason="")
+        if payload.get("phase") == "waiting" and event.task == "supervisor":
+            self.waited = True
+            experiment_set_waiting(experiment_id=self.trial.experiment_id,
+                                   reason=str(payload.get("reason", "")))
         if payload.get("strategy"):
             experiment_set_strategy(
                 experiment_id=self.trial.experiment_id,

@@ -37,6 +37,7 @@ from tfplatform.experiments.services.trials import (
     TRIAL_ACTIVE_STATES,
     trial_request_stop,
 )
+from training.spark.target import QUERY_HYPERPARAMETER
 
 # The folders Experiment's file fields store uploads in (their upload_to).
 UPLOAD_FOLDERS = ("models", "datasets")
@@ -105,6 +106,12 @@ def experiment_create(*, owner: User, request: ExperimentRequest) -> Experiment:
             replicas=Size(workers_min or request.workers, gpus_min or request.gpus_per_worker
                           ).replicas,
             replicas_target=Size(request.workers, request.gpus_per_worker).replicas)
+    admission.spark_request_check(
+        pool=request.pool, elastic=bool(workers_min or gpus_min),
+        gpu_shared=bool(gpu_milli or request.gpu_memory_mb),
+        environment=request.environment is not None,
+        spark_query=hyperparameters.get(QUERY_HYPERPARAMETER),
+        parameter_servers=request.parameter_servers)
     # An elastic request need only fit at its smallest size: it grows where it can.
     admission.request_size_check(
         owner=owner, workers=workers_min or request.workers,

@@ -9,7 +9,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from tests.factories import ExperimentFactory, TrialFactory
-from tfplatform.experiments.models import Checkpoint, Metric
+from tfplatform.experiments.models import Checkpoint, Experiment, Metric
 from tfplatform.experiments.services.execution import trial_outcome_record
 from tfplatform.experiments.services.recording import TrialEventRecorder
 from training.spec import TrialEvent, TrialOutcome
@@ -192,3 +192,19 @@ def test_the_platforms_lines_and_the_failure_reason_name_no_node_path(settings: 
     assert "<work>/experiment-7/checkpoints/epoch-3.index" in trial.experiment.error
     assert "'export_path': '<work>/experiment-7/export'" in trial.logs
     assert f"saved to {work}/mine.txt" in trial.logs
+
+
+def test_what_the_cluster_keeps_a_started_trial_waiting_for_is_its_pending_reason() -> None:
+    trial = TrialFactory()
+    record = TrialEventRecorder(trial=trial)
+    waiting = "Waiting for the Spark cluster: the gang's 2 tasks need 2 free task slots at once"
+    record([TrialEvent(kind="status", task="supervisor", trial_id=str(trial.pk),
+                       payload={"phase": "waiting", "reason": waiting})])
+    assert Experiment.objects.get(pk=trial.experiment_id).pending_reason == waiting
+    # A task cannot set it; the first step clears it.
+    record([TrialEvent(kind="status", task="worker:0", trial_id=str(trial.pk),
+                       payload={"phase": "waiting", "reason": "forged"})])
+    assert Experiment.objects.get(pk=trial.experiment_id).pending_reason == waiting
+    record([TrialEvent(kind="status", task="worker:0", trial_id=str(trial.pk),
+                       payload={"phase": "first_step"})])
+    assert Experiment.objects.get(pk=trial.experiment_id).pending_reason == ""

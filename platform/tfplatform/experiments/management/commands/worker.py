@@ -120,7 +120,7 @@ class Command(BaseCommand):
         sessions_node_start(address=options["address"])
         stop = threading.Event()
         threading.Thread(
-            target=_heartbeat_loop, kwargs={"hostname": hostname, "stop": stop}, daemon=True
+            target=node_heartbeat_loop, kwargs={"hostname": hostname, "stop": stop}, daemon=True
         ).start()
         argv = celery_worker_argv(
             hostname=hostname,
@@ -196,7 +196,7 @@ def _warm_exposure() -> Exposure:
     return Exposure(write=(str(work),), read=tuple(str(path) for path in read))
 
 
-def _heartbeat_loop(*, hostname: str, stop: threading.Event) -> None:
+def node_heartbeat_loop(*, hostname: str, stop: threading.Event) -> None:
     interval = settings.PLATFORM.heartbeat_seconds
     while not stop.wait(interval):
         try:
