@@ -12,6 +12,7 @@ tasks; each trial process checkpoints as it ends) and stops the application.
 
 from __future__ import annotations
 
+import argparse
 import functools
 import json
 import signal
@@ -32,13 +33,16 @@ def _say(**message: Any) -> None:
     print(json.dumps(message), flush=True)
 
 
-def _session(*, target: SparkTarget, app_name: str, code_zip: str) -> Any:
+def _session(*, target: SparkTarget, app_name: str, code_zip: str, gpus_per_task: int) -> Any:
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.master(target.master).appName(app_name)
     conf = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
             **target.conf,
             "spark.stage.maxConsecutiveAttempts": str(target.stage_attempts),
+            # Each task's GPUs from Spark's GPU scheduling (the executors' amount and discovery
+            # script are the cluster's configuration); none for a CPU trial.
+            **({"spark.task.resource.gpu.amount": str(gpus_per_task)} if gpus_per_task else {}),
             # The barrier stage must get all its slots at once; Spark checks that before it
             # starts and fails the job if the cluster can never give them (the supervisor
             # reports its reason).
@@ -89,8 +93,10 @@ def driver_main(*, order_path: str, result_path: str) -> int:
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     session = None
     try:
+        resources = json.loads(order["spec"])["resources"]
         session = _session(target=target, app_name=order["app_name"],
-                           code_zip=order["code_zip"])
+                           code_zip=order["code_zip"],
+                           gpus_per_task=int(resources.get("gpus_per_worker") or 0))
         context = session.sparkContext
         _say(application=context.applicationId, master=target.master)
         tasks = len(order["kinds"])
@@ -145,8 +151,17 @@ def _reason(text: str) -> str:
     return "\n".join(lines[:12])[:4000] or "the Spark job failed"
 
 
+def _arguments() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m training.spark.driver",
+                                     description="One trial attempt's Spark application.")
+    parser.add_argument("order", help="the attempt's order (JSON, written by supervise.py)")
+    parser.add_argument("result", help="where to write how the job ended (JSON)")
+    return parser.parse_args()
+
+
 if __name__ == "__main__":
-    code = driver_main(order_path=sys.argv[1], result_path=sys.argv[2])
+    arguments = _arguments()
+    code = driver_main(order_path=arguments.order, result_path=arguments.result)
     sys.stdout.flush()
     import os
 

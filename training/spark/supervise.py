@@ -15,6 +15,7 @@ driver's last word. Cancel stops the driver, which cancels the job.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import secrets
@@ -72,6 +73,10 @@ def code_zip(*, folder: Path) -> Path:
 def _driver_environment(*, python: str, home: Path) -> dict[str, str]:
     env = {name: os.environ[name] for name in DRIVER_ENV if name in os.environ}
     env.setdefault("LANG", "C.UTF-8")
+    found = importlib.util.find_spec("pyspark")
+    if "SPARK_HOME" not in env and found is not None and found.origin:
+        # pip's pyspark carries Spark's scripts and jars: local-cluster's workers start there.
+        env["SPARK_HOME"] = str(Path(found.origin).parent)
     return env | {"PYTHONPATH": str(repo_root()), "PYSPARK_PYTHON": python,
                   "PYSPARK_DRIVER_PYTHON": python, "HOME": str(home), "PYTHONUNBUFFERED": "1"}
 

@@ -22,8 +22,7 @@ CONF_ITEMS_MAX = 200
 # Set by the platform for every trial: a cluster's configuration may not change them.
 CONF_OWNED = frozenset({
     "spark.app.name", "spark.master", "spark.submit.deployMode",
-    "spark.stage.maxConsecutiveAttempts", "spark.task.cpus",
-    "spark.executor.resource.gpu.amount", "spark.task.resource.gpu.amount",
+    "spark.stage.maxConsecutiveAttempts", "spark.task.cpus", "spark.task.resource.gpu.amount",
 })
 # Spark's own retries of a failed barrier stage before the trial fails: each resumes from
 # the trial's last checkpoint.

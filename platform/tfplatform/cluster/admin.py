@@ -9,6 +9,7 @@ from tfplatform.cluster.models import (
     AllocationUtilization,
     Device,
     Node,
+    SparkCluster,
     UtilizationSample,
 )
 from tfplatform.cluster.services import node_set_state
@@ -109,3 +110,11 @@ class AllocationUtilizationAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request: HttpRequest, obj: object | None = None) -> bool:
         return False
+
+
+@admin.register(SparkCluster)
+class SparkClusterAdmin(ReadOnlyModelAdmin):
+    """Read here; registering, changing and removing go through /api/v1/spark-clusters/, whose
+    checks (master, configuration) and audit rows a plain admin form would skip."""
+
+    list_display = ("name", "master", "task_slots", "gpus", "updated_at")

@@ -6,6 +6,7 @@ import os
 import signal
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -218,3 +219,42 @@ def test_a_spark_query_is_read_through_one_partition_per_worker_without_files(
     seen = [set(json.loads((work / f"ids-{worker}.json").read_text())) for worker in (0, 1)]
     assert seen[0] and seen[1] and not seen[0] & seen[1]
     assert seen[0] | seen[1] == set(range(290))
+
+
+GPU_MODULE = """
+import os
+
+import tf_keras as keras
+
+
+def build_model(hparams):
+    with open(f"gpus-{os.environ['PLATFORM_TASK'].replace(':', '-')}.txt", "w") as out:
+        out.write(os.environ["CUDA_VISIBLE_DEVICES"])
+    return keras.Sequential([keras.Input(shape=hparams["input_shape"]),
+                             keras.layers.Dense(hparams["num_classes"], activation="softmax")])
+"""
+
+
+def test_on_a_local_cluster_each_task_sees_the_gpus_sparks_scheduling_gave_it(
+    tmp_path: Path
+) -> None:
+    # A standalone worker and its executor as separate JVMs (local-cluster), with two GPUs
+    # its discovery script reports: this machine has none, so the trial emulates them.
+    discovery = tmp_path / "gpus.sh"
+    discovery.write_text('#!/bin/sh\necho \'{"name": "gpu", "addresses": ["0", "1"]}\'\n')
+    discovery.chmod(0o755)
+    cluster = SparkTarget(name="gpus", master="local-cluster[1,2,1024]", conf={
+        "spark.worker.resource.gpu.amount": "2",
+        "spark.worker.resource.gpu.discoveryScript": str(discovery),
+        "spark.executor.resource.gpu.amount": "2", "spark.executor.memory": "512m"})
+    module = tmp_path / "gpus.py"
+    module.write_text(GPU_MODULE)
+    spec = _spec(tmp_path=tmp_path, model=str(module), epochs=1)
+    spec = replace(spec, resources=Resources(workers=2, gpus_per_worker=1))
+    recorder = Recorder()
+    outcome = spark_trial_supervise(spec=spec, target=cluster, on_events=recorder,
+                                    should_cancel=lambda: False, run_dir=str(tmp_path / "runs"))
+    assert outcome.status == "completed", outcome.exit_reason
+    work = Path(spec.work_dir)
+    seen = {(work / f"gpus-worker-{i}.txt").read_text() for i in (0, 1)}
+    assert seen == {"0", "1"}  # one GPU each, never the same one

@@ -108,6 +108,29 @@ def pass_seen() -> str:
             f" stored; holder types {holder_types}")
 
 
+def grow_spied(*, patch: pytest.MonkeyPatch) -> list[Any]:
+    """What the real pass's grow step saw as it ran (the failure message's pass_seen is a
+    second pass, made after it)."""
+    from tfplatform.experiments.services.scheduling import _Pass
+
+    seen: list[Any] = []
+    grow = _Pass.grow
+
+    def spy(self: Any) -> None:
+        seen.append({
+            "waiting": self.waiting, "now": timezone.now(),
+            "after": settings.PLATFORM.elastic_grow_after_seconds,
+            "holders": [(h.trial_id, h.elastic and h.elastic.larger, h.stop_reason, h.since)
+                        for h in self.view.holders.values()],
+            "reserved": set(self.view.reserved), "free": dict(self.view.free)})
+        grow(self)
+        seen.append({"after grow": [(h.trial_id, h.stop_reason)
+                                    for h in self.view.holders.values()]})
+
+    patch.setattr(_Pass, "grow", spy)
+    return seen
+
+
 @pytest.fixture
 def user() -> Any:
     return UserFactory(team=TeamFactory(gpu_quota=8))
@@ -182,6 +205,7 @@ def test_of_two_lower_priority_jobs_the_elastic_one_is_shrunk_the_fixed_one_kept
 
 def test_it_grows_onto_idle_devices_only_when_nothing_waits(
     user: Any, platform_settings_override: PlatformSettingsOverride,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # A run's age is set by moving its start back, not left to the clock between two passes.
     # It has failed in full runs (CI included) with its node online and nothing queued, cause
@@ -205,9 +229,11 @@ def test_it_grows_onto_idle_devices_only_when_nothing_waits(
     scheduler_pass()
     assert live_trial(elastic).stop_reason == ""  # it has not run its minute yet
     runs_started(seconds_ago=3600)
-    scheduler_pass()
+    with monkeypatch.context() as spied:
+        seen = grow_spied(patch=spied)
+        scheduler_pass()
     growing = live_trial(elastic)
-    assert growing.stop_reason == "resized", scheduler_state()
+    assert growing.stop_reason == "resized", f"the pass's grow saw {seen}; {scheduler_state()}"
     assert growing.stop_detail == "grown from 2 GPU to 4 GPU onto idle devices"
     stopped_by_its_node(elastic)
     scheduler_pass()
