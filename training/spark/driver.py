@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import re
 import signal
 import sys
 import threading
@@ -144,10 +145,14 @@ def driver_main(*, order_path: str, result_path: str) -> int:
     return 0
 
 
+# A stack frame as Java prints it ("at a.b.C.m(C.java:12)", "java.base/a.B.m(Native Method)").
+_JAVA_FRAME = re.compile(r"\s*(at\s+)?[\w$./<>]+\([^()]*\)\s*$")
+
+
 def _reason(text: str) -> str:
     """Spark's failure, without the Java stack that follows it."""
     lines = [line for line in text.splitlines() if line.strip() and not
-             line.lstrip().startswith("at ")]
+             _JAVA_FRAME.match(line)]
     return "\n".join(lines[:12])[:4000] or "the Spark job failed"
 
 

