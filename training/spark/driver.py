@@ -104,6 +104,7 @@ def driver_main(*, order_path: str, result_path: str) -> int:
         task_order = {k: order[k] for k in ("trial_id", "spec", "kinds", "channel", "key",
                                               "code_zip", "cwd", "python")}
         task_order["code_zip"] = Path(order["code_zip"]).name
+        task_order |= {"port_base": target.port_base, "port_span": target.port_span}
         query = str(json.loads(order["spec"])["hyperparameters"].get(QUERY_HYPERPARAMETER) or "")
         task_order["feed"] = bool(query)
         # One partition per task: the query's rows split among the workers (feed.py), or none.

@@ -27,6 +27,7 @@ CONF_OWNED = frozenset({
 # Spark's own retries of a failed barrier stage before the trial fails: each resumes from
 # the trial's last checkpoint.
 STAGE_ATTEMPTS_DEFAULT = 4
+PORT_BASE_DEFAULT, PORT_SPAN_DEFAULT = 28000, 4000
 # The hyperparameter whose Spark SQL query is the trial's input, read on the cluster (feed.py).
 QUERY_HYPERPARAMETER = "spark_query"
 
@@ -77,11 +78,17 @@ class SparkTarget:
     channel_host: str = "127.0.0.1"
     python: str = ""  # the executors' Python, for the trial process; "" the driver's own
     stage_attempts: int = STAGE_ATTEMPTS_DEFAULT
+    # Where a task's TF server listens on its executor: below the kernel's ephemeral range
+    # (32768+ on Linux), whose ports an outgoing connection may take between a task's choice
+    # and TensorFlow's bind, which comes seconds later (its import).
+    port_base: int = PORT_BASE_DEFAULT
+    port_span: int = PORT_SPAN_DEFAULT
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "master": self.master, "conf": dict(self.conf),
                 "channel_host": self.channel_host, "python": self.python,
-                "stage_attempts": self.stage_attempts}
+                "stage_attempts": self.stage_attempts, "port_base": self.port_base,
+                "port_span": self.port_span}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SparkTarget:
@@ -89,4 +96,6 @@ class SparkTarget:
                    conf={str(k): str(v) for k, v in dict(data.get("conf", {})).items()},
                    channel_host=str(data.get("channel_host", "127.0.0.1")),
                    python=str(data.get("python", "")),
-                   stage_attempts=int(data.get("stage_attempts", STAGE_ATTEMPTS_DEFAULT)))
+                   stage_attempts=int(data.get("stage_attempts", STAGE_ATTEMPTS_DEFAULT)),
+                   port_base=int(data.get("port_base", PORT_BASE_DEFAULT)),
+                   port_span=int(data.get("port_span", PORT_SPAN_DEFAULT)))

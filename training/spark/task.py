@@ -17,8 +17,10 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import random
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -34,9 +36,10 @@ from training.signals import SUPERVISOR_PID_ENV
 from training.spark.channel import ChannelSender, channel_open, task_token
 from training.spark.feed import FEED_FD_ENV, FEED_SIZES_ENV, feed_table, feed_write
 from training.supervisor.outcome import exit_describe
-from training.tf_config import ClusterPlan, TaskAddress, ports_free
+from training.tf_config import ClusterPlan, TaskAddress
 
 POLL_SECONDS = 0.2
+PORT_TRIES = 200
 PR_SET_PDEATHSIG = 1
 # The executor's settings a trial may see; nothing else of its environment reaches it.
 PASSTHROUGH_ENV = ("TF_CPP_MIN_LOG_LEVEL", "TF_NUM_INTEROP_THREADS", "TF_NUM_INTRAOP_THREADS",
@@ -60,6 +63,19 @@ def _plan(*, kinds: list[tuple[str, int]], addresses: list[str], key: str) -> Cl
         host, _, port = address.rpartition(":")
         tasks.append(TaskAddress(kind, index, host, int(port)))
     return ClusterPlan(tuple(tasks), dispatch_key=key)
+
+
+def _port_choose(*, host: str, base: int, span: int) -> int:
+    """A port of [base, base + span) that binds now, tried in random order: the executor's
+    other tasks (another trial's gang) choose from the same range."""
+    for port in random.sample(range(base, base + span), k=min(span, PORT_TRIES)):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            try:
+                probe.bind((host, port))
+            except OSError:
+                continue
+            return port
+    raise TaskFailed(f"no free port in {base}-{base + span - 1} on {host}")
 
 
 def _environment(*, order: dict[str, Any], plan: ClusterPlan, task: TaskAddress, scratch: str,
@@ -100,7 +116,8 @@ def barrier_task(order: dict[str, Any], rows: Iterator[Any]) -> Iterator[str]:
     index = context.partitionId()
     kinds = [(str(kind), int(i)) for kind, i in order["kinds"]]
     host = context.getTaskInfos()[index].address.rpartition(":")[0]
-    port = ports_free(host=host, count=1)[0] if len(kinds) > 1 else 0
+    port = _port_choose(host=host, base=order["port_base"], span=order["port_span"]) \
+        if len(kinds) > 1 else 0
     gathered = [json.loads(item) for item in context.allGather(json.dumps(
         {"address": f"{host}:{port}", "attempt": context.taskAttemptId()}))]
     # One name for the stage attempt all its tasks agree on: its first task attempt's id.

@@ -12,6 +12,7 @@ placed there runs as a Spark application (training/spark/).
 import os
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 
 from tfplatform.audit.models import AuditAction
@@ -130,5 +131,8 @@ def spark_target_for(*, node: Node, channel_host: str) -> SparkTarget:
                                           ).first()
     if cluster is None or node.hostname != cluster.pool:
         raise InvalidInput(f"Node {node.hostname} stands for no registered Spark cluster.")
+    # The gang's ports from the platform's task range, as on its own nodes.
     return SparkTarget(name=cluster.name, master=cluster.master, conf=dict(cluster.conf),
-                       channel_host=channel_host, python=cluster.python)
+                       channel_host=channel_host, python=cluster.python,
+                       port_base=settings.PLATFORM.task_port_base,
+                       port_span=settings.PLATFORM.task_port_span)
