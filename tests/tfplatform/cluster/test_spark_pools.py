@@ -108,3 +108,19 @@ def test_a_worker_node_cannot_join_a_pool_named_as_a_spark_clusters() -> None:
     with pytest.raises(InvalidInput, match="Spark cluster"):
         node_register(hostname="w", cpu_count=1, memory_bytes=1, devices=[],
                       trial_runtime="sandbox", pool="spark-dev")
+
+
+def test_the_experiment_form_offers_the_spark_pool_and_submits_to_it() -> None:
+    from django.test import Client
+
+    _spark_node(slots=2)
+    client = Client()
+    client.force_login(UserFactory())
+    assert '<option value="spark-dev">spark-dev</option>' in client.get(
+        "/experiments/new/").content.decode()
+    form = {"name": "from the form", "model": "mlp", "dataset": "digits", "epochs": 1,
+            "batch_size": 32, "learning_rate": 0.01, "optimizer": "adam", "workers": 2,
+            "gpus_per_worker": 0, "parameter_servers": 0, "priority": 0, "max_restarts": 0,
+            "pool": "spark-dev"}
+    assert client.post("/experiments/new/", form).status_code == 302
+    assert Experiment.objects.get(name="from the form").pool == "spark-dev"

@@ -95,7 +95,11 @@ def test_a_two_worker_experiment_trains_as_a_barrier_stage_and_deploys(
     assert [m["epoch"] for m in metrics] == [1, 2, 3]
     logs = json.dumps(owner.get(f"/api/v1/experiments/{experiment_id}/logs/").json())
     assert "Spark stage attempt 1" in logs and "worker:1 exited with code 0" in logs
-    assert (spark_node.parent / "work" / f"experiment-{experiment_id}" / "checkpoints").is_dir()
+    work = spark_node.parent / "work" / f"experiment-{experiment_id}"
+    assert (work / "checkpoints").is_dir()
+    assert list((work / "tensorboard").rglob("events.out.tfevents.*"))  # for TensorBoard
+    artifacts = owner.get(f"/api/v1/experiments/{experiment_id}/artifacts/").json()
+    assert {a["name"] for a in artifacts} >= {"model", "checkpoints", "logs"}, artifacts
     # Another user: as if the experiment were not there.
     assert stranger.get(f"/api/v1/experiments/{experiment_id}/").status_code == 404
     assert stranger.get(

@@ -11,8 +11,8 @@ from tfplatform.core.database import DATABASE_ERRORS, database_connection_reset
 from tfplatform.experiments.models import Metric, Trial
 from tfplatform.experiments.node_paths import node_paths_hide
 from tfplatform.experiments.services.transitions import (
+    experiment_set_pending_reason,
     experiment_set_strategy,
-    experiment_set_waiting,
 )
 from tfplatform.experiments.services.trials import (
     checkpoint_record,
@@ -37,7 +37,7 @@ class TrialEventRecorder:
         self.throughput_step = 0
         self._log_lines: list[str] = []
         self._waiting: list[TrialEvent] = []  # kept while the database is away, in order
-        self.waited = False  # its cluster kept it waiting (pending reason set) before training
+        self.waited = ""  # the pending reason its cluster's wait set, until the first step
 
     def __call__(self, events: Sequence[TrialEvent]) -> None:
         """One batch, one transaction: the supervisor hands over what it read in one go, and
@@ -124,11 +124,15 @@ class TrialEventRecorder:
         if payload.get("phase") == "first_step":
             trial_set_first_step(trial=self.trial, at=self._when(event))
             if self.waited:
-                experiment_set_waiting(experiment_id=self.trial.experiment_id, reason="")
+                experiment_set_pending_reason(experiment=self.trial.experiment, reason="",
+                                              replacing=self.waited)
+                self.waited = ""
         if payload.get("phase") == "waiting" and event.task == "supervisor":
-            self.waited = True
-            experiment_set_waiting(experiment_id=self.trial.experiment_id,
-                                   reason=str(payload.get("reason", "")))
+            # What the trial's cluster keeps it waiting for (a Spark cluster without the gang's
+            # slots), until its first step.
+            reason = str(payload.get("reason", ""))[:300]
+            experiment_set_pending_reason(experiment=self.trial.experiment, reason=reason)
+            self.waited = reason
         if payload.get("strategy"):
             experiment_set_strategy(
                 experiment_id=self.trial.experiment_id,

@@ -136,12 +136,6 @@ def experiment_set_strategy(*, experiment_id: int, strategy: str, reason: str) -
     )
 
 
-def experiment_set_waiting(*, experiment_id: int, reason: str) -> None:
-    """What a started experiment's cluster keeps it waiting for (a Spark cluster without free
-    task slots for the gang), as its pending reason; "" once its first step ran."""
-    Experiment.objects.filter(pk=experiment_id).update(pending_reason=reason[:300])
-
-
 # Ids per statement: well within SQLite's 32,766 parameters and PostgreSQL's 65,535.
 IDS_PER_STATEMENT = 5_000
 

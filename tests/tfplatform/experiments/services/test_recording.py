@@ -195,7 +195,7 @@ def test_the_platforms_lines_and_the_failure_reason_name_no_node_path(settings: 
 
 
 def test_what_the_cluster_keeps_a_started_trial_waiting_for_is_its_pending_reason() -> None:
-    trial = TrialFactory()
+    trial = TrialFactory(experiment=ExperimentFactory(state="running"))
     record = TrialEventRecorder(trial=trial)
     waiting = "Waiting for the Spark cluster: the gang's 2 tasks need 2 free task slots at once"
     record([TrialEvent(kind="status", task="supervisor", trial_id=str(trial.pk),
