@@ -24,7 +24,12 @@ from tfplatform.cluster.pools import POOL_PATTERN, SPARK_POOL_PREFIX
 from tfplatform.cluster.services import node_register
 from tfplatform.core.errors import Conflict, InvalidInput
 from training import errors as training_errors
-from training.spark.target import SparkTarget, spark_conf_check, spark_master_check
+from training.spark.target import (
+    SparkTarget,
+    master_is_local,
+    spark_conf_check,
+    spark_master_check,
+)
 
 NAME_MAX = 50
 SLOTS_MAX = 10_000
@@ -47,6 +52,13 @@ def _checked(*, values: dict[str, Any]) -> dict[str, Any]:
                 checked[field] = check(values[field])
             except training_errors.InvalidInput as error:
                 raise InvalidInput(str(error), field=field) from error
+    if "master" in checked and master_is_local(master=checked["master"]) and \
+            not settings.PLATFORM.spark_local_masters:
+        # Its executors would run users' code on the node's machine, beside the platform's
+        # secrets and services, with no sandbox.
+        raise InvalidInput("A local master runs users' code on the Spark node's own machine "
+                           "without isolation; it is refused unless the platform allows it for "
+                           "development (PLATFORM_SPARK_LOCAL_MASTERS).", field="master")
     for field, most in (("task_slots", SLOTS_MAX), ("gpus", GPUS_MAX)):
         if field in values:
             value = values[field]

@@ -142,6 +142,11 @@ class PlatformSettings:
                                         doc="The most GPUs one worker may ask for.")
     max_parameter_servers: int = _setting(env=None, group="Trials and isolation", default=16,
                                           doc="The most parameter servers a trial may ask for.")
+    spark_local_masters: bool = _setting(
+        env="PLATFORM_SPARK_LOCAL_MASTERS", group="Trials and isolation", default=False,
+        doc="Staff may register a Spark cluster whose master is `local[N]` or "
+            "`local-cluster[...]`: its executors, and so users' code, then run on the Spark "
+            "node's machine as its user, without a sandbox. Development and tests only.")
     # Containers
     container_engine_url: str = _setting(
         env="PLATFORM_CONTAINER_ENGINE_URL", group="Containers", default="",

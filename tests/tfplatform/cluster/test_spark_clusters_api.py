@@ -1,6 +1,8 @@
 """/api/v1/spark-clusters/: staff register, change and remove Spark clusters (each change in
 the audit log); users see where they may run, never a cluster's configuration."""
 
+from typing import Any
+
 import pytest
 from rest_framework.test import APIClient
 
@@ -46,3 +48,17 @@ def test_staff_register_a_cluster_and_others_cannot() -> None:
         "spark_cluster.create", "spark_cluster.change", "spark_cluster.delete"]
 
 
+
+
+def test_a_local_master_is_refused_unless_the_platform_allows_it_for_development(
+    platform_settings_override: Any,
+) -> None:
+    staff = APIClient()
+    staff.force_authenticate(UserFactory(is_staff=True))
+    platform_settings_override(spark_local_masters=False)
+    for master in ("local[2]", "local-cluster[1,2,1024]"):
+        refused = staff.post("/api/v1/spark-clusters/", {**CLUSTER, "master": master},
+                             format="json")
+        assert refused.status_code == 400 and "isolation" in str(refused.json()), refused.json()
+    assert staff.post("/api/v1/spark-clusters/", {**CLUSTER, "master": "spark://head:7077"},
+                      format="json").status_code == 201
